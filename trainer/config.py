@@ -1,0 +1,30 @@
+"""The validated settings of one `train` run (built by the CLI, read by the loop)."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainer.datasets import SyntheticShape
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    dataset: str
+    data_dir: Path | None
+    model: str
+    epochs: int
+    batch_size: int
+    """Per rank, as in the workshop; the global batch is batch_size * world size."""
+    lr: float
+    weight_decay: float
+    warmup_fraction: float
+    seed: int
+    precision: str
+    output_dir: Path
+    checkpoint_dir: Path
+    checkpoint_every: int
+    """Optimizer steps between checkpoints (0: only at epoch ends)."""
+    keep_checkpoints: int
+    log_every: int
+    compile: bool
+    timeout_minutes: float
+    synthetic: SyntheticShape

@@ -1,0 +1,130 @@
+"""Process-group setup from the torchrun contract and the few collectives the trainer uses.
+
+Only the variables torchrun guarantees are read, so one image runs under plain
+torchrun, a PyTorchJob (static Master+Worker or elastic) and a TrainJob. Without
+torchrun (no WORLD_SIZE) the trainer is a single process with no process group,
+and every collective here is a no-op.
+"""
+
+import datetime
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+import torch
+import torch.distributed as dist
+
+from trainer.errors import UsageError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Where this process sits in the job, as torchrun describes it."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    restart_count: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] = os.environ) -> "Topology":
+        def read(name: str, default: int, minimum: int) -> int:
+            raw = environ.get(name)
+            if raw is None or raw == "":
+                return default
+            try:
+                value = int(raw)
+            except ValueError:
+                raise UsageError(f"environment variable {name}={raw!r} is not an integer") from None
+            if value < minimum:
+                raise UsageError(f"environment variable {name}={value} must be >= {minimum}")
+            return value
+
+        topology = cls(
+            rank=read("RANK", 0, 0),
+            local_rank=read("LOCAL_RANK", 0, 0),
+            world_size=read("WORLD_SIZE", 1, 1),
+            restart_count=read("TORCHELASTIC_RESTART_COUNT", 0, 0),
+        )
+        if topology.rank >= topology.world_size:
+            raise UsageError(f"environment variable RANK={topology.rank} must be < WORLD_SIZE={topology.world_size}")
+        if topology.world_size > 1:
+            for name in ("MASTER_ADDR", "MASTER_PORT"):
+                if not environ.get(name):
+                    raise UsageError(f"environment variable {name} is not set but WORLD_SIZE={topology.world_size}; launch with torchrun")
+        return topology
+
+
+def pick_device(topology: Topology) -> torch.device:
+    """CUDA device LOCAL_RANK when there is a GPU, else the CPU."""
+    if torch.cuda.is_available():
+        return torch.device("cuda", topology.local_rank % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def start(topology: Topology, device: torch.device, timeout: datetime.timedelta) -> None:
+    """Set intra-op threads and join the process group (nccl on CUDA, gloo on CPU).
+
+    The timeout bounds every collective, so it must outlast the slowest checkpoint
+    write: minutes, never seconds.
+    """
+    threads = os.environ.get("OMP_NUM_THREADS")
+    if threads:
+        try:
+            torch.set_num_threads(max(1, int(threads)))
+        except ValueError:
+            raise UsageError(f"environment variable OMP_NUM_THREADS={threads!r} is not an integer") from None
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if topology.world_size > 1 and not dist.is_initialized():
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend=backend, timeout=timeout)
+
+
+def stop() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def barrier() -> None:
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def broadcast_object(value: T) -> T:
+    """Rank 0's value on every rank (pickled; for small things such as a checkpoint)."""
+    if not dist.is_initialized():
+        return value
+    box: list[object] = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]  # type: ignore[return-value]
+
+
+def all_sum_(tensor: torch.Tensor) -> torch.Tensor:
+    """Sum `tensor` over all ranks in place (and return it)."""
+    if dist.is_initialized():
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def any_rank(flag: bool, device: torch.device) -> bool:
+    """True on every rank if `flag` is true on any rank: lets all ranks stop at the same step."""
+    if not dist.is_initialized():
+        return flag
+    value = torch.tensor([1 if flag else 0], device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())
+
+
+def broadcast_buffers_(module: torch.nn.Module) -> None:
+    """Give every rank rank 0's buffers (batch-norm running statistics) in place."""
+    if dist.is_initialized():
+        for buffer in module.buffers():
+            dist.broadcast(buffer, src=0)

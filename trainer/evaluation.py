@@ -1,0 +1,83 @@
+"""Accuracy: per epoch during training (sharded over ranks) and the `evaluate` command."""
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from sklearn.metrics import confusion_matrix
+from torch import nn
+
+from trainer import datasets, models, plots, precision
+from trainer.errors import UsageError
+from trainer.outputs import load_model_file, write_json
+
+log = logging.getLogger(__name__)
+
+
+@torch.no_grad()
+def predict(model: nn.Module, images: torch.Tensor, batch_size: int, compute: str, device: torch.device) -> torch.Tensor:
+    """Predicted class of every image (on the CPU); leaves the model in train mode."""
+    model.eval()
+    predictions = []
+    try:
+        for start in range(0, len(images), batch_size):
+            batch = images[start : start + batch_size].to(device, non_blocking=True)
+            with precision.autocast(compute, device):
+                predictions.append(model(batch).argmax(dim=1).cpu())
+    finally:
+        model.train()
+    return torch.cat(predictions) if predictions else torch.empty(0, dtype=torch.long)
+
+
+@dataclass(frozen=True)
+class Report:
+    accuracy: float
+    per_class: dict[str, float]
+    matrix: np.ndarray
+
+    def lines(self) -> list[str]:
+        """The workshop's wording, so users can compare line by line."""
+        return [f"Accuracy of the network on the {int(self.matrix.sum())} test images: {100 * self.accuracy:.1f} %"] + [
+            f"Accuracy for class: {name:5s} is {100 * value:.1f} %" for name, value in self.per_class.items()
+        ]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"accuracy": self.accuracy, "per_class_accuracy": self.per_class, "confusion_matrix": self.matrix.tolist()}
+
+
+def report(predictions: torch.Tensor, labels: torch.Tensor, classes: tuple[str, ...]) -> Report:
+    matrix = confusion_matrix(labels.numpy(), predictions.numpy(), labels=list(range(len(classes))))
+    totals = matrix.sum(axis=1)
+    per_class = {name: float(matrix[index, index] / totals[index]) if totals[index] else 0.0 for index, name in enumerate(classes)}
+    return Report(accuracy=float(np.trace(matrix) / max(1, matrix.sum())), per_class=per_class, matrix=matrix)
+
+
+def evaluate_command(model_file: Path, dataset: str | None, data_dir: Path | None, json_path: Path | None, matrix_path: Path | None, batch_size: int) -> Report:
+    document = load_model_file(model_file)
+    metadata = document["metadata"]
+    dataset = dataset or str(metadata["dataset"])
+    splits = datasets.load(dataset, data_dir)
+    if tuple(splits.input_shape) != tuple(metadata["input_shape"]) or len(splits.classes) != len(metadata["classes"]):
+        raise UsageError(
+            f"--model-file {model_file} was trained on {metadata['dataset']} "
+            f"({len(metadata['classes'])} classes, images {tuple(metadata['input_shape'])}); "
+            f"--dataset {dataset} has {len(splits.classes)} classes, images {splits.input_shape}"
+        )
+    model = models.build(metadata["model"], splits.input_shape, len(splits.classes))
+    model.load_state_dict(document["state_dict"])
+    device = torch.device("cpu")
+    compute = precision.resolve("auto", device)
+    images = splits.test_x.contiguous(memory_format=torch.channels_last) if metadata["model"] in models.CONVOLUTIONAL else splits.test_x
+    result = report(predict(model, images, batch_size, compute, device), splits.test_y, tuple(metadata["classes"]))
+    for line in result.lines():
+        print(line)
+    matrix_path = matrix_path or model_file.with_name("confusion-matrix.png")
+    plots.confusion_matrix(result.matrix, tuple(metadata["classes"]), matrix_path)
+    print(f"Confusion matrix: {matrix_path}")
+    if json_path is not None:
+        write_json(json_path, {"model_file": str(model_file), "dataset": dataset, **result.as_json()})
+        print(f"Report: {json_path}")
+    return result

@@ -1,0 +1,56 @@
+"""Which samples each rank trains on, resumable in the middle of an epoch."""
+
+import torch
+from torch.utils.data import DistributedSampler
+
+
+class _Indices(torch.utils.data.Dataset[int]):
+    """Stands in for the in-memory dataset: the sampler only needs its length."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+
+class ResumableDistributedSampler(DistributedSampler[int]):
+    """DistributedSampler that can start an epoch at a global sample position.
+
+    The epoch's global order is `randperm(seed + epoch)`, exactly as in
+    DistributedSampler, and rank r takes every world_size-th entry from r. After k
+    batches of B on every rank the job has consumed the first k*B*world_size
+    entries, so resuming at that position repeats nothing and skips nothing, even
+    with a different world size. With position 0 it yields what DistributedSampler does.
+    """
+
+    def __init__(self, size: int, num_replicas: int, rank: int, seed: int) -> None:
+        super().__init__(_Indices(size), num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed, drop_last=False)
+        self.size = size
+        self.position = 0
+
+    def set_position(self, position: int) -> None:
+        """Skip the first `position` samples of the epoch's global order."""
+        if not 0 <= position <= self.size:
+            raise ValueError(f"position {position} is outside the epoch (0..{self.size})")
+        self.position = position
+
+    def indices(self) -> torch.Tensor:
+        generator = torch.Generator()
+        generator.manual_seed(self.seed + self.epoch)
+        order = torch.randperm(self.size, generator=generator)[self.position:]
+        if len(order) == 0:
+            return order
+        padded = -(-len(order) // self.num_replicas) * self.num_replicas
+        if padded > len(order):  # as DistributedSampler: repeat from the start to even out the ranks
+            order = torch.cat([order, order.repeat(-(-padded // len(order)))[: padded - len(order)]])
+        return order[self.rank :: self.num_replicas]
+
+    def __iter__(self):
+        return iter(self.indices().tolist())
+
+    def __len__(self) -> int:
+        return -(-(self.size - self.position) // self.num_replicas)

@@ -1,0 +1,281 @@
+"""The DDP training loop: resume, train, checkpoint, evaluate, write the outputs.
+
+Order matters for safety: inputs are validated and the dataset loaded before the
+process group starts; the checkpoint is chosen and checked on rank 0 and its
+bytes broadcast, so every rank resumes from the same counters before DDP wraps
+the model; nothing in --output-dir or --checkpoint-dir is replaced until a run
+has something better to put there.
+"""
+
+import datetime
+import logging
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from trainer import datasets, distributed, evaluation, models, outputs, plots, precision
+from trainer.checkpoint import CheckpointManager, decode
+from trainer.config import TrainConfig
+from trainer.distributed import Topology
+from trainer.errors import CheckpointError
+from trainer.interrupt import StopSignals, TerminationRequested
+from trainer.sampling import ResumableDistributedSampler
+
+log = logging.getLogger(__name__)
+
+EVAL_BATCH_SIZE = 1024
+
+
+@dataclass
+class Progress:
+    """Counters that must be identical on every rank; saved in each checkpoint."""
+
+    step: int = 0
+    epoch: int = 0
+    position: int = 0
+    """Global samples of `epoch` already trained on (see ResumableDistributedSampler)."""
+    epoch_loss_sum: float = 0.0
+    epoch_steps: int = 0
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def warmup_cosine(total_steps: int, warmup_fraction: float):
+    """LR multiplier: linear warm-up, then cosine decay to zero at the last step."""
+    warmup = max(1, int(total_steps * warmup_fraction))
+
+    def multiplier(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total_steps - warmup)
+        return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+    return multiplier
+
+
+class Run:
+    """One `train` invocation on one rank."""
+
+    def __init__(self, config: TrainConfig, topology: Topology) -> None:
+        self.config = config
+        self.topology = topology
+        self.started = time.perf_counter()
+        if topology.is_main:
+            outputs.ensure_writable(config.output_dir, "--output-dir")
+            outputs.ensure_writable(config.checkpoint_dir, "--checkpoint-dir")
+        self.splits = datasets.load(config.dataset, config.data_dir, config.synthetic, config.seed)
+        self.model_name = models.resolve(config.model, config.dataset)
+        self.device = distributed.pick_device(topology)
+        self.precision = precision.resolve(config.precision, self.device)
+        self.identity: dict[str, Any] = {
+            "dataset": config.dataset,
+            "model": self.model_name,
+            "input_shape": list(self.splits.input_shape),
+            "classes": list(self.splits.classes),
+        }
+        torch.manual_seed(config.seed)
+        self.model = models.build(self.model_name, self.splits.input_shape, len(self.splits.classes)).to(self.device)
+        memory_format = torch.channels_last if self.model_name in models.CONVOLUTIONAL else torch.contiguous_format
+        self.train_x = self.splits.train_x.to(self.device).contiguous(memory_format=memory_format)
+        self.train_y = self.splits.train_y.to(self.device)
+        self.test_x = self.splits.test_x.contiguous(memory_format=memory_format)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.sampler = ResumableDistributedSampler(len(self.train_y), topology.world_size, topology.rank, config.seed)
+        self.steps_per_epoch = -(-len(self.sampler) // config.batch_size)
+        total_steps = config.epochs * self.steps_per_epoch
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_cosine(total_steps, config.warmup_fraction))
+        self.checkpoints = CheckpointManager(config.checkpoint_dir, self.identity, config.keep_checkpoints)
+        self.progress = Progress()
+        self.last_saved_step = -1
+        self.images_trained = 0
+        self.training_seconds = 0.0
+
+    # -- resume -------------------------------------------------------------------------
+
+    def resume(self) -> int:
+        """Load the newest good checkpoint (chosen by rank 0) on every rank; returns its step."""
+        payload: bytes | None = None
+        error: str | None = None
+        if self.topology.is_main:
+            try:
+                verified = self.checkpoints.newest()
+                payload = verified.payload if verified else None
+            except CheckpointError as problem:
+                error = str(problem)
+        payload, error = distributed.broadcast_object((payload, error))
+        if error is not None:
+            raise CheckpointError(error)
+        if payload is None:
+            return 0
+        state = decode(payload)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.progress = Progress(**state["progress"])
+        self.last_saved_step = self.progress.step
+        log.info("resumed from step %d (epoch %d, %d samples into it)", self.progress.step, self.progress.epoch + 1, self.progress.position)
+        return self.progress.step
+
+    def save_checkpoint(self) -> None:
+        if self.progress.step == self.last_saved_step:
+            return
+        if self.topology.is_main:
+            state = {
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "progress": asdict(self.progress),
+            }
+            path = self.checkpoints.save(self.progress.step, state)
+            log.info("checkpoint %s", path)
+        self.last_saved_step = self.progress.step
+        distributed.barrier()
+
+    # -- train --------------------------------------------------------------------------
+
+    def execute(self) -> dict[str, Any]:
+        resumed_from = self.resume()
+        model: nn.Module = self.model
+        if self.topology.world_size > 1:
+            model = DistributedDataParallel(self.model, device_ids=[self.device] if self.device.type == "cuda" else None)
+        if self.config.compile:
+            model = torch.compile(model)  # type: ignore[assignment]
+        metrics = outputs.MetricsLog(self.config.output_dir / outputs.METRICS_FILE) if self.topology.is_main else None
+        with StopSignals() as stop:
+            while self.progress.epoch < self.config.epochs:
+                self._train_epoch(model, metrics, stop)
+                self._finish_epoch()
+                self.save_checkpoint()
+                if distributed.any_rank(stop.requested, self.device):
+                    raise TerminationRequested(f"stopped by signal after epoch {self.progress.epoch}; checkpoint written")
+        return self._finish(resumed_from)
+
+    def _train_epoch(self, model: nn.Module, metrics: outputs.MetricsLog | None, stop: StopSignals) -> None:
+        config, progress = self.config, self.progress
+        world = self.topology.world_size
+        self.sampler.set_epoch(progress.epoch)
+        self.sampler.set_position(progress.position)
+        indices = self.sampler.indices().to(self.device)
+        show_bar = self.topology.is_main and sys.stderr.isatty()
+        bar = tqdm(total=len(indices), initial=0, unit="img", desc=f"epoch {progress.epoch + 1}/{config.epochs}", disable=not show_bar, leave=False)
+        running_loss = torch.zeros((), device=self.device)
+        window_steps, window_start = 0, time.perf_counter()
+        epoch_start = window_start
+        for start in range(0, len(indices), config.batch_size):
+            batch = indices[start : start + config.batch_size]
+            with precision.autocast(self.precision, self.device):
+                loss = F.cross_entropy(model(self.train_x[batch]), self.train_y[batch])
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optimizer.step()
+            self.scheduler.step()
+            running_loss += loss.detach()
+            progress.step += 1
+            progress.position = min(self.sampler.size, progress.position + len(batch) * world)
+            window_steps += 1
+            self.images_trained += len(batch) * world
+            bar.update(len(batch))
+            if progress.step % config.log_every == 0:
+                now = time.perf_counter()
+                window_loss = running_loss.item()  # the only host sync: once per log interval
+                progress.epoch_loss_sum += window_loss
+                progress.epoch_steps += window_steps
+                rate = window_steps * config.batch_size * world / (now - window_start)
+                self._log_interval(metrics, bar, window_loss / window_steps, rate)
+                running_loss.zero_()
+                window_steps, window_start = 0, now
+                if distributed.any_rank(stop.requested, self.device):
+                    self.training_seconds += time.perf_counter() - epoch_start
+                    self.save_checkpoint()
+                    raise TerminationRequested(f"stopped by signal at step {progress.step}; checkpoint written")
+            if config.checkpoint_every and progress.step % config.checkpoint_every == 0:
+                self.save_checkpoint()
+        progress.epoch_loss_sum += running_loss.item()
+        progress.epoch_steps += window_steps
+        bar.close()
+        self.training_seconds += time.perf_counter() - epoch_start
+
+    def _log_interval(self, metrics: outputs.MetricsLog | None, bar: Any, loss: float, rate: float) -> None:
+        progress = self.progress
+        if metrics is not None:
+            metrics.append({"step": progress.step, "epoch": progress.epoch + 1, "loss": round(loss, 6), "images_per_second": round(rate, 1)})
+        if bar.disable:
+            log.info("epoch %d/%d step %d loss %.4f %.0f images/s", progress.epoch + 1, self.config.epochs, progress.step, loss, rate)
+        else:
+            bar.set_postfix(loss=f"{loss:.4f}", rate=f"{rate:.0f} img/s")
+
+    def _finish_epoch(self) -> None:
+        """Average the epoch's loss over ranks, measure test accuracy, start the next epoch."""
+        progress = self.progress
+        totals = torch.tensor([progress.epoch_loss_sum, float(progress.epoch_steps)], dtype=torch.float64)
+        distributed.all_sum_(totals)
+        accuracy = self.test_accuracy()
+        record = {
+            "epoch": progress.epoch + 1,
+            "train_loss": float(totals[0] / max(1.0, float(totals[1]))),
+            "test_accuracy": accuracy,
+            "elapsed_seconds": round(time.perf_counter() - self.started, 3),
+        }
+        progress.history.append(record)
+        log.info("epoch %d/%d: train loss %.4f, test accuracy %.2f %%", record["epoch"], self.config.epochs, record["train_loss"], 100 * accuracy)
+        progress.epoch += 1
+        progress.position = 0
+        progress.epoch_loss_sum, progress.epoch_steps = 0.0, 0
+
+    def test_accuracy(self) -> float:
+        """Each rank scores its shard of the test set with rank 0's batch-norm statistics."""
+        distributed.broadcast_buffers_(self.model)
+        rank, world = self.topology.rank, self.topology.world_size
+        images, labels = self.test_x[rank::world], self.splits.test_y[rank::world]
+        predictions = evaluation.predict(self.model, images, EVAL_BATCH_SIZE, self.precision, self.device)
+        counts = torch.tensor([int((predictions == labels).sum()), len(labels)], dtype=torch.float64)
+        distributed.all_sum_(counts)
+        return float(counts[0] / counts[1])
+
+    # -- outputs ------------------------------------------------------------------------
+
+    def _finish(self, resumed_from: int) -> dict[str, Any]:
+        history = self.progress.history
+        accuracy = history[-1]["test_accuracy"] if history else self.test_accuracy()
+        summary = {
+            "dataset": self.config.dataset,
+            "model": self.model_name,
+            "classes": list(self.splits.classes),
+            "epochs": self.config.epochs,
+            "steps": self.progress.step,
+            "world_size": self.topology.world_size,
+            "batch_size_per_rank": self.config.batch_size,
+            "precision": self.precision,
+            "seed": self.config.seed,
+            "test_accuracy": accuracy,
+            "images_trained": self.images_trained,
+            "images_per_second": round(self.images_trained / self.training_seconds, 1) if self.training_seconds else 0.0,
+            "wall_seconds": round(time.perf_counter() - self.started, 3),
+            "resumed_from_step": resumed_from,
+            "history": history,
+        }
+        if self.topology.is_main:
+            out = self.config.output_dir
+            metadata = {key: summary[key] for key in ("dataset", "model", "classes", "epochs", "precision", "test_accuracy")}
+            outputs.save_model(out / outputs.MODEL_FILE, self.model, {**metadata, "input_shape": list(self.splits.input_shape)})
+            if history:
+                plots.training_curves(history, out / outputs.CURVES_FILE)
+            outputs.write_json(out / outputs.SUMMARY_FILE, summary)
+        distributed.barrier()
+        return summary
+
+
+def train(config: TrainConfig, topology: Topology) -> dict[str, Any]:
+    run = Run(config, topology)
+    distributed.start(topology, run.device, datetime.timedelta(minutes=config.timeout_minutes))
+    try:
+        return run.execute()
+    finally:
+        distributed.stop()
