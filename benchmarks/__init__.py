@@ -1,0 +1,1 @@
+"""Benchmarks: the trainer against a workshop-style baseline loop (run with `make bench`)."""

@@ -1,0 +1,58 @@
+"""Helpers to run the trainer for real: as a subprocess, alone or under torchrun."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def trainer_command(args: list[str], nproc: int | None) -> list[str]:
+    """`python -m trainer ...` alone, or under `torchrun --standalone` with `nproc` ranks."""
+    if nproc is None:
+        return [sys.executable, "-m", "trainer", *args]
+    return [TORCHRUN, "--standalone", "--nproc-per-node", str(nproc), "--master-port", str(free_port()), "-m", "trainer", *args]
+
+
+def trainer_env() -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if key not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    env["PYTHONPATH"] = str(ROOT)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_trainer(args: list[str], nproc: int | None = None, timeout: float = 300) -> Result:
+    completed = subprocess.run(trainer_command(args, nproc), env=trainer_env(), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    return Result(completed.returncode, completed.stdout, completed.stderr)
+
+
+def read_summary(output_dir: Path) -> dict[str, Any]:
+    return json.loads((output_dir / "summary.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def mnist_subset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from benchmarks.mnist_subset import write_mnist_subset
+
+    return write_mnist_subset(tmp_path_factory.mktemp("mnist-subset"))

@@ -1,0 +1,64 @@
+"""Bad input: one line naming the flag or file, a non-zero exit, and nothing good overwritten."""
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_trainer
+
+
+def _assert_one_line_error(stderr: str, *fragments: str) -> None:
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("error: ")
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["train", "--dataset", "imagenet"], ("--dataset", "'imagenet'", "choose from 'digits', 'mnist', 'cifar10', 'synthetic'")),
+        (["train", "--dataset", "mnist", "--data-dir", "/nonexistent/mnist"], ("--data-dir /nonexistent/mnist: no such directory", "prepare-data")),
+        (["train", "--batch-size", "0"], ("--batch-size", "0 is not allowed (must be >= 1)")),
+        (["train", "--epochs", "-3"], ("--epochs", "-3 is not allowed (must be >= 1)")),
+        (["train", "--lr", "0"], ("--lr", "0 is not allowed (must be > 0)")),
+        (["train", "--synthetic-shape", "3x32"], ("--synthetic-shape", "'3x32' is not CxHxW")),
+        (["evaluate", "--model-file", "/nonexistent/model.pt"], ("--model-file /nonexistent/model.pt: no such file",)),
+    ],
+)
+def test_bad_flags(args: list[str], fragments: tuple[str, ...], tmp_path: Path) -> None:
+    result = run_trainer([*args, *(["--output-dir", str(tmp_path / "out")] if args[0] == "train" else [])])
+    assert result.returncode == 2
+    _assert_one_line_error(result.stderr, *fragments)
+
+
+def test_unwritable_output_dir(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    result = run_trainer(["train", "--output-dir", str(blocker / "out")])
+    assert result.returncode == 2
+    _assert_one_line_error(result.stderr, f"--output-dir {blocker / 'out'}: not writable")
+
+
+def test_model_file_that_is_not_a_model(tmp_path: Path) -> None:
+    bogus = tmp_path / "model.pt"
+    bogus.write_bytes(b"\x00" * 64)
+    result = run_trainer(["evaluate", "--model-file", str(bogus)])
+    assert result.returncode == 2
+    _assert_one_line_error(result.stderr, f"--model-file {bogus}: not a model saved by this trainer")
+
+
+def test_checkpoint_of_another_model_is_refused_and_left_intact(tmp_path: Path) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    first = run_trainer(["train", "--epochs", "1", "--output-dir", str(tmp_path / "first"), "--checkpoint-dir", str(checkpoints)])
+    assert first.returncode == 0, first.stderr
+    before = {path.name: path.read_bytes() for path in checkpoints.iterdir()}
+    assert before
+    second_out = tmp_path / "second"
+    result = run_trainer(["train", "--model", "mlp", "--epochs", "1", "--output-dir", str(second_out), "--checkpoint-dir", str(checkpoints)])
+    assert result.returncode == 1
+    _assert_one_line_error(result.stderr, f"--checkpoint-dir {checkpoints} holds checkpoints of another run", "model=small-cnn", "model=mlp")
+    assert {path.name: path.read_bytes() for path in checkpoints.iterdir()} == before
+    assert not (second_out / "model.pt").exists()

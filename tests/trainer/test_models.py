@@ -1,0 +1,35 @@
+import pytest
+import torch
+from torch import nn
+
+from trainer import models
+from trainer.errors import UsageError
+
+
+def test_workshop_cnn_has_the_workshop_layout() -> None:
+    model = models.build("workshop-cnn", (3, 32, 32), 10)
+    convolutions = [layer for layer in model.modules() if isinstance(layer, nn.Conv2d)]
+    assert [layer.out_channels for layer in convolutions] == [32, 64, 128, 128, 256, 256]
+    assert all(layer.kernel_size == (3, 3) for layer in convolutions)
+    assert sum(isinstance(layer, nn.BatchNorm2d) for layer in model.modules()) == 3
+    assert sum(isinstance(layer, nn.MaxPool2d) for layer in model.modules()) == 3
+    linears = [layer for layer in model.modules() if isinstance(layer, nn.Linear)]
+    assert [layer.out_features for layer in linears] == [512, 10]
+    assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+
+
+@pytest.mark.parametrize("name", sorted(models.MODELS))
+def test_every_model_classifies_digits_and_mnist_shapes(name: str) -> None:
+    for shape in ((1, 8, 8), (1, 28, 28)) if name != "workshop-cnn" else ((3, 32, 32),):
+        assert models.build(name, shape, 10)(torch.randn(3, *shape)).shape == (3, 10)
+
+
+def test_auto_picks_the_dataset_default() -> None:
+    assert models.resolve("auto", "cifar10") == "workshop-cnn"
+    assert models.resolve("auto", "digits") == "small-cnn"
+    assert models.resolve("mlp", "cifar10") == "mlp"
+
+
+def test_images_too_small_for_the_model() -> None:
+    with pytest.raises(UsageError, match=r"--model workshop-cnn needs images of at least 8x8 pixels, got 4x4"):
+        models.build("workshop-cnn", (3, 4, 4), 10)

@@ -1,0 +1,27 @@
+import pytest
+
+from trainer.distributed import Topology
+from trainer.errors import UsageError
+
+
+def test_no_torchrun_is_a_single_process() -> None:
+    assert Topology.from_environ({}) == Topology(rank=0, local_rank=0, world_size=1, restart_count=0)
+
+
+def test_reads_the_torchrun_contract() -> None:
+    environ = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "MASTER_ADDR": "job-master-0", "MASTER_PORT": "23456", "TORCHELASTIC_RESTART_COUNT": "2"}
+    assert Topology.from_environ(environ) == Topology(rank=3, local_rank=1, world_size=4, restart_count=2)
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two' is not an integer"),
+        ({"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "a", "MASTER_PORT": "1"}, "RANK=2 must be < WORLD_SIZE=2"),
+        ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "1"}, "MASTER_ADDR is not set but WORLD_SIZE=2"),
+        ({"WORLD_SIZE": "0"}, "WORLD_SIZE=0 must be >= 1"),
+    ],
+)
+def test_bad_environment_is_named(environ: dict[str, str], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        Topology.from_environ(environ)
