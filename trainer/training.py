@@ -154,7 +154,7 @@ class Run:
                 self._finish_epoch()
                 self.save_checkpoint()
                 if distributed.any_rank(stop.requested, self.device):
-                    raise TerminationRequested(f"stopped by signal after epoch {self.progress.epoch}; checkpoint written")
+                    raise TerminationRequested(f"stopped by signal at step {self.progress.step}; checkpoint written")
         return self._finish(resumed_from)
 
     def _train_epoch(self, model: nn.Module, metrics: outputs.MetricsLog | None, stop: StopSignals) -> None:

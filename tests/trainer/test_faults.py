@@ -1,0 +1,104 @@
+"""Node loss without lost work: SIGKILL, SIGTERM and a truncated checkpoint, for real."""
+
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, read_summary, run_trainer, trainer_command, trainer_env
+from trainer.interrupt import RETRYABLE_EXIT_CODE
+
+pytestmark = pytest.mark.slow
+
+# Small batches make ~450 steps: long enough to interrupt after the first checkpoint.
+ARGS = ["train", "--dataset", "digits", "--epochs", "10", "--batch-size", "16", "--seed", "3", "--checkpoint-every", "40", "--log-every", "5"]
+
+
+def _start(args: list[str], nproc: int | None) -> subprocess.Popen[str]:
+    return subprocess.Popen(trainer_command(args, nproc), env=trainer_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_checkpoint(checkpoints: Path, process: subprocess.Popen[str], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not list(checkpoints.glob("step-*.json")):
+        assert process.poll() is None, "the trainer ended before its first checkpoint"
+        assert time.monotonic() < deadline, "no checkpoint within the timeout"
+        time.sleep(0.01)
+
+
+def _children(pid: int) -> list[int]:
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return [int(child) for child in found]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    output = tmp_path_factory.mktemp("uninterrupted")
+    result = run_trainer([*ARGS, "--output-dir", str(output)], nproc=2)
+    assert result.returncode == 0, result.stderr
+    return read_summary(output)
+
+
+def test_sigkill_of_one_rank_resumes_from_the_checkpoint(uninterrupted: dict[str, object], tmp_path: Path) -> None:
+    args = [*ARGS, "--output-dir", str(tmp_path)]
+    launcher = _start(args, nproc=2)
+    _wait_for_checkpoint(tmp_path / "checkpoints", launcher)
+    victim = _children(launcher.pid)[-1]
+    os.kill(victim, signal.SIGKILL)
+    launcher.communicate(timeout=120)
+    assert launcher.returncode != 0, "the job should fail when a rank dies"
+    assert not (tmp_path / "summary.json").exists()
+
+    result = run_trainer(args, nproc=2)
+    assert result.returncode == 0, result.stderr
+    summary = read_summary(tmp_path)
+    assert summary["resumed_from_step"] > 0
+    assert summary["steps"] == uninterrupted["steps"]
+    assert abs(float(summary["test_accuracy"]) - float(uninterrupted["test_accuracy"])) <= 0.005  # type: ignore[arg-type]
+
+
+def test_sigterm_checkpoints_and_exits_retryable(tmp_path: Path) -> None:
+    args = [*ARGS, "--output-dir", str(tmp_path)]
+    trainer = _start(args, nproc=None)
+    checkpoints = tmp_path / "checkpoints"
+    _wait_for_checkpoint(checkpoints, trainer)
+    trainer.send_signal(signal.SIGTERM)
+    _, stderr = trainer.communicate(timeout=120)
+    assert trainer.returncode == RETRYABLE_EXIT_CODE, stderr
+    assert "checkpoint written; exiting with 143 so the job is retried" in stderr
+    stopped = re.search(r"stopped by signal at step (\d+)", stderr)
+    assert stopped is not None, stderr
+    stopped_at = int(stopped.group(1))
+    assert sorted(checkpoints.glob("step-*.json"))[-1].name == f"step-{stopped_at:09d}.json"
+
+    result = run_trainer(args)
+    assert result.returncode == 0, result.stderr
+    assert read_summary(tmp_path)["resumed_from_step"] == stopped_at
+
+
+def test_sigterm_under_torchrun_stops_every_rank_at_the_same_step(tmp_path: Path) -> None:
+    args = [*ARGS, "--output-dir", str(tmp_path)]
+    launcher = _start(args, nproc=2)
+    _wait_for_checkpoint(tmp_path / "checkpoints", launcher)
+    launcher.send_signal(signal.SIGTERM)  # what the kubelet does to the pod's PID 1
+    _, stderr = launcher.communicate(timeout=120)
+    assert "[rank 0] stopped by signal" in stderr and "[rank 1] stopped by signal" in stderr
+    steps = {line.split("stopped by signal ")[1].split(";")[0] for line in stderr.splitlines() if "stopped by signal" in line}
+    assert len(steps) == 1, stderr
+
+
+def test_truncated_newest_checkpoint_falls_back_to_the_previous(tmp_path: Path) -> None:
+    args = ["train", "--epochs", "1", "--batch-size", "16", "--checkpoint-every", "20", "--output-dir", str(tmp_path)]
+    assert run_trainer(args).returncode == 0
+    checkpoints = sorted((tmp_path / "checkpoints").glob("step-*.pt"))
+    newest, previous = checkpoints[-1], checkpoints[-2]
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+
+    result = run_trainer([*args[:2], "2", *args[3:]])
+    assert result.returncode == 0, result.stderr
+    assert f"checkpoint {newest} is corrupt or truncated" in result.stderr
+    assert read_summary(tmp_path)["resumed_from_step"] == int(previous.stem.split("-")[1])

@@ -1,0 +1,75 @@
+"""The trainer for real: torchrun with two gloo ranks on the CPU, real files."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import read_summary, run_trainer
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def two_rank_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    output = tmp_path_factory.mktemp("two-ranks") / "OUT"
+    result = run_trainer(["train", "--dataset", "digits", "--epochs", "10", "--output-dir", str(output)], nproc=2)
+    assert result.returncode == 0, result.stderr
+    return output
+
+
+def test_two_ranks_reach_97_percent_on_digits(two_rank_run: Path) -> None:
+    summary = read_summary(two_rank_run)
+    assert summary["world_size"] == 2
+    assert summary["test_accuracy"] >= 0.97
+    assert summary["epochs"] == 10 and summary["resumed_from_step"] == 0
+    assert summary["images_per_second"] > 0 and summary["wall_seconds"] > 0
+    assert [record["epoch"] for record in summary["history"]] == list(range(1, 11))
+
+
+def test_outputs_are_complete(two_rank_run: Path) -> None:
+    assert (two_rank_run / "training-curves.png").read_bytes().startswith(b"\x89PNG")
+    lines = [json.loads(line) for line in (two_rank_run / "metrics.jsonl").read_text().splitlines()]
+    assert lines and all(set(line) == {"step", "epoch", "loss", "images_per_second"} for line in lines)
+    assert [line["step"] for line in lines] == sorted(line["step"] for line in lines)
+    import torch
+
+    model = torch.load(two_rank_run / "model.pt", weights_only=True)
+    assert model["metadata"]["dataset"] == "digits" and model["metadata"]["model"] == "small-cnn"
+    assert model["metadata"]["classes"] == [str(digit) for digit in range(10)] and model["metadata"]["epochs"] == 10
+
+
+def test_evaluate_reports_per_class_accuracy_like_the_workshop(two_rank_run: Path) -> None:
+    report = two_rank_run / "evaluation.json"
+    result = run_trainer(["evaluate", "--model-file", str(two_rank_run / "model.pt"), "--json", str(report)])
+    assert result.returncode == 0, result.stderr
+    assert "Accuracy of the network on the 360 test images:" in result.stdout
+    assert result.stdout.count("Accuracy for class: ") == 10
+    document = json.loads(report.read_text())
+    assert document["accuracy"] == pytest.approx(read_summary(two_rank_run)["test_accuracy"], abs=1e-9)
+    assert sum(map(sum, document["confusion_matrix"])) == 360
+    assert (two_rank_run / "confusion-matrix.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_single_process_without_torchrun(tmp_path: Path) -> None:
+    result = run_trainer(["train", "--epochs", "2", "--output-dir", str(tmp_path)])
+    assert result.returncode == 0, result.stderr
+    summary = read_summary(tmp_path)
+    assert summary["world_size"] == 1 and summary["test_accuracy"] > 0.8
+
+
+def test_mnist_subset_trains_through_the_idx_path(mnist_subset: Path, tmp_path: Path) -> None:
+    result = run_trainer(["train", "--dataset", "mnist", "--data-dir", str(mnist_subset), "--epochs", "3", "--output-dir", str(tmp_path)], nproc=2)
+    assert result.returncode == 0, result.stderr
+    assert read_summary(tmp_path)["test_accuracy"] > 0.95
+
+
+def test_rerun_after_completion_resumes_and_trains_nothing(two_rank_run: Path, tmp_path: Path) -> None:
+    output = tmp_path / "again"
+    args = ["train", "--epochs", "10", "--output-dir", str(output), "--checkpoint-dir", str(two_rank_run / "checkpoints")]
+    result = run_trainer(args, nproc=2)
+    assert result.returncode == 0, result.stderr
+    summary = read_summary(output)
+    assert summary["resumed_from_step"] == read_summary(two_rank_run)["steps"]
+    assert summary["images_trained"] == 0
+    assert summary["test_accuracy"] == read_summary(two_rank_run)["test_accuracy"]
