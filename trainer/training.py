@@ -144,7 +144,10 @@ class Run:
         resumed_from = self.resume()
         model: nn.Module = self.model
         if self.topology.world_size > 1:
-            model = DistributedDataParallel(self.model, device_ids=[self.device] if self.device.type == "cuda" else None)
+            # Gradients live in the communication buckets: no copy in and out on every step.
+            model = DistributedDataParallel(
+                self.model, device_ids=[self.device] if self.device.type == "cuda" else None, gradient_as_bucket_view=True
+            )
         if self.config.compile:
             model = torch.compile(model)  # type: ignore[assignment]
         metrics = outputs.MetricsLog(self.config.output_dir / outputs.METRICS_FILE) if self.topology.is_main else None

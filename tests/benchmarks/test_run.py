@@ -1,0 +1,22 @@
+"""The benchmark runs end to end (tiny sizes: this checks the harness, not the speed)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import run
+
+pytestmark = pytest.mark.slow
+
+
+def test_benchmark_writes_both_loops_side_by_side(tmp_path: Path) -> None:
+    output = tmp_path / "bench.json"
+    results = run.main(["--output", str(output), "--synthetic-size", "512", "--mnist-epochs", "1", "--repeats", "1"])
+    assert json.loads(output.read_text()) == results
+    throughput = results["throughput"]
+    assert throughput["trainer_images_per_second"] > 0 and throughput["baseline_images_per_second"] > 0
+    assert throughput["speedup"] == round(throughput["trainer_images_per_second"] / throughput["baseline_images_per_second"], 2)
+    mnist = results["mnist_subset"]
+    assert 0.5 < mnist["trainer_final_accuracy"] <= 1 and 0.5 < mnist["baseline_final_accuracy"] <= 1
+    assert len(mnist["trainer_accuracy_per_epoch"]) == len(mnist["baseline_accuracy_per_epoch"]) == 1
