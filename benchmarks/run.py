@@ -54,7 +54,7 @@ def _time_to(history: list[dict[str, Any]], target: float) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(description="Trainer vs. the workshop-style loop, side by side.")
     parser.add_argument("--output", type=Path, required=True, help="JSON results file")
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=128, help="per rank, for both loops")
