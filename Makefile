@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 ## demo: train the bundled trainer on 2 local ranks (digits, offline) and print where the results are
 demo: $(STAMP)
 	rm -rf $(DEMO_DIR)
-	$(BIN)/torchrun --standalone --nproc-per-node 2 -m trainer train \
+	OMP_NUM_THREADS=1 $(BIN)/torchrun --standalone --nproc-per-node 2 -m trainer train \
 		--dataset digits --epochs 10 \
 		--output-dir $(DEMO_DIR) --checkpoint-dir $(DEMO_DIR)/checkpoints
 
