@@ -67,11 +67,11 @@ class Run:
         self.config = config
         self.topology = topology
         self.started = time.perf_counter()
+        self.splits = datasets.load(config.dataset, config.data_dir, config.synthetic, config.seed)
+        self.model_name = models.resolve(config.model, config.dataset)
         if topology.is_main:
             outputs.ensure_writable(config.output_dir, "--output-dir")
             outputs.ensure_writable(config.checkpoint_dir, "--checkpoint-dir")
-        self.splits = datasets.load(config.dataset, config.data_dir, config.synthetic, config.seed)
-        self.model_name = models.resolve(config.model, config.dataset)
         self.device = distributed.pick_device(topology)
         self.precision = precision.resolve(config.precision, self.device)
         self.identity: dict[str, Any] = {
@@ -120,7 +120,10 @@ class Run:
         self.scheduler.load_state_dict(state["scheduler"])
         self.progress = Progress(**state["progress"])
         self.last_saved_step = self.progress.step
-        log.info("resumed from step %d (epoch %d, %d samples into it)", self.progress.step, self.progress.epoch + 1, self.progress.position)
+        log.info(
+            "resumed from step %d (epoch %d, %d samples into it; torchrun restart %d)",
+            self.progress.step, self.progress.epoch + 1, self.progress.position, self.topology.restart_count,
+        )
         return self.progress.step
 
     def save_checkpoint(self) -> None:
@@ -169,7 +172,7 @@ class Run:
         show_bar = self.topology.is_main and sys.stderr.isatty()
         bar = tqdm(total=len(indices), initial=0, unit="img", desc=f"epoch {progress.epoch + 1}/{config.epochs}", disable=not show_bar, leave=False)
         running_loss = torch.zeros((), device=self.device)
-        window_steps, window_start = 0, time.perf_counter()
+        window_steps, window_images, window_start = 0, 0, time.perf_counter()
         epoch_start = window_start
         for start in range(0, len(indices), config.batch_size):
             batch = indices[start : start + config.batch_size]
@@ -183,17 +186,18 @@ class Run:
             progress.step += 1
             progress.position = min(self.sampler.size, progress.position + len(batch) * world)
             window_steps += 1
-            self.images_trained += len(batch) * world
+            window_images += len(batch) * world
             bar.update(len(batch))
             if progress.step % config.log_every == 0:
                 now = time.perf_counter()
                 window_loss = running_loss.item()  # the only host sync: once per log interval
                 progress.epoch_loss_sum += window_loss
                 progress.epoch_steps += window_steps
-                rate = window_steps * config.batch_size * world / (now - window_start)
+                rate = window_images / (now - window_start)
                 self._log_interval(metrics, bar, window_loss / window_steps, rate)
                 running_loss.zero_()
-                window_steps, window_start = 0, now
+                self.images_trained += window_images
+                window_steps, window_images, window_start = 0, 0, now
                 if distributed.any_rank(stop.requested, self.device):
                     self.training_seconds += time.perf_counter() - epoch_start
                     self.save_checkpoint()
@@ -202,6 +206,7 @@ class Run:
                 self.save_checkpoint()
         progress.epoch_loss_sum += running_loss.item()
         progress.epoch_steps += window_steps
+        self.images_trained += window_images
         bar.close()
         self.training_seconds += time.perf_counter() - epoch_start
 
@@ -262,6 +267,7 @@ class Run:
             "images_per_second": round(self.images_trained / self.training_seconds, 1) if self.training_seconds else 0.0,
             "wall_seconds": round(time.perf_counter() - self.started, 3),
             "resumed_from_step": resumed_from,
+            "restart_count": self.topology.restart_count,
             "history": history,
         }
         if self.topology.is_main:

@@ -1,11 +1,17 @@
 """The trainer for real: torchrun with two gloo ranks on the CPU, real files."""
 
+import fcntl
 import json
+import os
+import pty
+import struct
+import subprocess
+import termios
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import read_summary, run_trainer
+from tests.conftest import ROOT, read_summary, run_trainer, trainer_command, trainer_env
 
 pytestmark = pytest.mark.slow
 
@@ -73,3 +79,34 @@ def test_rerun_after_completion_resumes_and_trains_nothing(two_rank_run: Path, t
     assert summary["resumed_from_step"] == read_summary(two_rank_run)["steps"]
     assert summary["images_trained"] == 0
     assert summary["test_accuracy"] == read_summary(two_rank_run)["test_accuracy"]
+
+
+def test_compile_flag_trains(tmp_path: Path) -> None:
+    result = run_trainer(["train", "--model", "mlp", "--epochs", "2", "--compile", "--output-dir", str(tmp_path)])
+    assert result.returncode == 0, result.stderr
+    assert read_summary(tmp_path)["test_accuracy"] > 0.8
+
+
+def test_progress_bar_on_a_terminal_and_log_lines_otherwise(tmp_path: Path) -> None:
+    args = ["train", "--epochs", "1", "--output-dir", str(tmp_path)]
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a real terminal has a width
+    process = subprocess.Popen(trainer_command(args, None), env=trainer_env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=terminal)
+    os.close(terminal)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:  # EIO: the trainer closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(controller)
+    assert process.wait(timeout=120) == 0
+    shown = b"".join(chunks).decode(errors="replace")
+    assert "epoch 1/1:" in shown and "img/s" in shown and "\r" in shown  # a tqdm bar redrawn in place
+    assert "step 10 loss" not in shown
+
+    piped = run_trainer([*args[:-1], str(tmp_path / "piped")])
+    assert "epoch 1/1 step 10 loss" in piped.stderr and "\r" not in piped.stderr
