@@ -59,7 +59,8 @@ def evaluate_command(model_file: Path, dataset: str | None, data_dir: Path | Non
     document = load_model_file(model_file)
     metadata = document["metadata"]
     dataset = dataset or str(metadata["dataset"])
-    splits = datasets.load(dataset, data_dir)
+    synthetic = datasets.SyntheticShape(**metadata["synthetic"]) if "synthetic" in metadata else None
+    splits = datasets.load(dataset, data_dir, synthetic, seed=int(metadata.get("seed", 0)))
     if tuple(splits.input_shape) != tuple(metadata["input_shape"]) or len(splits.classes) != len(metadata["classes"]):
         raise UsageError(
             f"--model-file {model_file} was trained on {metadata['dataset']} "
@@ -69,7 +70,7 @@ def evaluate_command(model_file: Path, dataset: str | None, data_dir: Path | Non
     model = models.build(metadata["model"], splits.input_shape, len(splits.classes))
     model.load_state_dict(document["state_dict"])
     device = torch.device("cpu")
-    compute = precision.resolve("auto", device)
+    compute = precision.resolve(str(metadata.get("precision", "auto")), device)  # as training measured it
     images = splits.test_x.contiguous(memory_format=torch.channels_last) if metadata["model"] in models.CONVOLUTIONAL else splits.test_x
     result = report(predict(model, images, batch_size, compute, device), splits.test_y, tuple(metadata["classes"]))
     for line in result.lines():

@@ -272,8 +272,11 @@ class Run:
         }
         if self.topology.is_main:
             out = self.config.output_dir
-            metadata = {key: summary[key] for key in ("dataset", "model", "classes", "epochs", "precision", "test_accuracy")}
-            outputs.save_model(out / outputs.MODEL_FILE, self.model, {**metadata, "input_shape": list(self.splits.input_shape)})
+            metadata = {key: summary[key] for key in ("dataset", "model", "classes", "epochs", "precision", "seed", "test_accuracy")}
+            metadata["input_shape"] = list(self.splits.input_shape)
+            if self.config.dataset == "synthetic":  # evaluate must regenerate the very same images
+                metadata["synthetic"] = asdict(self.config.synthetic)
+            outputs.save_model(out / outputs.MODEL_FILE, self.model, metadata)
             if history:
                 plots.training_curves(history, out / outputs.CURVES_FILE)
             outputs.write_json(out / outputs.SUMMARY_FILE, summary)

@@ -110,3 +110,13 @@ def test_progress_bar_on_a_terminal_and_log_lines_otherwise(tmp_path: Path) -> N
 
     piped = run_trainer([*args[:-1], str(tmp_path / "piped")])
     assert "epoch 1/1 step 10 loss" in piped.stderr and "\r" not in piped.stderr
+
+
+def test_evaluate_regenerates_the_synthetic_data_the_model_saw(tmp_path: Path) -> None:
+    args = ["train", "--dataset", "synthetic", "--synthetic-shape", "1x8x8", "--synthetic-size", "600", "--synthetic-classes", "4",
+            "--seed", "5", "--epochs", "3", "--output-dir", str(tmp_path)]
+    assert run_trainer(args).returncode == 0
+    report = tmp_path / "evaluation.json"
+    result = run_trainer(["evaluate", "--model-file", str(tmp_path / "model.pt"), "--json", str(report)])
+    assert result.returncode == 0, result.stderr
+    assert json.loads(report.read_text())["accuracy"] == pytest.approx(read_summary(tmp_path)["test_accuracy"], abs=1e-9)
