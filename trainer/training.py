@@ -184,7 +184,7 @@ class Run:
             self.scheduler.step()
             running_loss += loss.detach()
             progress.step += 1
-            progress.position = min(self.sampler.size, progress.position + len(batch) * world)
+            progress.position += len(batch) * world
             window_steps += 1
             window_images += len(batch) * world
             bar.update(len(batch))

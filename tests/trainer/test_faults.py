@@ -56,6 +56,7 @@ def test_sigkill_of_one_rank_resumes_from_the_checkpoint(uninterrupted: dict[str
     result = run_trainer(args, nproc=2)
     assert result.returncode == 0, result.stderr
     summary = read_summary(tmp_path)
+    print(f"resumed from step {summary['resumed_from_step']}; accuracy {summary['test_accuracy']} vs uninterrupted {uninterrupted['test_accuracy']}")
     assert summary["resumed_from_step"] > 0
     assert summary["steps"] == uninterrupted["steps"]
     assert abs(float(summary["test_accuracy"]) - float(uninterrupted["test_accuracy"])) <= 0.005  # type: ignore[arg-type]

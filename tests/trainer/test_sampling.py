@@ -42,7 +42,20 @@ def test_resuming_mid_epoch_repeats_and_skips_nothing(world_before: int, world_a
     assert set(seen[:position]) == set(_global_order(size, seed, epoch)[:position])
 
 
+@pytest.mark.parametrize(("size", "world", "batch"), [(1437, 2, 16), (101, 3, 4), (10, 4, 1)])
+def test_same_world_size_resumes_with_the_uninterrupted_batches(size: int, world: int, batch: int) -> None:
+    """Padding included: the tail after a resume is exactly what an uninterrupted run trains on."""
+    batches_done = (size // world // batch) - 1
+    for rank in range(world):
+        uninterrupted = ResumableDistributedSampler(size, world, rank, seed=2)
+        uninterrupted.set_epoch(1)
+        resumed = ResumableDistributedSampler(size, world, rank, seed=2)
+        resumed.set_epoch(1)
+        resumed.set_position(batches_done * batch * world)
+        assert torch.equal(resumed.indices(), uninterrupted.indices()[batches_done * batch :])
+
+
 def test_position_outside_the_epoch_is_refused() -> None:
-    sampler = ResumableDistributedSampler(10, 2, 0, seed=0)
-    with pytest.raises(ValueError, match="position 11 is outside the epoch"):
-        sampler.set_position(11)
+    sampler = ResumableDistributedSampler(10, 4, 0, seed=0)
+    with pytest.raises(ValueError, match=r"position 13 is outside the epoch \(0..12\)"):
+        sampler.set_position(13)
