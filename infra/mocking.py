@@ -1,0 +1,102 @@
+"""Running components without a cloud, for the tests and the offline preview.
+
+`RecordingMocks` answers every registration with plausible outputs; the monitor
+records what each resource was created with (type, name, parent, inputs,
+dependencies) so tests can check the properties that matter.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from pulumi.runtime.mocks import MockMonitor
+
+# How the Pulumi wire format marks a resource reference inside a struct.
+_SIGNATURE_KEY = "4dabf18193072939515e22adb298388d"
+_RESOURCE_REFERENCE = "5cf8f73096256a8f31e491e813e4eb8e"
+
+ACCOUNT = "123456789012"
+OIDC_ISSUER = "oidc.eks.us-east-1.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE"
+
+
+@dataclass
+class Registration:
+    type: str
+    name: str
+    urn: str
+    parent: str
+    inputs: dict[str, Any]
+    dependencies: list[str] = field(default_factory=list)
+
+
+def _replace_references(struct: Any) -> None:
+    """Swap resource references for their URN strings, in place.
+
+    The stock MockMonitor rehydrates references on a worker thread, which fails at
+    random with "got Future attached to a different loop".
+    """
+    for key in list(struct.fields):
+        value = struct.fields[key]
+        kind = value.WhichOneof("kind")
+        if kind == "struct_value":
+            inner = value.struct_value
+            if _SIGNATURE_KEY in inner.fields and inner.fields[_SIGNATURE_KEY].string_value == _RESOURCE_REFERENCE:
+                struct.fields[key].string_value = inner.fields["urn"].string_value
+            else:
+                _replace_references(inner)
+        elif kind == "list_value":
+            for item in value.list_value.values:
+                if item.WhichOneof("kind") == "struct_value":
+                    _replace_references(item.struct_value)
+
+
+def _fake_outputs(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    outputs = dict(inputs)
+    outputs.setdefault("arn", f"arn:aws:{type_.split(':')[1].split('/')[0]}::{ACCOUNT}:{name}")
+    if type_ == "eks:index:Cluster":
+        outputs.update(
+            kubeconfigJson='{"apiVersion": "v1", "kind": "Config"}',
+            clusterSecurityGroupId=f"sg-{name}-cluster",
+            nodeSecurityGroupId=f"sg-{name}-node",
+            oidcProviderArn=f"arn:aws:iam::{ACCOUNT}:oidc-provider/{OIDC_ISSUER}",
+            oidcProviderUrl=f"https://{OIDC_ISSUER}",
+            oidcIssuer=OIDC_ISSUER,
+        )
+    elif type_ == "aws:eks/nodeGroup:NodeGroup":
+        outputs["resources"] = [{"autoscalingGroups": [{"name": f"eks-{name}-asg"}]}]
+    elif type_ == "aws:ec2/vpc:Vpc":
+        outputs.setdefault("defaultRouteTableId", f"rtb-{name}-default")
+    return outputs
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
+        return f"{args.name}-id", _fake_outputs(args.typ, args.name, args.inputs)
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
+        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {"accountId": ACCOUNT, "arn": f"arn:aws:iam::{ACCOUNT}:user/test", "userId": "test"}, []
+        if args.token == "aws:index/getPartition:getPartition":
+            return {"partition": "aws", "dnsSuffix": "amazonaws.com"}, []
+        if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            names = [f"us-east-1{letter}" for letter in "abcdef"]
+            return {"names": names, "zoneIds": [f"use1-az{index}" for index in range(1, 7)], "id": "us-east-1"}, []
+        if args.token == "aws:index/getRegion:getRegion":
+            return {"name": "us-east-1", "region": "us-east-1"}, []
+        return {}, []
+
+
+class RecordingMonitor(MockMonitor):
+    def __init__(self, mocks: RecordingMocks) -> None:
+        super().__init__(mocks)
+        self.registrations: list[Registration] = []
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        _replace_references(request.object)
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            inputs = self.resources[response.urn].state
+            self.registrations.append(
+                Registration(request.type, request.name, response.urn, request.parent, dict(inputs), list(request.dependencies))
+            )
+        return response
