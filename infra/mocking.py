@@ -52,6 +52,7 @@ def _replace_references(struct: Any) -> None:
 
 def _fake_outputs(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
     outputs = dict(inputs)
+    outputs.setdefault("name", name)  # providers autoname; mocks do not
     outputs.setdefault("arn", f"arn:aws:{type_.split(':')[1].split('/')[0]}::{ACCOUNT}:{name}")
     if type_ == "eks:index:Cluster":
         outputs.update(

@@ -1,0 +1,271 @@
+"""EfaNodeGroup: a managed node group for distributed training, its EFA setup in plain sight.
+
+Every EFA property that decides whether NCCL uses the fabric or silently falls back
+to TCP is a plain pulumi-aws resource here, so tests can check it offline: the
+placement group, the self-referencing security group, one interface per network
+card in the launch template, and the autoscaler tags that let the group scale
+from zero for pods that request EFA.
+"""
+
+import re
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from typing import Any, NotRequired, TypedDict
+
+import pulumi
+import pulumi_aws as aws
+
+from infra import catalogue
+from infra.catalogue import Architecture, InstanceType
+from infra.errors import InvalidArgument
+from infra.iam import node_role
+
+COMPONENT = "EfaNodeGroup"
+EFA_LABEL = "vpc.amazonaws.com/efa.present"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+
+
+class CapacityType(str, Enum):
+    ON_DEMAND = "ON_DEMAND"
+    SPOT = "SPOT"
+    CAPACITY_BLOCK = "CAPACITY_BLOCK"
+
+
+class TaintEffect(str, Enum):
+    NO_SCHEDULE = "NO_SCHEDULE"
+    NO_EXECUTE = "NO_EXECUTE"
+    PREFER_NO_SCHEDULE = "PREFER_NO_SCHEDULE"
+
+
+KUBERNETES_EFFECT = {TaintEffect.NO_SCHEDULE: "NoSchedule", TaintEffect.NO_EXECUTE: "NoExecute", TaintEffect.PREFER_NO_SCHEDULE: "PreferNoSchedule"}
+
+
+class Taint(TypedDict):
+    key: str
+    """Taint key, for example `nvidia.com/gpu` or `training`."""
+    value: NotRequired[str]
+    """Taint value (default empty)."""
+    effect: TaintEffect
+    """What the taint does to pods that do not tolerate it."""
+
+
+class EfaNodeGroupArgs(TypedDict):
+    cluster_name: str
+    """The EKS cluster's name (it also names the autoscaler's discovery tag)."""
+    vpc_id: pulumi.Input[str]
+    """The cluster's VPC (for the EFA security group)."""
+    cluster_security_group_id: pulumi.Input[str]
+    """The EKS cluster security group, attached to every interface with the EFA group."""
+    instance_type: str
+    """An instance type from infra.catalogue (EFA-capable when `efa` is on)."""
+    availability_zone: str
+    """The one zone the group lives in (EFA traffic stays inside a placement group)."""
+    subnet_id: pulumi.Input[str]
+    """The private subnet of `availability_zone`, and only that one."""
+    efa: NotRequired[bool]
+    """Attach EFA interfaces, a placement group and the EFA security group (default true)."""
+    min_size: NotRequired[int]
+    """Fewest nodes (default 0: scale from zero)."""
+    max_size: NotRequired[int]
+    """Most nodes (default 2)."""
+    desired_size: NotRequired[int]
+    """Nodes at creation; the autoscaler owns it afterwards (default `min_size`)."""
+    capacity_type: NotRequired[CapacityType]
+    """On-demand (default), spot, or an EC2 Capacity Block."""
+    capacity_reservation_id: NotRequired[str]
+    """Launch into this On-Demand Capacity Reservation or Capacity Block (then no placement group is forced)."""
+    labels: NotRequired[Mapping[str, str]]
+    """Node labels in addition to `vpc.amazonaws.com/efa.present`."""
+    taints: NotRequired[Sequence[Taint]]
+    """Node taints (also announced to the autoscaler for scale-from-zero)."""
+    root_volume_gib: NotRequired[int]
+    """Size of the encrypted gp3 root volume (default 100)."""
+    metadata_hop_limit: NotRequired[int]
+    """IMDSv2 hop limit (default 1: pods use IRSA, not the node's credentials)."""
+    release_version: NotRequired[str]
+    """Pin the EKS AMI release (for example `1.33.4-20260505`); default: the latest at creation."""
+    kubernetes_version: NotRequired[str]
+    """Kubernetes version of the nodes (default: the cluster's)."""
+    tags: NotRequired[Mapping[str, str]]
+    """Tags for every taggable resource."""
+
+
+def efa_interfaces(network_cards: int, security_group_ids: Sequence[pulumi.Input[str]]) -> list[dict[str, Any]]:
+    """One interface per network card: card 0 is the primary `efa` interface (device 0),
+    the others are `efa-only` at device index 1 (they carry no IP traffic)."""
+    return [
+        {
+            "network_card_index": card,
+            "device_index": 0 if card == 0 else 1,
+            "interface_type": "efa" if card == 0 else "efa-only",
+            "delete_on_termination": "true",
+            "associate_public_ip_address": "false",
+            "security_groups": list(security_group_ids),
+        }
+        for card in range(network_cards)
+    ]
+
+
+def autoscaler_tags(cluster_name: str, instance: InstanceType, efa: bool, labels: Mapping[str, str], taints: Sequence[Taint]) -> dict[str, str]:
+    """Discovery tags plus the node template the autoscaler needs to scale up from zero nodes."""
+    prefix = "k8s.io/cluster-autoscaler/node-template"
+    tags = {"k8s.io/cluster-autoscaler/enabled": "true", f"k8s.io/cluster-autoscaler/{cluster_name}": "owned"}
+    if efa:
+        tags[f"{prefix}/resources/{EFA_RESOURCE}"] = str(instance.network_cards)
+    if instance.gpus:
+        tags[f"{prefix}/resources/nvidia.com/gpu"] = str(instance.gpus)
+    tags.update({f"{prefix}/label/{key}": value for key, value in labels.items()})
+    tags.update({f"{prefix}/taint/{taint['key']}": f"{taint.get('value', '')}:{KUBERNETES_EFFECT[TaintEffect(taint['effect'])]}" for taint in taints})
+    return tags
+
+
+def ami_type(instance: InstanceType) -> str:
+    if instance.architecture == Architecture.ARM64:
+        return "AL2023_ARM_64_STANDARD"
+    return "AL2023_x86_64_NVIDIA" if instance.is_gpu else "AL2023_x86_64_STANDARD"
+
+
+def validate(args: EfaNodeGroupArgs) -> InstanceType:
+    """Check everything that can be checked before creating anything; returns the instance facts."""
+    efa = args.get("efa", True)
+    name = args.get("instance_type", "")
+    instance = catalogue.EFA_INSTANCE_TYPES.get(name) if efa else catalogue.lookup(name)
+    if instance is None:
+        known = sorted(catalogue.EFA_INSTANCE_TYPES if efa else {**catalogue.EFA_INSTANCE_TYPES, **catalogue.SYSTEM_INSTANCE_TYPES})
+        what = "is not an EFA-capable type in infra.catalogue" if efa else "is not in infra.catalogue"
+        raise InvalidArgument(COMPONENT, "instance_type", name, f"it {what}; choose one of {', '.join(known)}")
+    if not args.get("cluster_name"):
+        raise InvalidArgument(COMPONENT, "cluster_name", args.get("cluster_name"), "give the EKS cluster's name")
+    if not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d[a-z]", args.get("availability_zone", "")):
+        raise InvalidArgument(COMPONENT, "availability_zone", args.get("availability_zone"), "name one zone, such as us-east-1a")
+    minimum, maximum = args.get("min_size", 0), args.get("max_size", 2)
+    desired = args.get("desired_size", minimum)
+    if minimum < 0 or maximum < 1 or minimum > maximum:
+        raise InvalidArgument(COMPONENT, "min_size/max_size", (minimum, maximum), "need 0 <= min_size <= max_size and max_size >= 1")
+    if not minimum <= desired <= maximum:
+        raise InvalidArgument(COMPONENT, "desired_size", desired, f"must lie between min_size={minimum} and max_size={maximum}")
+    capacity = args.get("capacity_type", CapacityType.ON_DEMAND)
+    if capacity not in tuple(CapacityType):
+        raise InvalidArgument(COMPONENT, "capacity_type", capacity, f"use one of {[item.value for item in CapacityType]}")
+    reservation = args.get("capacity_reservation_id")
+    if reservation is not None and capacity == CapacityType.SPOT:
+        raise InvalidArgument(COMPONENT, "capacity_reservation_id", reservation, "capacity reservations are for ON_DEMAND or CAPACITY_BLOCK groups, not SPOT")
+    if capacity == CapacityType.CAPACITY_BLOCK and reservation is None:
+        raise InvalidArgument(COMPONENT, "capacity_reservation_id", None, "a CAPACITY_BLOCK group needs the Capacity Block's reservation id")
+    if reservation is not None and not re.fullmatch(r"cr-[0-9a-f]{8,17}", reservation):
+        raise InvalidArgument(COMPONENT, "capacity_reservation_id", reservation, "use an id such as cr-0123456789abcdef0")
+    hops = args.get("metadata_hop_limit", 1)
+    if not 1 <= hops <= 64:
+        raise InvalidArgument(COMPONENT, "metadata_hop_limit", hops, "use 1 to 64 (1 keeps pods away from the node's credentials)")
+    volume = args.get("root_volume_gib", 100)
+    if not 20 <= volume <= 16384:
+        raise InvalidArgument(COMPONENT, "root_volume_gib", volume, "use 20 to 16384 GiB")
+    for taint in args.get("taints", []):
+        if not taint.get("key") or taint.get("effect") not in tuple(TaintEffect):
+            raise InvalidArgument(COMPONENT, "taints", dict(taint), f"each taint needs a key and an effect in {[item.value for item in TaintEffect]}")
+    if EFA_LABEL in args.get("labels", {}):
+        raise InvalidArgument(COMPONENT, "labels", dict(args.get("labels", {})), f"{EFA_LABEL} is set by the component from `efa`")
+    return instance
+
+
+class EfaNodeGroup(pulumi.ComponentResource):
+    node_group: aws.eks.NodeGroup
+    """Escape hatch: the managed node group itself."""
+    node_group_name: pulumi.Output[str]
+    """The node group's name."""
+    instance_type: str
+    """The instance type (plain, for sizing pods)."""
+    instance: InstanceType
+    """Catalogue facts of the instance type: vCPUs, memory, network cards, GPUs, price."""
+    efa_interfaces: int
+    """EFA interfaces per node: what a pod must request as `vpc.amazonaws.com/efa` (0 without EFA)."""
+    labels: dict[str, str]
+    """Node labels, `vpc.amazonaws.com/efa.present` included: a workload's node selector."""
+    taints: list[Taint]
+    """Node taints: a workload's tolerations."""
+    security_group_id: pulumi.Output[str] | None
+    """The EFA security group (None without EFA)."""
+    placement_group_name: pulumi.Output[str] | None
+    """The cluster placement group (None without EFA or with a capacity reservation)."""
+    role_arn: pulumi.Output[str]
+    """The nodes' IAM role."""
+
+    def __init__(self, name: str, args: EfaNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        instance = validate(args)
+        super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = dict(args.get("tags", {}))
+        efa = args.get("efa", True)
+        reservation = args.get("capacity_reservation_id")
+        capacity = CapacityType(args.get("capacity_type", CapacityType.ON_DEMAND))
+        self.instance_type, self.instance = instance.name, instance
+        self.efa_interfaces = instance.network_cards if efa else 0
+        self.labels = {**({EFA_LABEL: "true"} if efa else {}), **args.get("labels", {})}
+        self.taints = list(args.get("taints", []))
+
+        role = node_role(f"{name}-node-role", self, tags)
+        interface_groups: list[pulumi.Input[str]] = [args["cluster_security_group_id"]]
+        self.security_group_id = self.placement_group_name = None
+        template: dict[str, Any] = {}
+        if efa:
+            # Not tagged kubernetes.io/cluster/<name>: the AWS Load Balancer Controller
+            # fails when it finds two tagged groups on a node.
+            group = aws.ec2.SecurityGroup(f"{name}-efa", vpc_id=args["vpc_id"], description="EFA: all traffic within the group", tags={**tags, "Name": f"{name}-efa"}, opts=child)
+            aws.vpc.SecurityGroupIngressRule(f"{name}-efa-in", security_group_id=group.id, referenced_security_group_id=group.id, ip_protocol="-1", description="EFA from itself", tags=tags, opts=child)
+            aws.vpc.SecurityGroupEgressRule(f"{name}-efa-out", security_group_id=group.id, referenced_security_group_id=group.id, ip_protocol="-1", description="EFA to itself", tags=tags, opts=child)
+            self.security_group_id = group.id
+            interface_groups.append(group.id)
+            template["network_interfaces"] = efa_interfaces(instance.network_cards, interface_groups)
+            if reservation is None:
+                placement = aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster", tags=tags, opts=child)
+                self.placement_group_name = placement.name
+                template["placement"] = {"group_name": placement.name}
+        else:
+            template["vpc_security_group_ids"] = interface_groups
+        if reservation is not None:
+            template["capacity_reservation_specification"] = {"capacity_reservation_target": {"capacity_reservation_id": reservation}}
+        if capacity == CapacityType.CAPACITY_BLOCK:
+            template["instance_market_options"] = {"market_type": "capacity-block"}
+        launch_template = aws.ec2.LaunchTemplate(
+            f"{name}-template",
+            metadata_options={"http_endpoint": "enabled", "http_tokens": "required", "http_put_response_hop_limit": args.get("metadata_hop_limit", 1)},
+            block_device_mappings=[{"device_name": "/dev/xvda", "ebs": {"volume_size": args.get("root_volume_gib", 100), "volume_type": "gp3", "encrypted": "true", "delete_on_termination": "true"}}],
+            tag_specifications=[{"resource_type": kind, "tags": {**tags, "Name": f"{name}"}} for kind in ("instance", "volume", "network-interface")],
+            tags=tags,
+            update_default_version=True,
+            opts=child,
+            **template,
+        )
+        minimum = args.get("min_size", 0)
+        self.node_group = aws.eks.NodeGroup(
+            f"{name}-nodes",
+            cluster_name=args["cluster_name"],
+            node_role_arn=role.arn,
+            subnet_ids=[args["subnet_id"]],
+            instance_types=[instance.name],
+            ami_type=ami_type(instance),
+            release_version=args.get("release_version"),
+            version=args.get("kubernetes_version"),
+            capacity_type=capacity.value,
+            scaling_config={"min_size": minimum, "max_size": args.get("max_size", 2), "desired_size": args.get("desired_size", minimum)},
+            launch_template={"id": launch_template.id, "version": launch_template.latest_version.apply(str)},
+            labels=self.labels,
+            taints=[{"key": taint["key"], "value": taint.get("value"), "effect": TaintEffect(taint["effect"]).value} for taint in self.taints],
+            update_config={"max_unavailable": 1},
+            tags=tags,
+            # The cluster autoscaler owns the desired size once the group exists.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),
+        )
+        # Tags on the node group do not reach its Auto Scaling group: tag the ASG itself.
+        asg_name = self.node_group.resources.apply(lambda resources: resources[0].autoscaling_groups[0].name)  # type: ignore[index]
+        for key, value in autoscaler_tags(args["cluster_name"], instance, efa, self.labels, self.taints).items():
+            aws.autoscaling.Tag(
+                f"{name}-asg-{_slug(key)}", autoscaling_group_name=asg_name, tag={"key": key, "value": value, "propagate_at_launch": False}, opts=child
+            )
+        self.node_group_name = self.node_group.node_group_name
+        self.role_arn = role.arn
+        self.register_outputs({"node_group_name": self.node_group_name, "role_arn": self.role_arn})
+
+
+def _slug(key: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", key.removeprefix("k8s.io/cluster-autoscaler/").lower()).strip("-")

@@ -1,0 +1,120 @@
+import pytest
+
+from infra.efa_node_group import CapacityType, EfaNodeGroup, EfaNodeGroupArgs, TaintEffect
+from infra.errors import InvalidArgument
+from tests.infra.conftest import Recorded
+
+
+def _args(**overrides: object) -> EfaNodeGroupArgs:
+    args: dict[str, object] = {
+        "cluster_name": "training",
+        "vpc_id": "vpc-1",
+        "cluster_security_group_id": "sg-cluster",
+        "instance_type": "c7g.16xlarge",
+        "availability_zone": "us-east-1a",
+        "subnet_id": "subnet-a",
+        "min_size": 0,
+        "max_size": 6,
+        "desired_size": 2,
+        "tags": {"team": "ml"},
+    }
+    args.update(overrides)
+    return args  # type: ignore[return-value]
+
+
+def test_graviton_group_has_its_efa_setup_in_plain_resources(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.run(lambda: EfaNodeGroup("workers", _args(labels={"role": "train"}, taints=[{"key": "training", "value": "true", "effect": TaintEffect.NO_SCHEDULE}])))
+    template = pulumi_mocks.named("workers-template").inputs
+    assert template["networkInterfaces"] == [{
+        "networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "efa", "deleteOnTermination": "true",
+        "associatePublicIpAddress": "false", "securityGroups": ["sg-cluster", "workers-efa-id"],
+    }]
+    assert "vpcSecurityGroupIds" not in template
+    assert template["metadataOptions"] == {"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1}
+    assert template["blockDeviceMappings"][0]["ebs"] == {"volumeSize": 100, "volumeType": "gp3", "encrypted": "true", "deleteOnTermination": "true"}
+    placement = pulumi_mocks.named("workers-placement")
+    assert placement.inputs["strategy"] == "cluster" and template["placement"] == {"groupName": placement.inputs["name"]}
+
+    ingress, egress = pulumi_mocks.named("workers-efa-in").inputs, pulumi_mocks.named("workers-efa-out").inputs
+    for rule in (ingress, egress):
+        assert rule["securityGroupId"] == rule["referencedSecurityGroupId"] == "workers-efa-id" and rule["ipProtocol"] == "-1"
+    assert not any(key.startswith("kubernetes.io/cluster/") for key in pulumi_mocks.named("workers-efa").inputs["tags"])
+
+    group = pulumi_mocks.named("workers-nodes").inputs
+    assert group["subnetIds"] == ["subnet-a"] and group["amiType"] == "AL2023_ARM_64_STANDARD"
+    assert group["labels"] == {"vpc.amazonaws.com/efa.present": "true", "role": "train"}
+    assert group["taints"] == [{"key": "training", "value": "true", "effect": "NO_SCHEDULE"}]
+    assert group["scalingConfig"] == {"minSize": 0, "maxSize": 6, "desiredSize": 2}
+
+    asg_tags = {r.inputs["tag"]["key"]: r.inputs["tag"]["value"] for r in pulumi_mocks.of_type("aws:autoscaling/tag:Tag")}
+    assert all(r.inputs["autoscalingGroupName"] == "eks-workers-nodes-asg" for r in pulumi_mocks.of_type("aws:autoscaling/tag:Tag"))
+    assert asg_tags == {
+        "k8s.io/cluster-autoscaler/enabled": "true",
+        "k8s.io/cluster-autoscaler/training": "owned",
+        "k8s.io/cluster-autoscaler/node-template/resources/vpc.amazonaws.com/efa": "1",
+        "k8s.io/cluster-autoscaler/node-template/label/vpc.amazonaws.com/efa.present": "true",
+        "k8s.io/cluster-autoscaler/node-template/label/role": "train",
+        "k8s.io/cluster-autoscaler/node-template/taint/training": "true:NoSchedule",
+    }
+    component = pulumi_mocks.named("workers")
+    children = [r for r in pulumi_mocks.monitor.registrations if r is not component]
+    assert children and all(r.parent == component.urn for r in children)
+
+
+def test_p5_gets_32_interfaces_efa_on_card_0_efa_only_elsewhere(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.run(lambda: EfaNodeGroup("gpu", _args(instance_type="p5.48xlarge")))
+    interfaces = pulumi_mocks.named("gpu-template").inputs["networkInterfaces"]
+    assert [i["networkCardIndex"] for i in interfaces] == list(range(32))
+    assert [i["deviceIndex"] for i in interfaces] == [0] + [1] * 31
+    assert [i["interfaceType"] for i in interfaces] == ["efa"] + ["efa-only"] * 31
+    assert pulumi_mocks.named("gpu-nodes").inputs["amiType"] == "AL2023_x86_64_NVIDIA"
+    tags = {r.inputs["tag"]["key"]: r.inputs["tag"]["value"] for r in pulumi_mocks.of_type("aws:autoscaling/tag:Tag")}
+    assert tags["k8s.io/cluster-autoscaler/node-template/resources/vpc.amazonaws.com/efa"] == "32"
+    assert tags["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == "8"
+
+
+def test_capacity_reservation_gets_no_placement_group(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.run(lambda: EfaNodeGroup("gpu", _args(instance_type="p4d.24xlarge", capacity_type=CapacityType.CAPACITY_BLOCK, capacity_reservation_id="cr-0123456789abcdef0")))
+    assert pulumi_mocks.of_type("aws:ec2/placementGroup:PlacementGroup") == []
+    template = pulumi_mocks.named("gpu-template").inputs
+    assert "placement" not in template
+    assert template["capacityReservationSpecification"] == {"capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"}}
+    assert template["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    assert pulumi_mocks.named("gpu-nodes").inputs["capacityType"] == "CAPACITY_BLOCK"
+
+
+def test_without_efa_no_fabric_resources(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.run(lambda: EfaNodeGroup("system", _args(instance_type="m7g.large", efa=False)))
+    assert pulumi_mocks.of_type("aws:ec2/securityGroup:SecurityGroup") == []
+    assert pulumi_mocks.of_type("aws:ec2/placementGroup:PlacementGroup") == []
+    template = pulumi_mocks.named("system-template").inputs
+    assert template["vpcSecurityGroupIds"] == ["sg-cluster"] and "networkInterfaces" not in template
+    assert "vpc.amazonaws.com/efa.present" not in pulumi_mocks.named("system-nodes").inputs["labels"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"instance_type": "c7g.large"}, "instance_type='c7g.large' is not allowed; it is not an EFA-capable type in infra.catalogue; choose one of c7g.16xlarge, c7g.metal"),
+        ({"instance_type": "m7g.large"}, "instance_type='m7g.large' is not allowed; it is not an EFA-capable type"),
+        ({"instance_type": "m5.large", "efa": False}, "instance_type='m5.large' is not allowed; it is not in infra.catalogue"),
+        ({"min_size": 3, "max_size": 2}, "min_size/max_size=(3, 2) is not allowed"),
+        ({"desired_size": 9}, "desired_size=9 is not allowed; must lie between min_size=0 and max_size=6"),
+        ({"availability_zone": "us-east-1"}, "availability_zone='us-east-1' is not allowed; name one zone"),
+        ({"cluster_name": ""}, "cluster_name='' is not allowed"),
+        ({"capacity_type": "RESERVED"}, "capacity_type='RESERVED' is not allowed"),
+        ({"capacity_type": CapacityType.SPOT, "capacity_reservation_id": "cr-0123456789abcdef0"}, "not SPOT"),
+        ({"capacity_type": CapacityType.CAPACITY_BLOCK}, "needs the Capacity Block's reservation id"),
+        ({"capacity_reservation_id": "reservation-1"}, "use an id such as cr-"),
+        ({"metadata_hop_limit": 0}, "metadata_hop_limit=0 is not allowed"),
+        ({"root_volume_gib": 8}, "root_volume_gib=8 is not allowed"),
+        ({"taints": [{"key": "a", "effect": "NoSchedule"}]}, "each taint needs a key and an effect"),
+        ({"labels": {"vpc.amazonaws.com/efa.present": "false"}}, "is set by the component"),
+    ],
+)
+def test_invalid_arguments_are_refused_before_anything_exists(pulumi_mocks: Recorded, overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        EfaNodeGroup("workers", _args(**overrides))
+    assert message in str(raised.value)
+    assert str(raised.value).startswith("EfaNodeGroup: ")
+    assert pulumi_mocks.monitor.registrations == []
