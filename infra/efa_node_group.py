@@ -19,6 +19,7 @@ from infra import catalogue
 from infra.catalogue import Architecture, InstanceType
 from infra.errors import InvalidArgument
 from infra.iam import node_role
+from infra.launch_template import secure_launch_template, template_reference
 
 COMPONENT = "EfaNodeGroup"
 EFA_LABEL = "vpc.amazonaws.com/efa.present"
@@ -226,15 +227,8 @@ class EfaNodeGroup(pulumi.ComponentResource):
             template["capacity_reservation_specification"] = {"capacity_reservation_target": {"capacity_reservation_id": reservation}}
         if capacity == CapacityType.CAPACITY_BLOCK:
             template["instance_market_options"] = {"market_type": "capacity-block"}
-        launch_template = aws.ec2.LaunchTemplate(
-            f"{name}-template",
-            metadata_options={"http_endpoint": "enabled", "http_tokens": "required", "http_put_response_hop_limit": args.get("metadata_hop_limit", 1)},
-            block_device_mappings=[{"device_name": "/dev/xvda", "ebs": {"volume_size": args.get("root_volume_gib", 100), "volume_type": "gp3", "encrypted": "true", "delete_on_termination": "true"}}],
-            tag_specifications=[{"resource_type": kind, "tags": {**tags, "Name": f"{name}"}} for kind in ("instance", "volume", "network-interface")],
-            tags=tags,
-            update_default_version=True,
-            opts=child,
-            **template,
+        launch_template = secure_launch_template(
+            f"{name}-template", self, tags, args.get("metadata_hop_limit", 1), args.get("root_volume_gib", 100), **template
         )
         minimum = args.get("min_size", 0)
         self.node_group = aws.eks.NodeGroup(
@@ -248,7 +242,7 @@ class EfaNodeGroup(pulumi.ComponentResource):
             version=args.get("kubernetes_version"),
             capacity_type=capacity.value,
             scaling_config={"min_size": minimum, "max_size": args.get("max_size", 2), "desired_size": args.get("desired_size", minimum)},
-            launch_template={"id": launch_template.id, "version": launch_template.latest_version.apply(str)},
+            launch_template=template_reference(launch_template),
             labels=self.labels,
             taints=[{"key": taint["key"], "value": taint.get("value"), "effect": TaintEffect(taint["effect"]).value} for taint in self.taints],
             update_config={"max_unavailable": 1},

@@ -1,0 +1,65 @@
+import pytest
+
+from infra.cluster import ADMIN_POLICY, Cluster, ClusterArgs
+from infra.errors import InvalidArgument
+from tests.infra.conftest import Recorded
+
+
+def _args(**overrides: object) -> ClusterArgs:
+    args: dict[str, object] = {"vpc_id": "vpc-1", "private_subnet_ids": ["subnet-a", "subnet-b"], "tags": {"team": "ml"}}
+    args.update(overrides)
+    return args  # type: ignore[return-value]
+
+
+def test_control_plane_is_locked_down_and_observable(pulumi_mocks: Recorded) -> None:
+    admin = "arn:aws:iam::123456789012:role/platform-admin"
+    pulumi_mocks.run(lambda: Cluster("training", _args(admin_principal_arns=[admin])))
+    cluster = pulumi_mocks.named("training-eks").inputs
+    assert cluster["name"] == "training" and cluster["version"] == "1.33"
+    assert cluster["authenticationMode"] == "API" and cluster["createOidcProvider"] is True and cluster["skipDefaultNodeGroup"] is True
+    assert cluster["enabledClusterLogTypes"] == ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+    assert cluster["encryptionConfigKeyArn"] == pulumi_mocks.named("training-secrets").inputs["arn"]
+    assert pulumi_mocks.named("training-secrets").inputs["enableKeyRotation"] is True
+    addons = {r.inputs["addonName"] for r in pulumi_mocks.of_type("aws:eks/addon:Addon")}
+    assert addons == {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"}
+    entry = pulumi_mocks.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")[0].inputs
+    assert entry["principalArn"] == admin and entry["policyArn"] == ADMIN_POLICY and entry["accessScope"] == {"type": "cluster"}
+    system = pulumi_mocks.named("training-system").inputs
+    assert system["amiType"] == "AL2023_ARM_64_STANDARD" and system["instanceTypes"] == ["m7g.large"]
+    template = pulumi_mocks.named("training-system-template").inputs
+    assert template["metadataOptions"]["httpTokens"] == "required"
+    provider = pulumi_mocks.named("training-k8s").inputs
+    assert provider["enableServerSideApply"] == "true"
+
+
+def test_coredns_waits_for_the_system_nodes(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.run(lambda: Cluster("training", _args()))
+    coredns = pulumi_mocks.named("training-coredns")
+    assert pulumi_mocks.named("training-system").urn in coredns.dependencies
+
+
+def test_private_endpoint(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.run(lambda: Cluster("training", _args(private_endpoint_only=True)))
+    cluster = pulumi_mocks.named("training-eks").inputs
+    assert cluster["endpointPublicAccess"] is False and cluster["endpointPrivateAccess"] is True
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"kubernetes_version": "1.x"}, "kubernetes_version='1.x' is not allowed; use one of 1.33, 1.34"),
+        ({"kubernetes_version": "1.29"}, "kubernetes_version='1.29' is not allowed"),
+        ({"cluster_name": "-bad name"}, "cluster_name='-bad name' is not allowed"),
+        ({"admin_principal_arns": ["admin"]}, "admin_principal_arns='admin' is not allowed; give IAM role or user ARNs"),
+        ({"log_types": ["api", "everything"]}, "log_types=['everything'] is not allowed"),
+        ({"system_instance_type": "m5.large"}, "system_instance_type='m5.large' is not allowed; use a Graviton type"),
+        ({"system_instance_type": "p5.48xlarge"}, "system_instance_type='p5.48xlarge' is not allowed"),
+        ({"system_node_count": 0}, "system_node_count=0 is not allowed; use 1 to 10"),
+        ({"private_endpoint_only": True, "public_access_cidrs": ["1.2.3.4/32"]}, "a private-only endpoint has no public access"),
+    ],
+)
+def test_invalid_arguments_are_refused_before_anything_exists(pulumi_mocks: Recorded, overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        Cluster("training", _args(**overrides))
+    assert message in str(raised.value)
+    assert pulumi_mocks.monitor.registrations == []
