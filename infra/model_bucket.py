@@ -1,0 +1,108 @@
+"""ModelBucket: where models and checkpoints go, and the one role allowed to use it."""
+
+import json
+import re
+from typing import Any, NotRequired, TypedDict
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from infra.errors import InvalidArgument
+from infra.iam import irsa_role, policy
+
+COMPONENT = "ModelBucket"
+
+
+class ModelBucketArgs(TypedDict):
+    oidc_provider_arn: pulumi.Input[str]
+    """The cluster's IAM OIDC provider (Cluster.oidc_provider_arn)."""
+    oidc_issuer: pulumi.Input[str]
+    """The cluster's OIDC issuer (Cluster.oidc_issuer)."""
+    provider: k8s.Provider
+    """Kubernetes provider of the cluster (Cluster.provider)."""
+    namespace: str
+    """Training namespace the ServiceAccount lives in."""
+    service_account_name: NotRequired[str]
+    """Name of the ServiceAccount training pods run as (default `trainer`)."""
+    checkpoint_expiry_days: NotRequired[int]
+    """Delete objects under `checkpoints/` older than this many days (default: keep)."""
+    force_destroy: NotRequired[bool]
+    """Let `pulumi destroy` delete a non-empty bucket (default false: models are kept)."""
+    tags: NotRequired[dict[str, str]]
+    """Tags for every taggable resource."""
+
+
+def tls_only_policy(bucket_arn: str) -> dict[str, Any]:
+    return policy([{
+        "Sid": "DenyInsecureTransport",
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "s3:*",
+        "Resource": [bucket_arn, f"{bucket_arn}/*"],
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+    }])
+
+
+def access_policy(bucket_arn: str) -> dict[str, Any]:
+    """Read, write and list this bucket only: nothing else in the account."""
+    return policy([
+        {"Sid": "ListBucket", "Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": bucket_arn},
+        {"Sid": "ReadWriteObjects", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"], "Resource": f"{bucket_arn}/*"},
+    ])
+
+
+def validate(args: ModelBucketArgs) -> None:
+    days = args.get("checkpoint_expiry_days")
+    if days is not None and days < 1:
+        raise InvalidArgument(COMPONENT, "checkpoint_expiry_days", days, "use a positive number of days, or leave it out to keep checkpoints")
+    account = args.get("service_account_name", "trainer")
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", account):
+        raise InvalidArgument(COMPONENT, "service_account_name", account, "use a DNS-1123 subdomain (lowercase letters, digits, '-', '.')")
+
+
+class ModelBucket(pulumi.ComponentResource):
+    bucket: aws.s3.Bucket
+    """Escape hatch: the bucket."""
+    bucket_name: pulumi.Output[str]
+    """The bucket's name."""
+    role_arn: pulumi.Output[str]
+    """The IRSA role training pods assume."""
+    service_account_name: str
+    """The ServiceAccount annotated with the role (plain, for pod specs)."""
+
+    def __init__(self, name: str, args: ModelBucketArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        validate(args)
+        super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = dict(args.get("tags", {}))
+        self.bucket = aws.s3.Bucket(f"{name}-bucket", force_destroy=args.get("force_destroy", False), tags=tags, opts=child)
+        aws.s3.BucketPublicAccessBlock(
+            f"{name}-public-access", bucket=self.bucket.id, block_public_acls=True, block_public_policy=True, ignore_public_acls=True, restrict_public_buckets=True, opts=child
+        )
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            f"{name}-encryption", bucket=self.bucket.id, rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "aws:kms"}, "bucket_key_enabled": True}], opts=child
+        )
+        aws.s3.BucketVersioning(f"{name}-versioning", bucket=self.bucket.id, versioning_configuration={"status": "Enabled"}, opts=child)
+        aws.s3.BucketPolicy(f"{name}-tls-only", bucket=self.bucket.id, policy=self.bucket.arn.apply(lambda arn: json.dumps(tls_only_policy(arn))), opts=child)
+        days = args.get("checkpoint_expiry_days")
+        if days is not None:
+            aws.s3.BucketLifecycleConfiguration(
+                f"{name}-lifecycle", bucket=self.bucket.id,
+                rules=[{
+                    "id": "expire-old-checkpoints", "status": "Enabled", "filter": {"prefix": "checkpoints/"},
+                    "expiration": {"days": days}, "noncurrent_version_expiration": {"noncurrent_days": days},
+                }],
+                opts=child,
+            )
+        self.service_account_name = args.get("service_account_name", "trainer")
+        role = irsa_role(f"{name}-role", self, args["oidc_provider_arn"], args["oidc_issuer"], args["namespace"], self.service_account_name, tags)
+        aws.iam.RolePolicy(f"{name}-access", role=role.id, policy=self.bucket.arn.apply(lambda arn: json.dumps(access_policy(arn))), opts=child)
+        k8s.core.v1.ServiceAccount(
+            f"{name}-service-account",
+            metadata={"name": self.service_account_name, "namespace": args["namespace"], "annotations": {"eks.amazonaws.com/role-arn": role.arn}},
+            opts=pulumi.ResourceOptions(parent=self, provider=args["provider"]),
+        )
+        self.bucket_name = self.bucket.bucket
+        self.role_arn = role.arn
+        self.register_outputs({"bucket_name": self.bucket_name, "role_arn": self.role_arn})

@@ -1,0 +1,73 @@
+import json
+
+import pulumi_kubernetes as k8s
+import pytest
+
+from infra.errors import InvalidArgument
+from infra.iam import irsa_trust
+from infra.mocking import ACCOUNT, OIDC_ISSUER
+from infra.model_bucket import ModelBucket, ModelBucketArgs
+from tests.infra.conftest import Recorded
+
+PROVIDER_ARN = f"arn:aws:iam::{ACCOUNT}:oidc-provider/{OIDC_ISSUER}"
+
+
+def _bucket(**overrides: object) -> ModelBucket:
+    args: dict[str, object] = {
+        "oidc_provider_arn": PROVIDER_ARN, "oidc_issuer": OIDC_ISSUER, "namespace": "training",
+        "provider": k8s.Provider("k8s", kubeconfig="{}"), "tags": {"team": "ml"},
+    }
+    args.update(overrides)
+    return ModelBucket("models", args)  # type: ignore[arg-type]
+
+
+def test_irsa_trust_pins_service_account_and_audience() -> None:
+    trust = irsa_trust(PROVIDER_ARN, f"https://{OIDC_ISSUER}", "training", "trainer")
+    statement = trust["Statement"][0]
+    assert statement["Principal"] == {"Federated": PROVIDER_ARN} and statement["Action"] == "sts:AssumeRoleWithWebIdentity"
+    assert statement["Condition"]["StringEquals"] == {
+        f"{OIDC_ISSUER}:sub": "system:serviceaccount:training:trainer",
+        f"{OIDC_ISSUER}:aud": "sts.amazonaws.com",
+    }
+
+
+def test_bucket_is_private_encrypted_versioned_and_tls_only(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.run(lambda: _bucket(checkpoint_expiry_days=30))
+    block = pulumi_mocks.named("models-public-access").inputs
+    assert all(block[key] is True for key in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"))
+    assert pulumi_mocks.named("models-encryption").inputs["rules"][0]["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "aws:kms"
+    assert pulumi_mocks.named("models-versioning").inputs["versioningConfiguration"] == {"status": "Enabled"}
+    deny = json.loads(pulumi_mocks.named("models-tls-only").inputs["policy"])["Statement"][0]
+    assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    rule = pulumi_mocks.named("models-lifecycle").inputs["rules"][0]
+    assert rule["filter"] == {"prefix": "checkpoints/"} and rule["expiration"] == {"days": 30}
+    assert pulumi_mocks.named("models-bucket").inputs["forceDestroy"] is False
+
+
+def test_role_is_limited_to_this_bucket_and_this_service_account(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.run(lambda: _bucket())
+    bucket_arn = pulumi_mocks.named("models-bucket").inputs["arn"]
+    statements = json.loads(pulumi_mocks.named("models-access").inputs["policy"])["Statement"]
+    assert {s["Resource"] for s in statements} == {bucket_arn, f"{bucket_arn}/*"}
+    assert not any(action == "s3:*" or action == "*" for s in statements for action in s["Action"])
+    trust = json.loads(pulumi_mocks.named("models-role").inputs["assumeRolePolicy"])
+    assert trust == irsa_trust(PROVIDER_ARN, OIDC_ISSUER, "training", "trainer")
+    account = pulumi_mocks.named("models-service-account").inputs["metadata"]
+    assert account["namespace"] == "training" and account["annotations"]["eks.amazonaws.com/role-arn"] == pulumi_mocks.named("models-role").inputs["arn"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"checkpoint_expiry_days": 0}, "checkpoint_expiry_days=0 is not allowed"),
+        ({"service_account_name": "Trainer_SA"}, "service_account_name='Trainer_SA' is not allowed; use a DNS-1123 subdomain"),
+    ],
+)
+def test_invalid_arguments_are_refused(pulumi_mocks: Recorded, overrides: dict[str, object], message: str) -> None:
+    def program() -> None:
+        with pytest.raises(InvalidArgument) as raised:
+            _bucket(**overrides)
+        assert message in str(raised.value)
+
+    pulumi_mocks.run(program)
+    assert [r.type for r in pulumi_mocks.monitor.registrations] == ["pulumi:providers:kubernetes"]
