@@ -1,0 +1,40 @@
+"""Installing a pinned Helm chart as one reviewable resource."""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.efa_node_group import KUBERNETES_EFFECT, TaintEffect
+
+
+def release(
+    name: str,
+    parent: pulumi.Resource,
+    provider: k8s.Provider,
+    chart: tuple[str, str, str],
+    namespace: str,
+    values: Mapping[str, Any],
+    depends_on: Sequence[pulumi.Resource] = (),
+) -> k8s.helm.v3.Release:
+    """A helm.v3.Release: a plain resource whose chart, version and values show in previews."""
+    chart_name, version, repository = chart
+    return k8s.helm.v3.Release(
+        name,
+        name=chart_name,
+        chart=chart_name,
+        version=version,
+        repository_opts={"repo": repository},
+        namespace=namespace,
+        values=dict(values),
+        atomic=True,
+        cleanup_on_fail=True,
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=list(depends_on)),
+    )
+
+
+def tolerations(taints: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """Tolerate each taint by key and Kubernetes effect (whatever its value)."""
+    unique = {(taint["key"], KUBERNETES_EFFECT[TaintEffect(taint["effect"])]) for taint in taints}
+    return [{"key": key, "operator": "Exists", "effect": effect} for key, effect in sorted(unique)]

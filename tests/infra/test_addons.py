@@ -1,0 +1,89 @@
+import json
+
+import pulumi_kubernetes as k8s
+import pytest
+
+from infra import versions
+from infra.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
+from infra.efa_device_plugin import EfaDevicePlugin
+from infra.efa_node_group import TaintEffect
+from infra.errors import InvalidArgument
+from infra.iam import irsa_trust
+from infra.metrics_server import MetricsServer
+from infra.mocking import ACCOUNT, OIDC_ISSUER
+from infra.training_operator import TrainingOperator
+from tests.infra.conftest import Recorded
+
+PROVIDER_ARN = f"arn:aws:iam::{ACCOUNT}:oidc-provider/{OIDC_ISSUER}"
+
+
+def _provider() -> k8s.Provider:
+    return k8s.Provider("k8s", kubeconfig="{}")
+
+
+def _autoscaler_args(**overrides: object) -> ClusterAutoscalerArgs:
+    args: dict[str, object] = {
+        "provider": _provider(), "cluster_name": "training", "kubernetes_version": "1.33",
+        "oidc_provider_arn": PROVIDER_ARN, "oidc_issuer": OIDC_ISSUER, "region": "us-east-1",
+    }
+    args.update(overrides)
+    return args  # type: ignore[return-value]
+
+
+def test_efa_device_plugin_only_on_efa_nodes_and_tolerates_their_taints(pulumi_mocks: Recorded) -> None:
+    taints = [{"key": "nvidia.com/gpu", "value": "true", "effect": TaintEffect.NO_SCHEDULE}, {"key": "nvidia.com/gpu", "effect": TaintEffect.NO_SCHEDULE}]
+    pulumi_mocks.run(lambda: EfaDevicePlugin("efa", {"provider": _provider(), "node_taints": taints}))  # type: ignore[typeddict-item]
+    release = pulumi_mocks.named("efa-chart").inputs
+    assert (release["chart"], release["version"], release["repositoryOpts"]["repo"]) == versions.EFA_DEVICE_PLUGIN_CHART
+    assert release["namespace"] == "kube-system"
+    assert release["values"]["nodeSelector"] == {"vpc.amazonaws.com/efa.present": "true"}
+    assert release["values"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_autoscaler_role_is_least_privilege_and_trusts_only_its_service_account(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.run(lambda: ClusterAutoscaler("cas", _autoscaler_args()))
+    trust = json.loads(pulumi_mocks.named("cas-role").inputs["assumeRolePolicy"])
+    assert trust == irsa_trust(PROVIDER_ARN, OIDC_ISSUER, "kube-system", "cluster-autoscaler")
+    describe, scale = json.loads(pulumi_mocks.named("cas-policy").inputs["policy"])["Statement"]
+    assert all(action.split(":")[1].startswith(("Describe", "Get")) for action in describe["Action"])
+    assert scale["Action"] == ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"]
+    assert scale["Condition"] == {"StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/training": "owned"}}
+    values = pulumi_mocks.named("cas-chart").inputs["values"]
+    assert values["image"]["tag"] == "v1.33.0" and values["autoDiscovery"] == {"clusterName": "training"}
+    assert values["extraArgs"] == {"expander": "least-waste", "balance-similar-node-groups": True, "skip-nodes-with-local-storage": False, "skip-nodes-with-system-pods": False}
+    assert values["rbac"]["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"] == pulumi_mocks.named("cas-role").inputs["arn"]
+
+
+def test_autoscaler_refuses_a_kubernetes_version_without_a_matching_image(pulumi_mocks: Recorded) -> None:
+    def program() -> None:
+        with pytest.raises(InvalidArgument, match=r"ClusterAutoscaler: kubernetes_version='1.30' is not allowed; an autoscaler image is pinned for 1.33, 1.34"):
+            ClusterAutoscaler("cas", _autoscaler_args(kubernetes_version="1.30"))
+
+    pulumi_mocks.run(program)
+    assert not [r for r in pulumi_mocks.monitor.registrations if r.type.startswith(("eksddp", "aws"))]
+
+
+def test_metrics_server_is_pinned(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.run(lambda: MetricsServer("metrics", {"provider": _provider()}))
+    release = pulumi_mocks.named("metrics-chart").inputs
+    assert (release["chart"], release["version"]) == versions.METRICS_SERVER_CHART[:2]
+
+
+def test_training_operator_overlay_is_pinned_with_hpa_rbac(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.run(lambda: TrainingOperator("operator", {"provider": _provider()}))
+    manifests = pulumi_mocks.named("operator-manifests")
+    assert manifests.type == "kubernetes:kustomize/v2:Directory"
+    assert manifests.inputs["directory"] == "github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=v1.9.4"
+    (role,) = pulumi_mocks.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
+    assert role.inputs["rules"][0]["resources"] == ["horizontalpodautoscalers"]
+    (binding,) = pulumi_mocks.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")
+    assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": "training-operator", "namespace": "kubeflow"}]
+    assert manifests.urn in binding.dependencies
+
+
+def test_training_operator_refuses_trainer_v2_tags(pulumi_mocks: Recorded) -> None:
+    def program() -> None:
+        with pytest.raises(InvalidArgument, match="version='v2.0.0' is not allowed; use a v1 release tag"):
+            TrainingOperator("operator", {"provider": _provider(), "version": "v2.0.0"})
+
+    pulumi_mocks.run(program)
