@@ -1,0 +1,37 @@
+"""A StorageClass and the ReadWriteMany claim every training pod mounts."""
+
+from collections.abc import Mapping, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+
+def storage_class_and_claim(
+    name: str,
+    parent: pulumi.Resource,
+    provider: k8s.Provider,
+    provisioner: str,
+    parameters: Mapping[str, pulumi.Input[str]],
+    namespace: str,
+    claim_name: str,
+    size_gib: int,
+    depends_on: Sequence[pulumi.Resource],
+    mount_options: Sequence[str] = (),
+) -> k8s.core.v1.PersistentVolumeClaim:
+    scoped = pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=list(depends_on))
+    storage_class = k8s.storage.v1.StorageClass(
+        f"{name}-class",
+        metadata={"name": f"{claim_name}-class"},
+        provisioner=provisioner,
+        parameters=dict(parameters),
+        mount_options=list(mount_options) or None,
+        reclaim_policy="Retain",  # deleting the claim must not delete the data
+        volume_binding_mode="Immediate",
+        opts=scoped,
+    )
+    return k8s.core.v1.PersistentVolumeClaim(
+        f"{name}-claim",
+        metadata={"name": claim_name, "namespace": namespace},
+        spec={"access_modes": ["ReadWriteMany"], "storage_class_name": storage_class.metadata.name, "resources": {"requests": {"storage": f"{size_gib}Gi"}}},
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[storage_class]),
+    )
