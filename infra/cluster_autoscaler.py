@@ -1,6 +1,7 @@
 """ClusterAutoscaler: scales the node groups, EFA groups from zero included."""
 
 import json
+from collections.abc import Sequence
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
@@ -44,6 +45,8 @@ class ClusterAutoscalerArgs(TypedDict):
     """AWS region of the cluster."""
     tags: NotRequired[dict[str, str]]
     """Tags for the IAM role."""
+    depends_on: NotRequired[Sequence[pulumi.Resource]]
+    """Resources to wait for before installing (the system node group, whose nodes run it)."""
 
 
 def autoscaler_policy(cluster_name: str) -> dict[str, Any]:
@@ -88,6 +91,6 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                 "skip-nodes-with-system-pods": False,
             },
         }
-        self.release = helm.release(f"{name}-chart", self, args["provider"], versions.CLUSTER_AUTOSCALER_CHART, NAMESPACE, values)
+        self.release = helm.release(f"{name}-chart", self, args["provider"], versions.CLUSTER_AUTOSCALER_CHART, NAMESPACE, values, args.get("depends_on", []))
         self.role_arn = role.arn
         self.register_outputs({"role_arn": self.role_arn})

@@ -37,6 +37,8 @@ class EfsStorageArgs(TypedDict):
     """Name of the ReadWriteMany claim (default `shared`)."""
     tags: NotRequired[dict[str, str]]
     """Tags for every taggable resource."""
+    depends_on: NotRequired[Sequence[pulumi.Resource]]
+    """Resources to wait for before installing (the system node group, whose nodes run it)."""
 
 
 def csi_policy() -> dict[str, Any]:
@@ -80,7 +82,7 @@ class EfsStorage(pulumi.ComponentResource):
         driver = helm.release(f"{name}-csi", self, args["provider"], versions.EFS_CSI_CHART, "kube-system", {
             "controller": {"serviceAccount": {"create": True, "name": CONTROLLER_ACCOUNT, "annotations": {"eks.amazonaws.com/role-arn": role.arn}}, "nodeSelector": SYSTEM_LABEL},
             "node": {"tolerateAllTaints": True},
-        }, depends_on=targets)
+        }, depends_on=[*targets, *args.get("depends_on", [])])
         self.claim_name = args.get("claim_name", "shared")
         parameters: dict[str, pulumi.Input[str]] = {"provisioningMode": "efs-ap", "fileSystemId": file_system.id, "directoryPerms": "700"}
         storage_class_and_claim(name, self, args["provider"], "efs.csi.aws.com", parameters, args["namespace"], self.claim_name, 100, [driver])

@@ -1,6 +1,7 @@
 """FsxLustreStorage: a shared FSx for Lustre volume, provisioned by its CSI driver."""
 
 import json
+from collections.abc import Sequence
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
@@ -48,6 +49,8 @@ class FsxLustreStorageArgs(TypedDict):
     """SCRATCH_2 only: s3:// path to export to."""
     tags: NotRequired[dict[str, str]]
     """Tags for every taggable resource."""
+    depends_on: NotRequired[Sequence[pulumi.Resource]]
+    """Resources to wait for before installing (the system node group, whose nodes run it)."""
 
 
 def valid_capacity(gib: int) -> bool:
@@ -110,7 +113,7 @@ class FsxLustreStorage(pulumi.ComponentResource):
         driver = helm.release(f"{name}-csi", self, args["provider"], versions.FSX_CSI_CHART, "kube-system", {
             "controller": {"serviceAccount": {"create": True, "name": CONTROLLER_ACCOUNT, "annotations": {"eks.amazonaws.com/role-arn": role.arn}}, "nodeSelector": SYSTEM_LABEL},
             "node": {"tolerateAllTaints": True},
-        })
+        }, args.get("depends_on", []))
         kind = args.get("deployment_type", "SCRATCH_2")
         parameters: dict[str, pulumi.Input[str]] = {"subnetId": args["subnet_id"], "securityGroupIds": group.id, "deploymentType": kind, "fileSystemTypeVersion": "2.15"}
         if kind == "PERSISTENT_2":

@@ -1,6 +1,7 @@
 """MetricsServer: resource metrics for `kubectl top` and autoscaling."""
 
-from typing import TypedDict
+from collections.abc import Sequence
+from typing import NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -14,6 +15,8 @@ COMPONENT = "MetricsServer"
 class MetricsServerArgs(TypedDict):
     provider: k8s.Provider
     """Kubernetes provider of the cluster."""
+    depends_on: NotRequired[Sequence[pulumi.Resource]]
+    """Resources to wait for before installing (the system node group, whose nodes run it)."""
 
 
 class MetricsServer(pulumi.ComponentResource):
@@ -22,5 +25,5 @@ class MetricsServer(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: MetricsServerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
-        self.release = helm.release(f"{name}-chart", self, args["provider"], versions.METRICS_SERVER_CHART, "kube-system", {"nodeSelector": SYSTEM_LABEL})
+        self.release = helm.release(f"{name}-chart", self, args["provider"], versions.METRICS_SERVER_CHART, "kube-system", {"nodeSelector": SYSTEM_LABEL}, args.get("depends_on", []))
         self.register_outputs({})

@@ -2,6 +2,7 @@
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
@@ -31,6 +32,8 @@ class ModelBucketArgs(TypedDict):
     """Let `pulumi destroy` delete a non-empty bucket (default false: models are kept)."""
     tags: NotRequired[dict[str, str]]
     """Tags for every taggable resource."""
+    depends_on: NotRequired[Sequence[pulumi.Resource]]
+    """Resources the ServiceAccount waits for (the training namespace)."""
 
 
 def tls_only_policy(bucket_arn: str) -> dict[str, Any]:
@@ -101,7 +104,7 @@ class ModelBucket(pulumi.ComponentResource):
         k8s.core.v1.ServiceAccount(
             f"{name}-service-account",
             metadata={"name": self.service_account_name, "namespace": args["namespace"], "annotations": {"eks.amazonaws.com/role-arn": role.arn}},
-            opts=pulumi.ResourceOptions(parent=self, provider=args["provider"]),
+            opts=pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=list(args.get("depends_on", []))),
         )
         self.bucket_name = self.bucket.bucket
         self.role_arn = role.arn

@@ -1,6 +1,7 @@
 """TrainingOperator: Kubeflow training operator v1, which runs PyTorchJobs."""
 
 import re
+from collections.abc import Sequence
 from typing import NotRequired, TypedDict
 
 import pulumi
@@ -19,6 +20,8 @@ class TrainingOperatorArgs(TypedDict):
     """Kubernetes provider of the cluster (it must apply server-side: the v1.9 CRD is too large for client-side apply)."""
     version: NotRequired[str]
     """Release tag of the v1 line (default versions.TRAINING_OPERATOR_VERSION)."""
+    depends_on: NotRequired[Sequence[pulumi.Resource]]
+    """Resources to wait for before installing (the system node group, whose nodes run it)."""
 
 
 class TrainingOperator(pulumi.ComponentResource):
@@ -33,7 +36,7 @@ class TrainingOperator(pulumi.ComponentResource):
             raise InvalidArgument(COMPONENT, "version", version, "use a v1 release tag such as v1.9.4 (Trainer v2 is a different API)")
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         self.version = version
-        scoped = pulumi.ResourceOptions(parent=self, provider=args["provider"])
+        scoped = pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=list(args.get("depends_on", [])))
         self.manifests = k8s.kustomize.v2.Directory(
             f"{name}-manifests", directory=versions.TRAINING_OPERATOR_OVERLAY.format(version=version), namespace=NAMESPACE, opts=scoped
         )

@@ -1,0 +1,243 @@
+"""TrainingPlatform: network, cluster, node groups, add-ons, storage and bucket from one args dict."""
+
+import re
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from typing import NotRequired, TypedDict
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from infra.cluster import Cluster, ClusterArgs
+from infra.cluster_autoscaler import ClusterAutoscaler
+from infra.efa_device_plugin import EfaDevicePlugin
+from infra.efa_node_group import CapacityType, EfaNodeGroup, EfaNodeGroupArgs, Taint
+from infra.efs_storage import EfsStorage
+from infra.errors import InvalidArgument
+from infra.fsx_storage import FsxLustreStorage, FsxLustreStorageArgs
+from infra.fsx_storage import validate as validate_fsx
+from infra.metrics_server import MetricsServer
+from infra.model_bucket import ModelBucket
+from infra.network import Network, NetworkArgs
+from infra.network import validate as validate_network
+from infra.training_operator import TrainingOperator
+
+COMPONENT = "TrainingPlatform"
+TRAINING_LABELS = {"purpose": "distributed-training"}
+
+
+class StorageKind(str, Enum):
+    FSX = "fsx"
+    EFS = "efs"
+    NONE = "none"
+
+
+class NodeGroupSpec(TypedDict):
+    name: str
+    """Short name, unique in the platform (a DNS label); it names the node group and the job's target."""
+    instance_type: str
+    """An instance type from infra.catalogue."""
+    availability_zone: str
+    """The group's one zone; one of the network's zones."""
+    efa: NotRequired[bool]
+    """EFA interfaces, placement group and EFA security group (default true)."""
+    min_size: NotRequired[int]
+    """Fewest nodes (default 0)."""
+    max_size: NotRequired[int]
+    """Most nodes (default 2)."""
+    desired_size: NotRequired[int]
+    """Nodes at creation (default min_size)."""
+    capacity_type: NotRequired[CapacityType]
+    """ON_DEMAND (default), SPOT or CAPACITY_BLOCK."""
+    capacity_reservation_id: NotRequired[str]
+    """Capacity Reservation or Capacity Block to launch into."""
+    labels: NotRequired[Mapping[str, str]]
+    """Extra node labels."""
+    taints: NotRequired[Sequence[Taint]]
+    """Node taints."""
+    root_volume_gib: NotRequired[int]
+    """Root volume size (default 100)."""
+    release_version: NotRequired[str]
+    """Pinned EKS AMI release."""
+
+
+class FsxOptions(TypedDict):
+    deployment_type: NotRequired[str]
+    """SCRATCH_2 (default) or PERSISTENT_2."""
+    capacity_gib: NotRequired[int]
+    """1200, 2400, then multiples of 2400 (default 1200)."""
+    per_unit_storage_throughput: NotRequired[int]
+    """PERSISTENT_2: 125, 250, 500 or 1000."""
+    s3_import_path: NotRequired[str]
+    """SCRATCH_2: s3:// path imported into the file system."""
+    s3_export_path: NotRequired[str]
+    """SCRATCH_2: s3:// export path."""
+
+
+class TrainingPlatformArgs(TypedDict):
+    network: NotRequired[NetworkArgs]
+    """The VPC (default: a new 10.0.0.0/16 VPC; name the zones when node groups pick one)."""
+    cluster_name: NotRequired[str]
+    """EKS cluster name (default: the component's name)."""
+    kubernetes_version: NotRequired[str]
+    """Kubernetes minor version (default infra.versions.DEFAULT_KUBERNETES_VERSION)."""
+    admin_principal_arns: NotRequired[Sequence[str]]
+    """IAM principals given cluster-admin."""
+    private_endpoint_only: NotRequired[bool]
+    """API endpoint only inside the VPC."""
+    system_instance_type: NotRequired[str]
+    """Graviton type of the system node group (default m7g.large)."""
+    system_node_count: NotRequired[int]
+    """System nodes (default 2)."""
+    node_groups: NotRequired[Sequence[NodeGroupSpec]]
+    """Training node groups."""
+    training_namespace: NotRequired[str]
+    """Namespace for training workloads (default `training`)."""
+    storage: NotRequired[StorageKind]
+    """Shared file system: fsx (default), efs or none."""
+    fsx: NotRequired[FsxOptions]
+    """FSx for Lustre settings, with storage fsx."""
+    model_bucket: NotRequired[bool]
+    """S3 bucket for models and checkpoints with its IRSA role (default true)."""
+    checkpoint_expiry_days: NotRequired[int]
+    """Expire `checkpoints/` objects in the bucket after this many days."""
+    cluster_autoscaler: NotRequired[bool]
+    """Install the cluster autoscaler (default true)."""
+    metrics_server: NotRequired[bool]
+    """Install metrics-server (default true)."""
+    efa_device_plugin: NotRequired[bool]
+    """Install the EFA device plugin (default true when a group has EFA)."""
+    training_operator: NotRequired[bool]
+    """Install the Kubeflow training operator (default true)."""
+    tags: NotRequired[dict[str, str]]
+    """Tags for every taggable resource."""
+
+
+def validate(args: TrainingPlatformArgs) -> None:
+    network = args.get("network", {})
+    validate_network(network)
+    zones = list(network.get("availability_zones", [])) or list(network.get("existing_private_subnet_ids", {}))
+    names: set[str] = set()
+    for index, group in enumerate(args.get("node_groups", [])):
+        where = f"node_groups[{index}]"
+        name = group.get("name", "")
+        if not re.fullmatch(r"[a-z]([-a-z0-9]{0,28}[a-z0-9])?", name):
+            raise InvalidArgument(COMPONENT, f"{where}.name", name, "use a DNS label of at most 30 characters")
+        if name in names or name == "system":
+            raise InvalidArgument(COMPONENT, f"{where}.name", name, "names must be unique and not `system` (the cluster's own group)")
+        names.add(name)
+        if not zones:
+            raise InvalidArgument(COMPONENT, "network.availability_zones", None, "name the zones so node groups can each pick one")
+        if group.get("availability_zone") not in zones:
+            raise InvalidArgument(COMPONENT, f"{where}.availability_zone", group.get("availability_zone"), f"use one of the network's zones: {', '.join(zones)}")
+    storage = args.get("storage", StorageKind.FSX)
+    if storage not in tuple(StorageKind):
+        raise InvalidArgument(COMPONENT, "storage", storage, f"use one of {[kind.value for kind in StorageKind]}")
+    if storage == StorageKind.EFS and not zones:
+        raise InvalidArgument(COMPONENT, "network.availability_zones", None, "name the zones so EFS gets a mount target in each")
+    if storage == StorageKind.FSX:
+        if not args.get("node_groups"):
+            raise InvalidArgument(COMPONENT, "storage", storage, "fsx lives in a node group's zone: add a node group, or use efs or none")
+        validate_fsx({**args.get("fsx", {}), "namespace": "training"})  # type: ignore[typeddict-item]
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", args.get("training_namespace", "training")):
+        raise InvalidArgument(COMPONENT, "training_namespace", args.get("training_namespace"), "use a DNS label")
+
+
+class TrainingPlatform(pulumi.ComponentResource):
+    network: Network
+    """The VPC."""
+    cluster: Cluster
+    """The EKS cluster (its provider, kubeconfig and OIDC facts)."""
+    node_groups: dict[str, EfaNodeGroup]
+    """Training node groups by name: instance facts, labels, taints, EFA interface count."""
+    provider: k8s.Provider
+    """Kubernetes provider of the cluster."""
+    cluster_name: str
+    """The EKS cluster's name."""
+    kubeconfig: pulumi.Output[str]
+    """Kubeconfig (secret)."""
+    training_namespace: str
+    """Namespace for training workloads."""
+    storage_claim_name: str | None
+    """The ReadWriteMany claim jobs mount (None without shared storage)."""
+    bucket_name: pulumi.Output[str] | None
+    """The model bucket (None when turned off)."""
+    service_account_name: str | None
+    """ServiceAccount with access to the bucket (None when turned off)."""
+    training_operator: TrainingOperator | None
+    """The training operator: PyTorchJobs must depend on it."""
+
+    def __init__(self, name: str, args: TrainingPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        validate(args)
+        super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = dict(args.get("tags", {}))
+        network_args: NetworkArgs = {**args.get("network", {}), "tags": {**tags, **args.get("network", {}).get("tags", {})}}
+        self.network = Network(f"{name}-network", network_args, opts=child)
+        cluster_args: ClusterArgs = {
+            "vpc_id": self.network.vpc_id,
+            "private_subnet_ids": self.network.private_subnet_ids,
+            "public_subnet_ids": self.network.public_subnet_ids,
+            "cluster_name": args.get("cluster_name", name),
+            "tags": tags,
+        }
+        for key in ("kubernetes_version", "admin_principal_arns", "private_endpoint_only", "system_instance_type", "system_node_count"):
+            if key in args:
+                cluster_args[key] = args[key]  # type: ignore[literal-required]
+        self.cluster = Cluster(f"{name}-cluster", cluster_args, opts=child)
+        self.provider, self.cluster_name, self.kubeconfig = self.cluster.provider, self.cluster.cluster_name, self.cluster.kubeconfig
+        system = [self.cluster.system_node_group]
+        provided = pulumi.ResourceOptions(parent=self, provider=self.provider)
+
+        self.node_groups = {}
+        for spec in args.get("node_groups", []):
+            group_args: EfaNodeGroupArgs = {
+                **{key: value for key, value in spec.items() if key != "name"},  # type: ignore[typeddict-item]
+                "cluster_name": self.cluster_name,
+                "kubernetes_version": self.cluster.kubernetes_version,
+                "vpc_id": self.network.vpc_id,
+                "cluster_security_group_id": self.cluster.cluster_security_group_id,
+                "subnet_id": self.network.private_subnet_by_zone[spec["availability_zone"]],
+                "tags": tags,
+            }
+            self.node_groups[spec["name"]] = EfaNodeGroup(f"{name}-{spec['name']}", group_args, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]))
+
+        self.training_namespace = args.get("training_namespace", "training")
+        namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata={"name": self.training_namespace, "labels": TRAINING_LABELS}, opts=provided)
+        efa_groups = [group for group in self.node_groups.values() if group.efa_interfaces]
+        if efa_groups and args.get("efa_device_plugin", True):
+            EfaDevicePlugin(f"{name}-efa-device-plugin", {"provider": self.provider, "node_taints": [t for g in efa_groups for t in g.taints], "depends_on": system}, opts=child)
+        oidc = {"oidc_provider_arn": self.cluster.oidc_provider_arn, "oidc_issuer": self.cluster.oidc_issuer}
+        if args.get("cluster_autoscaler", True):
+            region = aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self)).region
+            ClusterAutoscaler(f"{name}-autoscaler", {
+                "provider": self.provider, "cluster_name": self.cluster_name, "kubernetes_version": self.cluster.kubernetes_version, "region": region,
+                "oidc_provider_arn": self.cluster.oidc_provider_arn, "oidc_issuer": self.cluster.oidc_issuer, "tags": tags, "depends_on": system,
+            }, opts=child)
+        if args.get("metrics_server", True):
+            MetricsServer(f"{name}-metrics-server", {"provider": self.provider, "depends_on": system}, opts=child)
+        self.training_operator = None
+        if args.get("training_operator", True):
+            self.training_operator = TrainingOperator(f"{name}-training-operator", {"provider": self.provider, "depends_on": system}, opts=child)
+
+        self.storage_claim_name = None
+        storage = args.get("storage", StorageKind.FSX)
+        storage_base = {"provider": self.provider, "vpc_id": self.network.vpc_id, "node_security_group_id": self.cluster.cluster_security_group_id,
+                        "namespace": self.training_namespace, "tags": tags, "depends_on": [*system, namespace], **oidc}
+        if storage == StorageKind.FSX:
+            zone = args.get("node_groups", [])[0]["availability_zone"]
+            fsx_args: FsxLustreStorageArgs = {**storage_base, **args.get("fsx", {}), "subnet_id": self.network.private_subnet_by_zone[zone]}  # type: ignore[typeddict-item]
+            self.storage_claim_name = FsxLustreStorage(f"{name}-fsx", fsx_args, opts=child).claim_name
+        elif storage == StorageKind.EFS:
+            subnets = list(self.network.private_subnet_by_zone.values())
+            self.storage_claim_name = EfsStorage(f"{name}-efs", {**storage_base, "subnet_ids": subnets}, opts=child).claim_name  # type: ignore[typeddict-item]
+
+        self.bucket_name = self.service_account_name = None
+        if args.get("model_bucket", True):
+            bucket = ModelBucket(f"{name}-models", {
+                "provider": self.provider, "namespace": self.training_namespace, "tags": tags, "depends_on": [namespace], **oidc,
+                **({"checkpoint_expiry_days": args["checkpoint_expiry_days"]} if "checkpoint_expiry_days" in args else {}),
+            }, opts=child)  # type: ignore[arg-type]
+            self.bucket_name, self.service_account_name = bucket.bucket_name, bucket.service_account_name
+        self.register_outputs({"kubeconfig": self.kubeconfig, "bucket_name": self.bucket_name})

@@ -1,0 +1,94 @@
+import pytest
+
+from infra.efa_node_group import TaintEffect
+from infra.errors import InvalidArgument
+from infra.platform import StorageKind, TrainingPlatform, TrainingPlatformArgs
+from tests.infra.conftest import Recorded
+
+
+def _args(**overrides: object) -> TrainingPlatformArgs:
+    """The Graviton workshop's shape."""
+    args: dict[str, object] = {
+        "network": {"cidr": "10.0.0.0/16", "availability_zones": ["us-east-1a", "us-east-1b"]},
+        "node_groups": [{
+            "name": "workers", "instance_type": "c7g.16xlarge", "availability_zone": "us-east-1a", "efa": True,
+            "min_size": 1, "max_size": 6, "desired_size": 2, "taints": [{"key": "training", "value": "true", "effect": TaintEffect.NO_SCHEDULE}],
+        }],
+        "storage": StorageKind.FSX,
+        "fsx": {"deployment_type": "SCRATCH_2", "capacity_gib": 1200},
+        "tags": {"project": "eks-ddp"},
+    }
+    args.update(overrides)
+    return args  # type: ignore[return-value]
+
+
+def _ancestors(recorded: Recorded, urn: str) -> list[str]:
+    chain = []
+    while urn:
+        registration = next((r for r in recorded.monitor.registrations if r.urn == urn), None)
+        if registration is None:
+            break
+        chain.append(registration.type)
+        urn = registration.parent
+    return chain
+
+
+def test_workshop_shape_composes_every_component(pulumi_mocks: Recorded) -> None:
+    platforms: list[TrainingPlatform] = []
+    pulumi_mocks.run(lambda: platforms.append(TrainingPlatform("ddp", _args())))
+    platform = platforms[0]
+    components = sorted(r.type.split(":")[-1] for r in pulumi_mocks.monitor.registrations if r.type.startswith("eksddp:index:"))
+    assert components == sorted([
+        "TrainingPlatform", "Network", "Cluster", "EfaNodeGroup", "EfaDevicePlugin", "ClusterAutoscaler",
+        "MetricsServer", "TrainingOperator", "FsxLustreStorage", "ModelBucket",
+    ])
+    everything_else = [r for r in pulumi_mocks.monitor.registrations if r.type not in ("eksddp:index:TrainingPlatform",)]
+    assert all("eksddp:index:TrainingPlatform" in _ancestors(pulumi_mocks, r.parent) for r in everything_else)
+
+    subnet_a = "ddp-network-private-0-id"  # the mock's id for the us-east-1a private subnet
+    assert pulumi_mocks.named("ddp-workers-nodes").inputs["subnetIds"] == [subnet_a]
+    (storage_class,) = pulumi_mocks.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+    assert storage_class.inputs["parameters"]["subnetId"] == subnet_a
+    assert pulumi_mocks.named("ddp-namespace").inputs["metadata"]["labels"] == {"purpose": "distributed-training"}
+    plugin = pulumi_mocks.named("ddp-efa-device-plugin-chart")
+    assert plugin.inputs["values"]["tolerations"] == [{"key": "training", "operator": "Exists", "effect": "NoSchedule"}]
+    assert pulumi_mocks.named("ddp-cluster-system").urn in plugin.dependencies
+    assert platform.node_groups["workers"].efa_interfaces == 1 and platform.storage_claim_name == "shared"
+    assert platform.service_account_name == "trainer" and platform.training_namespace == "training"
+    tagged = [r for r in pulumi_mocks.monitor.registrations if r.type.startswith("aws:") and isinstance(r.inputs.get("tags"), dict)]
+    assert tagged and all(r.inputs["tags"].get("project") == "eks-ddp" for r in tagged)
+
+
+def test_add_ons_can_be_turned_off(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.run(lambda: TrainingPlatform("ddp", _args(
+        storage=StorageKind.NONE, model_bucket=False, cluster_autoscaler=False, metrics_server=False, training_operator=False, efa_device_plugin=False,
+    )))
+    components = {r.type.split(":")[-1] for r in pulumi_mocks.monitor.registrations if r.type.startswith("eksddp:index:")}
+    assert components == {"TrainingPlatform", "Network", "Cluster", "EfaNodeGroup"}
+
+
+def test_efs_gets_a_mount_target_per_zone(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.run(lambda: TrainingPlatform("ddp", _args(storage=StorageKind.EFS)))
+    assert len(pulumi_mocks.of_type("aws:efs/mountTarget:MountTarget")) == 2
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"node_groups": [{"name": "workers", "instance_type": "c7g.16xlarge", "availability_zone": "us-east-1c"}]},
+         "node_groups[0].availability_zone='us-east-1c' is not allowed; use one of the network's zones: us-east-1a, us-east-1b"),
+        ({"node_groups": [{"name": "Workers", "instance_type": "c7g.16xlarge", "availability_zone": "us-east-1a"}]}, "node_groups[0].name='Workers' is not allowed"),
+        ({"node_groups": [{"name": "system", "instance_type": "c7g.16xlarge", "availability_zone": "us-east-1a"}]}, "not `system`"),
+        ({"network": {"availability_zone_count": 2}}, "network.availability_zones=None is not allowed; name the zones"),
+        ({"storage": "lustre"}, "storage='lustre' is not allowed"),
+        ({"fsx": {"capacity_gib": 1000}}, "FsxLustreStorage: capacity_gib=1000 is not allowed"),
+        ({"node_groups": [], "storage": StorageKind.FSX}, "fsx lives in a node group's zone"),
+        ({"network": {"cidr": "10.0.0.0/8", "availability_zones": ["us-east-1a", "us-east-1b"]}}, "Network: cidr='10.0.0.0/8' is not allowed"),
+        ({"training_namespace": "Training"}, "training_namespace='Training' is not allowed"),
+    ],
+)
+def test_invalid_platform_arguments_are_refused_before_anything_exists(pulumi_mocks: Recorded, overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        TrainingPlatform("ddp", _args(**overrides))
+    assert message in str(raised.value)
+    assert pulumi_mocks.monitor.registrations == []
