@@ -119,6 +119,8 @@ class Cluster(pulumi.ComponentResource):
             authentication_mode=eks.AuthenticationMode.API,
             create_oidc_provider=True,
             skip_default_node_group=True,
+            # Managed node groups use the EKS cluster security group; pulumi-eks's own node group would be unused.
+            skip_default_security_groups=True,
             endpoint_private_access=True,
             endpoint_public_access=not private_only,
             public_access_cidrs=None if private_only else args.get("public_access_cidrs"),

@@ -63,3 +63,14 @@ def test_invalid_arguments_are_refused_before_anything_exists(pulumi_mocks: Reco
         Cluster("training", _args(**overrides))
     assert message in str(raised.value)
     assert pulumi_mocks.monitor.registrations == []
+
+
+def test_a_pinned_vpc_cni_older_than_efa_only_support_is_refused(pulumi_mocks: Recorded, monkeypatch: pytest.MonkeyPatch) -> None:
+    from infra import versions
+
+    monkeypatch.setitem(versions.ADDON_VERSIONS, "vpc-cni", "v1.18.3-eksbuild.1")
+    with pytest.raises(InvalidArgument, match=r"vpc-cni'\]='v1.18.3-eksbuild.1' is not allowed; efa-only interfaces need vpc-cni >= 1.18.4"):
+        Cluster("training", _args())
+    monkeypatch.setitem(versions.ADDON_VERSIONS, "vpc-cni", "v1.18.4-eksbuild.1")
+    pulumi_mocks.run(lambda: Cluster("training", _args()))
+    assert pulumi_mocks.named("training-vpc-cni").inputs["addonVersion"] == "v1.18.4-eksbuild.1"
