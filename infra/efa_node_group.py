@@ -50,19 +50,13 @@ class Taint(TypedDict):
     """What the taint does to pods that do not tolerate it."""
 
 
-class EfaNodeGroupArgs(TypedDict):
-    cluster_name: str
-    """The EKS cluster's name (it also names the autoscaler's discovery tag)."""
-    vpc_id: pulumi.Input[str]
-    """The cluster's VPC (for the EFA security group)."""
-    cluster_security_group_id: pulumi.Input[str]
-    """The EKS cluster security group, attached to every interface with the EFA group."""
+class NodeGroupShape(TypedDict):
+    """What a training node group looks like, independent of the cluster it joins."""
+
     instance_type: str
     """An instance type from infra.catalogue (EFA-capable when `efa` is on)."""
     availability_zone: str
     """The one zone the group lives in (EFA traffic stays inside a placement group)."""
-    subnet_id: pulumi.Input[str]
-    """The private subnet of `availability_zone`, and only that one."""
     efa: NotRequired[bool]
     """Attach EFA interfaces, a placement group and the EFA security group (default true)."""
     min_size: NotRequired[int]
@@ -85,6 +79,17 @@ class EfaNodeGroupArgs(TypedDict):
     """IMDSv2 hop limit (default 1: pods use IRSA, not the node's credentials)."""
     release_version: NotRequired[str]
     """Pin the EKS AMI release (for example `1.33.4-20260505`); default: the latest at creation."""
+
+
+class EfaNodeGroupArgs(NodeGroupShape):
+    cluster_name: str
+    """The EKS cluster's name (it also names the autoscaler's discovery tag)."""
+    vpc_id: pulumi.Input[str]
+    """The cluster's VPC (for the EFA security group)."""
+    cluster_security_group_id: pulumi.Input[str]
+    """The EKS cluster security group, attached to every interface with the EFA group."""
+    subnet_id: pulumi.Input[str]
+    """The private subnet of `availability_zone`, and only that one."""
     kubernetes_version: NotRequired[str]
     """Kubernetes version of the nodes (default: the cluster's)."""
     tags: NotRequired[Mapping[str, str]]

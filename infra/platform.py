@@ -1,7 +1,7 @@
 """TrainingPlatform: network, cluster, node groups, add-ons, storage and bucket from one args dict."""
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from enum import Enum
 from typing import NotRequired, TypedDict
 
@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 from infra.cluster import Cluster, ClusterArgs
 from infra.cluster_autoscaler import ClusterAutoscaler
 from infra.efa_device_plugin import EfaDevicePlugin
-from infra.efa_node_group import CapacityType, EfaNodeGroup, EfaNodeGroupArgs, Taint
+from infra.efa_node_group import EfaNodeGroup, EfaNodeGroupArgs, NodeGroupShape
 from infra.efs_storage import EfsStorage
 from infra.errors import InvalidArgument
 from infra.fsx_storage import FsxLustreStorage, FsxLustreStorageArgs
@@ -33,33 +33,9 @@ class StorageKind(str, Enum):
     NONE = "none"
 
 
-class NodeGroupSpec(TypedDict):
+class NodeGroupSpec(NodeGroupShape):
     name: str
     """Short name, unique in the platform (a DNS label); it names the node group and the job's target."""
-    instance_type: str
-    """An instance type from infra.catalogue."""
-    availability_zone: str
-    """The group's one zone; one of the network's zones."""
-    efa: NotRequired[bool]
-    """EFA interfaces, placement group and EFA security group (default true)."""
-    min_size: NotRequired[int]
-    """Fewest nodes (default 0)."""
-    max_size: NotRequired[int]
-    """Most nodes (default 2)."""
-    desired_size: NotRequired[int]
-    """Nodes at creation (default min_size)."""
-    capacity_type: NotRequired[CapacityType]
-    """ON_DEMAND (default), SPOT or CAPACITY_BLOCK."""
-    capacity_reservation_id: NotRequired[str]
-    """Capacity Reservation or Capacity Block to launch into."""
-    labels: NotRequired[Mapping[str, str]]
-    """Extra node labels."""
-    taints: NotRequired[Sequence[Taint]]
-    """Node taints."""
-    root_volume_gib: NotRequired[int]
-    """Root volume size (default 100)."""
-    release_version: NotRequired[str]
-    """Pinned EKS AMI release."""
 
 
 class FsxOptions(TypedDict):
