@@ -1,0 +1,89 @@
+import jsonschema
+import pytest
+
+from infra.catalogue import EFA_INSTANCE_TYPES
+from tests.workloads.schemas import validate_pytorchjob
+from workloads.pytorchjob import TrainingJob, admission_errors, render, trainer_command, validate_name
+from workloads.target import NodeTarget
+
+GRAVITON = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1, labels={"vpc.amazonaws.com/efa.present": "true"},
+                      taints=[{"key": "training", "value": "true", "effect": "NO_SCHEDULE"}])
+P5 = NodeTarget(EFA_INSTANCE_TYPES["p5.48xlarge"], efa_interfaces=32, labels={"vpc.amazonaws.com/efa.present": "true"})
+JOB = TrainingJob(name="mnist-ddp", namespace="training", image="123456789012.dkr.ecr.us-east-1.amazonaws.com/eks-ddp-trainer:1", replicas=3)
+
+
+def test_static_job_on_graviton_validates_and_is_shaped_for_cpu() -> None:
+    manifest = render(JOB, GRAVITON)
+    validate_pytorchjob(manifest)
+    assert admission_errors(manifest) == []
+    spec = manifest["spec"]
+    assert spec["nprocPerNode"] == "1"
+    assert spec["runPolicy"] == {"cleanPodPolicy": "Running", "ttlSecondsAfterFinished": 86400, "backoffLimit": 3}
+    assert spec["pytorchReplicaSpecs"]["Master"]["replicas"] == 1 and spec["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
+    pod = spec["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["name"] == "pytorch" and container["command"][:4] == ["torchrun", "-m", "trainer", "train"]
+    assert not any(flag in container["command"] for flag in ("--nnodes", "--master-addr", "--nproc-per-node"))
+    assert container["resources"]["requests"] == container["resources"]["limits"] == {"cpu": "60", "memory": "106Gi", "vpc.amazonaws.com/efa": "1"}
+    assert {"name": "OMP_NUM_THREADS", "value": "60"} in container["env"]
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in pod["volumes"]
+    assert pod["nodeSelector"] == {"vpc.amazonaws.com/efa.present": "true", "kubernetes.io/arch": "arm64"}
+    assert pod["tolerations"] == [{"key": "training", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
+    assert pod["serviceAccountName"] == "trainer" and pod["terminationGracePeriodSeconds"] >= 60
+    assert spec["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] == "OnFailure"
+
+
+def test_gpu_job_runs_one_process_per_gpu_with_every_efa_interface() -> None:
+    manifest = render(TrainingJob(name="llm", namespace="training", image="img:1", hugepages_mib=5120), P5)
+    validate_pytorchjob(manifest)
+    assert manifest["spec"]["nprocPerNode"] == "8"
+    container = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == "32" and container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert container["resources"]["limits"]["hugepages-2Mi"] == "5120Mi"
+    assert not any(variable["name"] == "OMP_NUM_THREADS" for variable in container["env"])
+
+
+def test_elastic_job_has_workers_only_and_c10d_rendezvous() -> None:
+    manifest = render(TrainingJob(name="elastic", namespace="training", image="img:1", replicas=4, elastic_min_replicas=2), GRAVITON)
+    validate_pytorchjob(manifest)
+    assert admission_errors(manifest) == []
+    assert list(manifest["spec"]["pytorchReplicaSpecs"]) == ["Worker"]
+    policy = manifest["spec"]["elasticPolicy"]
+    assert policy == {"rdzvBackend": "c10d", "rdzvId": "training-elastic", "minReplicas": 2, "maxReplicas": 4, "maxRestarts": 3}
+
+
+def test_schema_rejects_an_integer_nproc_per_node() -> None:
+    manifest = render(JOB, GRAVITON)
+    manifest["spec"]["nprocPerNode"] = 1
+    with pytest.raises(jsonschema.ValidationError):
+        validate_pytorchjob(manifest)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "error"),
+    [
+        (lambda m: m["spec"]["pytorchReplicaSpecs"].update(Chief={"replicas": 1}), "replica types ['Chief'] are not Master or Worker"),
+        (lambda m: m["spec"]["pytorchReplicaSpecs"]["Master"].update(replicas=2), "Master must have exactly 1 replica"),
+        (lambda m: m["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0].update(name="main"), "Master has no container named pytorch"),
+        (lambda m: m["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].update(image=""), "Worker has a container without an image"),
+        (lambda m: m["spec"]["pytorchReplicaSpecs"].pop("Master"), "a static job needs exactly one Master"),
+        (lambda m: m["spec"].update(nprocPerNode=1), "nprocPerNode must be a string"),
+        (lambda m: m["spec"].update(elasticPolicy={"standalone": True}) or m["spec"]["pytorchReplicaSpecs"].pop("Worker"), "an elastic job needs Workers"),
+    ],
+)
+def test_admission_rules(mutate, error: str) -> None:  # noqa: ANN001
+    manifest = render(JOB, GRAVITON)
+    mutate(manifest)
+    assert error in admission_errors(manifest)
+
+
+@pytest.mark.parametrize(("name", "ok"), [("mnist-ddp", True), ("MNIST", False), ("1job", False), ("a" * 48, True), ("a" * 49, False), ("job_1", False)])
+def test_job_names(name: str, ok: bool) -> None:
+    assert (validate_name(name) is None) is ok
+
+
+def test_command_uses_the_shared_claim_for_data_checkpoints_and_model() -> None:
+    command = trainer_command(JOB)
+    assert command[command.index("--data-dir") + 1] == "/shared/data/mnist"
+    assert command[command.index("--checkpoint-dir") + 1] == "/shared/checkpoints/mnist-ddp"
+    assert command[command.index("--output-dir") + 1] == "/shared/runs/mnist-ddp"

@@ -1,0 +1,170 @@
+"""The PyTorchJob manifest (kubeflow.org/v1) that runs the bundled trainer, and the operator's rules.
+
+Pure functions returning plain dicts: tests validate them against the CRD schema,
+the local runner executes their commands, and the component applies them.
+"""
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from workloads.target import NodeTarget, pod_cpus, resources
+
+API_VERSION, KIND = "kubeflow.org/v1", "PyTorchJob"
+CONTAINER = "pytorch"  # the operator finds the training container by this name
+SHARED_MOUNT = "/shared"
+MASTER_PORT = 23456  # what the operator gives MASTER_PORT in static jobs
+CHECKPOINT_GRACE_SECONDS = 120
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    """What to train and how many pods; paths live under the shared claim."""
+
+    name: str
+    namespace: str
+    image: str
+    dataset: str = "mnist"
+    epochs: int = 10
+    batch_size: int = 128
+    replicas: int = 2
+    """Pods in all (static: 1 Master + replicas-1 Workers; elastic: the maximum)."""
+    elastic_min_replicas: int | None = None
+    """Set to make the job elastic (Workers only, c10d rendezvous) with this minimum."""
+    max_restarts: int = 3
+    claim_name: str | None = "shared"
+    service_account: str | None = "trainer"
+    hugepages_mib: int | None = None
+    checkpoint_every: int = 50
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+    ttl_seconds_after_finished: int = 86400
+    backoff_limit: int = 3
+
+    @property
+    def elastic(self) -> bool:
+        return self.elastic_min_replicas is not None
+
+    def paths(self) -> dict[str, str]:
+        """Data, checkpoints and the model on the shared claim, per job."""
+        return {
+            "data": f"{SHARED_MOUNT}/data/{self.dataset}",
+            "output": f"{SHARED_MOUNT}/runs/{self.name}",
+            "checkpoints": f"{SHARED_MOUNT}/checkpoints/{self.name}",
+        }
+
+
+def validate_name(name: str) -> str | None:
+    """Why `name` cannot name a PyTorchJob, or None. Its pods' services are `<name>-worker-<i>`."""
+    if not re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name):
+        return "must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter)"
+    if len(name) > 48:
+        return "must be at most 48 characters so `<name>-worker-<index>` stays a 63-character service name"
+    return None
+
+
+def trainer_command(job: TrainingJob) -> list[str]:
+    """torchrun reads PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE, PET_MASTER_* from the operator:
+    no --nnodes or --master-addr here."""
+    paths = job.paths()
+    return [
+        "torchrun", "-m", "trainer", "train",
+        "--dataset", job.dataset, "--data-dir", paths["data"],
+        "--epochs", str(job.epochs), "--batch-size", str(job.batch_size),
+        "--output-dir", paths["output"], "--checkpoint-dir", paths["checkpoints"],
+        "--checkpoint-every", str(job.checkpoint_every),
+        *job.extra_args,
+    ]
+
+
+def processes_per_pod(target: NodeTarget) -> int:
+    """One per GPU on GPU nodes; one per pod on CPU nodes (it uses all the pod's CPUs as threads)."""
+    return target.instance.gpus or 1
+
+
+def _pod_template(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
+    env = [
+        {"name": "GLOO_SOCKET_IFNAME", "value": "eth0"},
+        {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"},
+        {"name": "NCCL_DEBUG", "value": "WARN"},
+    ]
+    if not target.instance.gpus:
+        env.append({"name": "OMP_NUM_THREADS", "value": str(pod_cpus(target.instance))})
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    if job.claim_name:
+        volumes.append({"name": "shared", "persistentVolumeClaim": {"claimName": job.claim_name}})
+        mounts.append({"name": "shared", "mountPath": SHARED_MOUNT})
+    spec: dict[str, Any] = {
+        "containers": [{
+            "name": CONTAINER,
+            "image": job.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": trainer_command(job),
+            "env": env,
+            "resources": resources(target, job.hugepages_mib),
+            "volumeMounts": mounts,
+        }],
+        "volumes": volumes,
+        "nodeSelector": target.node_selector(),
+        "tolerations": target.tolerations(),
+        # Room for the SIGTERM checkpoint before the kubelet's SIGKILL.
+        "terminationGracePeriodSeconds": CHECKPOINT_GRACE_SECONDS,
+    }
+    if job.service_account:
+        spec["serviceAccountName"] = job.service_account
+    return {"metadata": {"labels": {"app.kubernetes.io/name": "eks-ddp-trainer", "eks-ddp/job": job.name}}, "spec": spec}
+
+
+def render(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
+    """The PyTorchJob for `job` on `target`'s node group."""
+    template = _pod_template(job, target)
+    replica = {"restartPolicy": "OnFailure", "template": template}
+    if job.elastic:
+        replica_specs = {"Worker": {**replica, "replicas": job.replicas}}
+    else:
+        replica_specs = {"Master": {**replica, "replicas": 1}}
+        if job.replicas > 1:
+            replica_specs["Worker"] = {**replica, "replicas": job.replicas - 1}
+    spec: dict[str, Any] = {
+        "nprocPerNode": str(processes_per_pod(target)),  # never "auto": on CPU it means the host's vCPUs
+        "runPolicy": {"cleanPodPolicy": "Running", "ttlSecondsAfterFinished": job.ttl_seconds_after_finished, "backoffLimit": job.backoff_limit},
+        "pytorchReplicaSpecs": replica_specs,
+    }
+    if job.elastic:
+        spec["elasticPolicy"] = {
+            "rdzvBackend": "c10d",
+            "rdzvId": f"{job.namespace}-{job.name}",
+            "minReplicas": job.elastic_min_replicas,
+            "maxReplicas": job.replicas,
+            "maxRestarts": job.max_restarts,
+            # never "standalone": the operator would inject PET_STANDALONE="" and crash torchrun
+        }
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": job.name, "namespace": job.namespace}, "spec": spec}
+
+
+def admission_errors(manifest: dict[str, Any]) -> list[str]:
+    """What the training operator's admission webhook would refuse (the CRD schema accepts these)."""
+    errors = []
+    spec = manifest.get("spec", {})
+    replicas = spec.get("pytorchReplicaSpecs", {})
+    unknown = sorted(set(replicas) - {"Master", "Worker"})
+    if unknown:
+        errors.append(f"replica types {unknown} are not Master or Worker")
+    if "Master" in replicas and replicas["Master"].get("replicas", 1) != 1:
+        errors.append("Master must have exactly 1 replica")
+    if "elasticPolicy" in spec:
+        if "Worker" not in replicas:
+            errors.append("an elastic job needs Workers")
+        if spec["elasticPolicy"].get("standalone"):
+            errors.append("elasticPolicy.standalone crashes torchrun")
+    elif "Master" not in replicas:
+        errors.append("a static job needs exactly one Master")
+    if not isinstance(spec.get("nprocPerNode", ""), str):
+        errors.append("nprocPerNode must be a string")
+    for kind, replica in replicas.items():
+        containers = replica.get("template", {}).get("spec", {}).get("containers", [])
+        if not any(container.get("name") == CONTAINER for container in containers):
+            errors.append(f"{kind} has no container named {CONTAINER}")
+        if any(not container.get("image") for container in containers):
+            errors.append(f"{kind} has a container without an image")
+    return errors

@@ -1,0 +1,52 @@
+"""Where a workload runs: a node group's facts, and the pod shape that fits it."""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra.catalogue import InstanceType
+
+ARCHITECTURE_LABEL = "kubernetes.io/arch"
+_KUBERNETES_ARCH = {"arm64": "arm64", "x86_64": "amd64"}
+_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
+
+
+@dataclass(frozen=True)
+class NodeTarget:
+    """The node group a pod is placed on (from EfaNodeGroup, or from config for rendering)."""
+
+    instance: InstanceType
+    efa_interfaces: int
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, Any]] = field(default_factory=list)
+
+    def node_selector(self) -> dict[str, str]:
+        return {**self.labels, ARCHITECTURE_LABEL: _KUBERNETES_ARCH[self.instance.architecture.value]}
+
+    def tolerations(self) -> list[dict[str, str]]:
+        return [
+            {"key": taint["key"], "operator": "Equal", "value": str(taint.get("value", "")), "effect": _EFFECTS[str(getattr(taint["effect"], "value", taint["effect"]))]}
+            for taint in self.taints
+        ]
+
+
+def pod_cpus(instance: InstanceType) -> int:
+    """Whole CPUs a training pod gets: the node's vCPUs less a reserve for kubelet and daemon sets."""
+    return instance.vcpus - max(2, instance.vcpus // 16)
+
+
+def pod_memory_gib(instance: InstanceType) -> int:
+    """Memory a training pod gets: 85 % of the node, less 2 GiB for kubelet, eviction and daemon sets."""
+    return int(instance.memory_gib * 0.85) - 2
+
+
+def resources(target: NodeTarget, hugepages_mib: int | None = None) -> dict[str, dict[str, str]]:
+    """Requests equal to limits (Guaranteed QoS): whole CPUs, memory, EFA interfaces, GPUs, hugepages."""
+    amounts = {"cpu": str(pod_cpus(target.instance)), "memory": f"{pod_memory_gib(target.instance)}Gi"}
+    if target.efa_interfaces:
+        # Fewer than the node's interfaces and NCCL silently falls back to TCP sockets.
+        amounts["vpc.amazonaws.com/efa"] = str(target.efa_interfaces)
+    if target.instance.gpus:
+        amounts["nvidia.com/gpu"] = str(target.instance.gpus)
+    if hugepages_mib:
+        amounts["hugepages-2Mi"] = f"{hugepages_mib}Mi"
+    return {"requests": dict(amounts), "limits": dict(amounts)}
