@@ -1,0 +1,38 @@
+from infra.catalogue import EFA_INSTANCE_TYPES
+from tests.workloads.schemas import validate_core
+from workloads.batch_jobs import render_data_preparation, render_evaluation, render_fabric_check
+from workloads.pytorchjob import TrainingJob
+from workloads.target import NodeTarget
+
+TARGET = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1, labels={"vpc.amazonaws.com/efa.present": "true"},
+                    taints=[{"key": "training", "value": "true", "effect": "NO_SCHEDULE"}])
+JOB = TrainingJob(name="mnist-ddp", namespace="training", image="img:1")
+
+
+def test_data_preparation_job_writes_onto_the_claim() -> None:
+    manifest = render_data_preparation(JOB, TARGET)
+    validate_core(manifest)
+    container = manifest["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["python", "-m", "trainer", "prepare-data", "--dataset", "mnist", "--data-dir", "/shared/data/mnist"]
+    assert manifest["spec"]["template"]["spec"]["volumes"] == [{"name": "shared", "persistentVolumeClaim": {"claimName": "shared"}}]
+
+
+def test_evaluation_job_reads_the_trained_model() -> None:
+    manifest = render_evaluation(JOB, TARGET)
+    validate_core(manifest)
+    command = manifest["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[:4] == ["python", "-m", "trainer", "evaluate"] and command[command.index("--model-file") + 1] == "/shared/runs/mnist-ddp/model.pt"
+
+
+def test_fabric_check_runs_two_efa_pods_on_different_nodes() -> None:
+    service, job = render_fabric_check("efa-check", "training", TARGET)
+    validate_core(service)
+    validate_core(job)
+    spec = job["spec"]
+    assert spec["completions"] == spec["parallelism"] == 2 and spec["completionMode"] == "Indexed"
+    pod = spec["template"]["spec"]
+    assert pod["subdomain"] == service["metadata"]["name"] == "efa-check" and service["spec"]["clusterIP"] == "None"
+    assert pod["containers"][0]["resources"]["limits"]["vpc.amazonaws.com/efa"] == "1"
+    script = pod["containers"][0]["command"][2]
+    assert "fi_info -p efa" in script and "fi_pingpong -p efa" in script and "EFA CHECK PASSED" in script and "EFA CHECK FAILED" in script
+    assert pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == "kubernetes.io/hostname"

@@ -1,0 +1,114 @@
+"""batch/v1 Jobs around training: prepare data, evaluate the model, check the EFA fabric."""
+
+from typing import Any
+
+from workloads.pytorchjob import SHARED_MOUNT, TrainingJob
+from workloads.target import NodeTarget
+
+# An AWS Deep Learning Container ships libfabric with the EFA provider (fi_info, fi_pingpong).
+DEFAULT_FABRIC_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.7.1-gpu-py312-cu128-ubuntu22.04-ec2"
+FABRIC_PORT = 47592
+
+
+def _job(name: str, namespace: str, pod_spec: dict[str, Any], labels: dict[str, str], completions: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "completions": completions,
+            "parallelism": completions,
+            "backoffLimit": 2,
+            "ttlSecondsAfterFinished": 86400,
+            "template": {"metadata": {"labels": labels}, "spec": {"restartPolicy": "Never", **pod_spec}},
+        },
+    }
+
+
+def _shared_volume(job: TrainingJob) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    if not job.claim_name:
+        return [], []
+    return [{"name": "shared", "persistentVolumeClaim": {"claimName": job.claim_name}}], [{"name": "shared", "mountPath": SHARED_MOUNT}]
+
+
+def prepare_data_command(job: TrainingJob) -> list[str]:
+    return ["python", "-m", "trainer", "prepare-data", "--dataset", job.dataset, "--data-dir", job.paths()["data"]]
+
+
+def evaluation_command(job: TrainingJob) -> list[str]:
+    paths = job.paths()
+    return [
+        "python", "-m", "trainer", "evaluate", "--model-file", f"{paths['output']}/model.pt",
+        "--data-dir", paths["data"], "--json", f"{paths['output']}/evaluation.json",
+    ]
+
+
+def _trainer_pod(job: TrainingJob, target: NodeTarget, command: list[str]) -> dict[str, Any]:
+    volumes, mounts = _shared_volume(job)
+    spec: dict[str, Any] = {
+        "containers": [{
+            "name": "trainer", "image": job.image, "command": command, "volumeMounts": mounts,
+            "resources": {"requests": {"cpu": "1", "memory": "4Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}},
+        }],
+        "volumes": volumes,
+        "nodeSelector": target.node_selector(),
+        "tolerations": target.tolerations(),
+    }
+    if job.service_account:
+        spec["serviceAccountName"] = job.service_account
+    return spec
+
+
+def render_data_preparation(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
+    """The workshop's data download step, onto the shared claim (idempotent: verified files stay)."""
+    return _job(f"{job.name}-data", job.namespace, _trainer_pod(job, target, prepare_data_command(job)), {"eks-ddp/job": job.name, "eks-ddp/step": "data"})
+
+
+def render_evaluation(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
+    """The workshop's test step: per-class accuracy of the trained model."""
+    return _job(f"{job.name}-evaluate", job.namespace, _trainer_pod(job, target, evaluation_command(job)), {"eks-ddp/job": job.name, "eks-ddp/step": "evaluate"})
+
+
+FABRIC_SCRIPT = """set -u
+fi_info -p efa -t FI_EP_RDM || { echo "EFA CHECK FAILED: no efa provider on $(hostname)"; exit 1; }
+if [ "$JOB_COMPLETION_INDEX" = "0" ]; then
+  timeout 120 fi_pingpong -p efa -P {port} && echo "EFA CHECK PASSED (server)" || { echo "EFA CHECK FAILED (server)"; exit 1; }
+else
+  for attempt in $(seq 30); do
+    timeout 60 fi_pingpong -p efa -P {port} "$PEER" && { echo "EFA CHECK PASSED (client)"; exit 0; }
+    sleep 2
+  done
+  echo "EFA CHECK FAILED (client: no pingpong with $PEER)"; exit 1
+fi
+"""
+
+
+def render_fabric_check(name: str, namespace: str, target: NodeTarget, image: str = DEFAULT_FABRIC_IMAGE) -> list[dict[str, Any]]:
+    """Two pods on two EFA nodes: `fi_info -p efa` on each, then `fi_pingpong` between them.
+
+    An indexed Job with a headless Service gives pod 0 a stable name for pod 1 to reach;
+    anti-affinity puts them on different nodes. Logs end in EFA CHECK PASSED or FAILED.
+    """
+    labels = {"eks-ddp/fabric-check": name}
+    service = {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"clusterIP": "None", "selector": labels, "ports": [{"name": "pingpong", "port": FABRIC_PORT, "protocol": "TCP"}]},
+    }
+    amounts = {"vpc.amazonaws.com/efa": str(max(1, target.efa_interfaces)), "cpu": "1", "memory": "2Gi"}
+    pod_spec = {
+        "subdomain": name,
+        "containers": [{
+            "name": "fabric-check", "image": image, "command": ["bash", "-c", FABRIC_SCRIPT.replace("{port}", str(FABRIC_PORT))],
+            "env": [{"name": "PEER", "value": f"{name}-0.{name}"}],
+            "resources": {"requests": amounts, "limits": amounts},
+        }],
+        "nodeSelector": target.node_selector(),
+        "tolerations": target.tolerations(),
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"},
+        ]}},
+    }
+    job = _job(name, namespace, pod_spec, labels, completions=2)
+    job["spec"]["completionMode"] = "Indexed"
+    return [service, job]
