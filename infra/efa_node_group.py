@@ -189,6 +189,8 @@ class EfaNodeGroup(pulumi.ComponentResource):
     """Node labels, `vpc.amazonaws.com/efa.present` included: a workload's node selector."""
     taints: list[Taint]
     """Node taints: a workload's tolerations."""
+    max_size: int
+    """Most nodes the group scales to: the most pods a job can place on it."""
     security_group_id: pulumi.Output[str] | None
     """The EFA security group (None without EFA)."""
     placement_group_name: pulumi.Output[str] | None
@@ -205,6 +207,7 @@ class EfaNodeGroup(pulumi.ComponentResource):
         reservation = args.get("capacity_reservation_id")
         capacity = CapacityType(args.get("capacity_type", CapacityType.ON_DEMAND))
         self.instance_type, self.instance = instance.name, instance
+        self.max_size = args.get("max_size", 2)
         self.efa_interfaces = instance.network_cards if efa else 0
         self.labels = {**({EFA_LABEL: "true"} if efa else {}), **args.get("labels", {})}
         self.taints = list(args.get("taints", []))

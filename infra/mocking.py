@@ -65,6 +65,10 @@ def _fake_outputs(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, An
         )
     elif type_ == "aws:eks/nodeGroup:NodeGroup":
         outputs["resources"] = [{"autoscalingGroups": [{"name": f"eks-{name}-asg"}]}]
+    elif type_ == "aws:ecr/repository:Repository":
+        outputs.update(repositoryUrl=f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/{name}", registryId=ACCOUNT)
+    elif type_ == "docker-build:index:Image":
+        outputs["digest"] = "sha256:" + "0" * 64
     elif type_ == "aws:ec2/vpc:Vpc":
         outputs.setdefault("defaultRouteTableId", f"rtb-{name}-default")
     return outputs
@@ -82,6 +86,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             names = [f"us-east-1{letter}" for letter in "abcdef"]
             return {"names": names, "zoneIds": [f"use1-az{index}" for index in range(1, 7)], "id": "us-east-1"}, []
+        if args.token == "aws:ecr/getAuthorizationToken:getAuthorizationToken":
+            return {"userName": "AWS", "password": "mock-token", "authorizationToken": "", "proxyEndpoint": "", "expiresAt": "", "id": ACCOUNT}, []
         if args.token == "aws:index/getRegion:getRegion":
             return {"name": "us-east-1", "region": "us-east-1"}, []
         return {}, []

@@ -56,3 +56,6 @@ def mnist_subset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from benchmarks.mnist_subset import write_mnist_subset
 
     return write_mnist_subset(tmp_path_factory.mktemp("mnist-subset"))
+
+
+from tests.pulumi_harness import pulumi_mocks  # noqa: E402,F401  (the fixture, for tests/infra, tests/workloads and tests/stack)

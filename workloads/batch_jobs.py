@@ -8,6 +8,8 @@ from workloads.target import NodeTarget
 # An AWS Deep Learning Container ships libfabric with the EFA provider (fi_info, fi_pingpong).
 DEFAULT_FABRIC_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.7.1-gpu-py312-cu128-ubuntu22.04-ec2"
 FABRIC_PORT = 47592
+# The trainer's `prepare-data --dataset` choices (workloads know its command line, not its code).
+DOWNLOADABLE_DATASETS = ("mnist", "cifar10")
 
 
 def _job(name: str, namespace: str, pod_spec: dict[str, Any], labels: dict[str, str], completions: int = 1) -> dict[str, Any]:

@@ -15,6 +15,8 @@ CONTAINER = "pytorch"  # the operator finds the training container by this name
 SHARED_MOUNT = "/shared"
 MASTER_PORT = 23456  # what the operator gives MASTER_PORT in static jobs
 CHECKPOINT_GRACE_SECONDS = 120
+# The trainer's `train --dataset` choices (workloads know its command line, not its code).
+DATASETS = ("digits", "mnist", "cifar10", "synthetic")
 
 
 @dataclass(frozen=True)
@@ -23,7 +25,8 @@ class TrainingJob:
 
     name: str
     namespace: str
-    image: str
+    image: Any
+    """Container image: a string, or a Pulumi output of one when the stack builds the image."""
     dataset: str = "mnist"
     epochs: int = 10
     batch_size: int = 128

@@ -12,7 +12,7 @@ from infra.iam import irsa_trust
 from infra.metrics_server import MetricsServer
 from infra.mocking import ACCOUNT, OIDC_ISSUER
 from infra.training_operator import TrainingOperator
-from tests.infra.conftest import Recorded
+from tests.pulumi_harness import Recorded
 
 PROVIDER_ARN = f"arn:aws:iam::{ACCOUNT}:oidc-provider/{OIDC_ISSUER}"
 

@@ -2,7 +2,7 @@ import pytest
 
 from infra.cluster import ADMIN_POLICY, Cluster, ClusterArgs
 from infra.errors import InvalidArgument
-from tests.infra.conftest import Recorded
+from tests.pulumi_harness import Recorded
 
 
 def _args(**overrides: object) -> ClusterArgs:

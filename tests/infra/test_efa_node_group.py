@@ -2,7 +2,7 @@ import pytest
 
 from infra.efa_node_group import CapacityType, EfaNodeGroup, EfaNodeGroupArgs, TaintEffect
 from infra.errors import InvalidArgument
-from tests.infra.conftest import Recorded
+from tests.pulumi_harness import Recorded
 
 
 def _args(**overrides: object) -> EfaNodeGroupArgs:

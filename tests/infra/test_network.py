@@ -2,7 +2,7 @@ import pytest
 
 from infra.errors import InvalidArgument
 from infra.network import NatGateways, Network, NetworkArgs, plan_subnets
-from tests.infra.conftest import Recorded
+from tests.pulumi_harness import Recorded
 
 
 def test_plan_splits_the_vpc_privates_first() -> None:

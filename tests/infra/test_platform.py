@@ -3,7 +3,7 @@ import pytest
 from infra.efa_node_group import TaintEffect
 from infra.errors import InvalidArgument
 from infra.platform import StorageKind, TrainingPlatform, TrainingPlatformArgs
-from tests.infra.conftest import Recorded
+from tests.pulumi_harness import Recorded
 
 
 def _args(**overrides: object) -> TrainingPlatformArgs:

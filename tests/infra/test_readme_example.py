@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from tests.infra.conftest import Recorded
+from tests.pulumi_harness import Recorded
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

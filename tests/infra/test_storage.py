@@ -7,7 +7,7 @@ from infra.efs_storage import EfsStorage
 from infra.errors import InvalidArgument
 from infra.fsx_storage import FsxLustreStorage, FsxLustreStorageArgs, valid_capacity
 from infra.mocking import ACCOUNT, OIDC_ISSUER
-from tests.infra.conftest import Recorded
+from tests.pulumi_harness import Recorded
 
 PROVIDER_ARN = f"arn:aws:iam::{ACCOUNT}:oidc-provider/{OIDC_ISSUER}"
 

@@ -1,0 +1,136 @@
+"""Thin components that apply the rendered manifests with the cluster's provider."""
+
+from typing import Any, NotRequired, TypedDict, cast
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.efa_node_group import EfaNodeGroup
+from infra.errors import InvalidArgument
+from infra.training_operator import TrainingOperator
+from workloads import batch_jobs, pytorchjob
+from workloads.pytorchjob import TrainingJob
+from workloads.target import NodeTarget
+
+
+def target_of(group: EfaNodeGroup) -> NodeTarget:
+    """The facts a pod spec needs from a node group."""
+    return NodeTarget(group.instance, group.efa_interfaces, dict(group.labels), [dict(taint) for taint in group.taints])
+
+
+def apply(name: str, manifest: dict[str, Any], parent: pulumi.Resource, provider: k8s.Provider, depends_on: list[pulumi.Resource]) -> pulumi.CustomResource:
+    """Create one rendered object as the matching pulumi-kubernetes resource."""
+    opts = pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=depends_on)
+    metadata, spec = cast(Any, manifest["metadata"]), cast(Any, manifest["spec"])
+    if manifest["kind"] == "Job":
+        return k8s.batch.v1.Job(name, metadata=metadata, spec=spec, opts=opts)
+    if manifest["kind"] == "Service":
+        return k8s.core.v1.Service(name, metadata=metadata, spec=spec, opts=opts)
+    return k8s.apiextensions.CustomResource(name, api_version=manifest["apiVersion"], kind=manifest["kind"], metadata=metadata, spec=spec, opts=opts)
+
+
+class TrainingJobArgs(TypedDict):
+    provider: k8s.Provider
+    """Kubernetes provider of the cluster."""
+    node_group: EfaNodeGroup
+    """The node group the job's pods run on."""
+    job: TrainingJob
+    """What to train (dataset, epochs, replicas, image, claim, service account)."""
+    training_operator: NotRequired[TrainingOperator]
+    """The operator that installs the PyTorchJob CRD; the job waits for it."""
+    depends_on: NotRequired[list[pulumi.Resource]]
+    """What the objects wait for (the platform: namespace, claim, service account)."""
+
+
+def validate_job(component: str, job: TrainingJob, group: EfaNodeGroup) -> None:
+    problem = pytorchjob.validate_name(job.name)
+    if problem:
+        raise InvalidArgument(component, "job.name", job.name, problem)
+    if not 1 <= job.replicas <= group.max_size:
+        raise InvalidArgument(component, "job.replicas", job.replicas, f"use 1 to the node group's max_size ({group.max_size}): one pod per node")
+    if job.elastic_min_replicas is not None and not 1 <= job.elastic_min_replicas <= job.replicas:
+        raise InvalidArgument(component, "job.elastic_min_replicas", job.elastic_min_replicas, f"use 1 to replicas ({job.replicas})")
+    if job.dataset not in pytorchjob.DATASETS:
+        raise InvalidArgument(component, "job.dataset", job.dataset, f"use one of {', '.join(pytorchjob.DATASETS)}")
+    if job.epochs < 1 or job.batch_size < 1:
+        raise InvalidArgument(component, "job.epochs/batch_size", (job.epochs, job.batch_size), "both must be >= 1")
+
+
+class PyTorchJob(pulumi.ComponentResource):
+    """A Kubeflow PyTorchJob running the bundled trainer under torchrun."""
+
+    manifest: dict[str, Any]
+    """The rendered PyTorchJob (plain; what `pulumi up` applies)."""
+    resource: pulumi.CustomResource
+    """Escape hatch: the applied custom resource."""
+
+    def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        validate_job("PyTorchJob", args["job"], args["node_group"])
+        self.manifest = pytorchjob.render(args["job"], target_of(args["node_group"]))
+        errors = pytorchjob.admission_errors(self.manifest)
+        if errors:
+            raise InvalidArgument("PyTorchJob", "job", args["job"].name, "; ".join(errors))
+        super().__init__("eksddp:index:PyTorchJob", name, {}, opts)
+        operator = args.get("training_operator")
+        depends_on: list[pulumi.Resource] = [*args.get("depends_on", []), *([operator.manifests] if operator else [])]
+        self.resource = apply(f"{name}-job", self.manifest, self, args["provider"], depends_on)
+        self.register_outputs({})
+
+
+class _BatchJob(pulumi.ComponentResource):
+    manifests: list[dict[str, Any]]
+    """The rendered objects (plain)."""
+
+    def _apply_all(self, name: str, provider: k8s.Provider, depends_on: list[pulumi.Resource]) -> None:
+        for manifest in self.manifests:
+            apply(f"{name}-{manifest['kind'].lower()}", manifest, self, provider, depends_on)
+        self.register_outputs({})
+
+
+class DataPrepJob(_BatchJob):
+    """The workshop's data download step: `prepare-data` onto the shared claim."""
+
+    def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        validate_job("DataPrepJob", args["job"], args["node_group"])
+        if args["job"].dataset not in batch_jobs.DOWNLOADABLE_DATASETS:
+            raise InvalidArgument("DataPrepJob", "job.dataset", args["job"].dataset, f"only {', '.join(batch_jobs.DOWNLOADABLE_DATASETS)} are downloaded")
+        self.manifests = [batch_jobs.render_data_preparation(args["job"], target_of(args["node_group"]))]
+        super().__init__("eksddp:index:DataPrepJob", name, {}, opts)
+        self._apply_all(name, args["provider"], args.get("depends_on", []))
+
+
+class EvaluationJob(_BatchJob):
+    """The workshop's test step: `evaluate` on the trained model (run it after the PyTorchJob succeeds)."""
+
+    def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        validate_job("EvaluationJob", args["job"], args["node_group"])
+        self.manifests = [batch_jobs.render_evaluation(args["job"], target_of(args["node_group"]))]
+        super().__init__("eksddp:index:EvaluationJob", name, {}, opts)
+        self._apply_all(name, args["provider"], args.get("depends_on", []))
+
+
+class FabricCheckArgs(TypedDict):
+    provider: k8s.Provider
+    """Kubernetes provider of the cluster."""
+    node_group: EfaNodeGroup
+    """An EFA node group with at least two nodes available."""
+    namespace: str
+    """Namespace for the check's pods."""
+    image: NotRequired[str]
+    """Image with libfabric's EFA provider (default: an AWS Deep Learning Container)."""
+    depends_on: NotRequired[list[pulumi.Resource]]
+    """What the objects wait for (the platform: namespace, claim, service account)."""
+
+
+class FabricCheckJob(_BatchJob):
+    """The workshop's EFA check: `fi_info -p efa` and `fi_pingpong` between two EFA nodes."""
+
+    def __init__(self, name: str, args: FabricCheckArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        group = args["node_group"]
+        if not group.efa_interfaces:
+            raise InvalidArgument("FabricCheckJob", "node_group", group.instance_type, "the check needs a node group with EFA")
+        if group.max_size < 2:
+            raise InvalidArgument("FabricCheckJob", "node_group", group.max_size, "the check needs a group that can hold two nodes (max_size >= 2)")
+        self.manifests = batch_jobs.render_fabric_check(name, args["namespace"], target_of(group), args.get("image", batch_jobs.DEFAULT_FABRIC_IMAGE))
+        super().__init__("eksddp:index:FabricCheckJob", name, {}, opts)
+        self._apply_all(name, args["provider"], args.get("depends_on", []))
