@@ -3,12 +3,14 @@
 import json
 import runpy
 from pathlib import Path
+from typing import Any
 
 import pulumi
 import pytest
 
 from stack import stack_file
 from stack.config import PROJECT, parse
+from stack.preview import kubernetes_objects
 from stack.program import build
 from tests.pulumi_harness import Recorded
 from tests.workloads.schemas import validate_core, validate_pytorchjob
@@ -18,12 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CORE_KINDS = {"Namespace", "ServiceAccount", "StorageClass", "PersistentVolumeClaim", "Job", "Service"}
 
 
-def _kubernetes_objects(recorded: Recorded) -> list[dict[str, object]]:
-    objects = []
-    for registration in recorded.monitor.registrations:
-        if registration.type.startswith("kubernetes:") and "kind" in registration.inputs and "apiVersion" in registration.inputs:
-            objects.append({key: value for key, value in registration.inputs.items() if key in ("apiVersion", "kind", "metadata", "spec", "provisioner", "parameters", "mountOptions", "reclaimPolicy", "volumeBindingMode", "rules", "roleRef", "subjects")})
-    return objects
+def _kubernetes_objects(recorded: Recorded) -> list[dict[str, Any]]:
+    return kubernetes_objects(recorded.monitor.registrations)
 
 
 def test_dev_stack_creates_every_component_and_valid_objects(pulumi_mocks: Recorded) -> None:

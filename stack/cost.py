@@ -1,0 +1,54 @@
+"""What a stack costs per hour while it runs, from the catalogue's list prices.
+
+On-demand, us-east-1, USD, as published around infra.catalogue.PRICES_AS_OF (not re-read from the
+AWS price list here): verify before quoting. Data transfer, storage I/O, S3 and
+CloudWatch usage are not included.
+"""
+
+from dataclasses import dataclass
+
+from infra.catalogue import lookup
+from infra.network import NatGateways
+from infra.platform import StorageKind, TrainingPlatformArgs
+
+HOURS_PER_MONTH = 730
+EKS_CONTROL_PLANE_HOURLY = 0.10  # standard support
+NAT_GATEWAY_HOURLY = 0.045  # plus $0.045 per GB processed
+FSX_GIB_MONTH = {("SCRATCH_2", None): 0.140, ("PERSISTENT_2", 125): 0.145, ("PERSISTENT_2", 250): 0.210, ("PERSISTENT_2", 500): 0.340, ("PERSISTENT_2", 1000): 0.600}
+
+
+@dataclass(frozen=True)
+class Line:
+    item: str
+    quantity: float
+    unit_hourly: float
+
+    @property
+    def hourly(self) -> float:
+        return self.quantity * self.unit_hourly
+
+
+def estimate(platform: TrainingPlatformArgs) -> list[Line]:
+    """One line per priced item: nodes at desired size, control plane, NAT gateways, FSx."""
+    system_type = platform.get("system_instance_type", "m7g.large")
+    system = lookup(system_type)
+    lines = [Line("EKS control plane", 1, EKS_CONTROL_PLANE_HOURLY)]
+    if system is not None:
+        lines.append(Line(f"system nodes ({system_type})", platform.get("system_node_count", 2), system.hourly_usd))
+    for group in platform.get("node_groups", []):
+        instance = lookup(group["instance_type"])
+        if instance is not None:
+            desired = group.get("desired_size", group.get("min_size", 0))
+            lines.append(Line(f"{group['name']} nodes ({instance.name}, desired size)", desired, instance.hourly_usd))
+    network = platform.get("network", {})
+    zones = len(network.get("availability_zones", [])) or network.get("availability_zone_count", 2)
+    if "existing_vpc_id" not in network:
+        gateways = zones if network.get("nat_gateways") == NatGateways.ONE_PER_ZONE else 1
+        lines.append(Line("NAT gateways", gateways, NAT_GATEWAY_HOURLY))
+    if platform.get("storage", StorageKind.FSX) == StorageKind.FSX:
+        fsx = platform.get("fsx", {})
+        kind = fsx.get("deployment_type", "SCRATCH_2")
+        per_gib = FSX_GIB_MONTH[(kind, fsx.get("per_unit_storage_throughput") if kind == "PERSISTENT_2" else None)]
+        lines.append(Line(f"FSx for Lustre {kind} (GiB)", fsx.get("capacity_gib", 1200), per_gib / HOURS_PER_MONTH))
+    return lines
+

@@ -1,0 +1,136 @@
+"""`python -m stack.preview --stack dev`: what `pulumi up` would create, before you have credentials.
+
+Runs the stack program under the Pulumi SDK's mocks with the stack file's config
+(no Pulumi CLI, no AWS account) and shows the resource tree, counts per type, an
+hourly cost estimate, and every Kubernetes object the stack would apply (as YAML).
+Mocks answer every resource; what AWS or the cluster would refuse is not tested.
+"""
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+
+from infra.catalogue import PRICES_AS_OF
+from infra.errors import InvalidArgument
+from infra.mocking import RecordingMocks, RecordingMonitor, Registration
+from stack import cost, stack_file
+from stack.config import ConfigError, StackConfig, parse
+from stack.program import build
+
+MANIFEST_KEYS = ("apiVersion", "kind", "metadata", "spec", "provisioner", "parameters", "mountOptions", "reclaimPolicy",
+                 "volumeBindingMode", "rules", "roleRef", "subjects")
+
+
+def run_under_mocks(config: StackConfig, project: str = "eks-ddp", stack: str = "dev") -> list[Registration]:
+    """Every resource the program registers, with parents, inputs and dependencies."""
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    pulumi.runtime.settings.reset_options()
+    pulumi.runtime.set_all_config({})
+    mocks = RecordingMocks()
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=True, monitor=monitor)
+    pulumi.runtime.test(lambda: build(config, name=project))()
+    return monitor.registrations
+
+
+def _integral(value: Any) -> Any:
+    """The wire format carries every number as a double: 3.0 back to 3, as Kubernetes expects."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral(item) for item in value]
+    return value
+
+
+def kubernetes_objects(registrations: list[Registration]) -> list[dict[str, Any]]:
+    return [
+        {key: _integral(r.inputs[key]) for key in MANIFEST_KEYS if key in r.inputs}
+        for r in registrations
+        if r.type.startswith("kubernetes:") and "kind" in r.inputs and "apiVersion" in r.inputs
+    ]
+
+
+def tree_lines(registrations: list[Registration]) -> list[str]:
+    children: dict[str, list[Registration]] = {}
+    urns = {r.urn for r in registrations}
+    for registration in registrations:
+        children.setdefault(registration.parent if registration.parent in urns else "", []).append(registration)
+    lines: list[str] = []
+
+    def walk(parent: str, depth: int) -> None:
+        for child in sorted(children.get(parent, []), key=lambda r: (r.type, r.name)):
+            lines.append(f"{'  ' * depth}{child.type}  {child.name}")
+            walk(child.urn, depth + 1)
+
+    walk("", 0)
+    return lines
+
+
+def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for manifest in objects:
+        metadata = manifest.get("metadata", {})
+        path = directory / f"{manifest['kind'].lower()}-{metadata.get('namespace', 'cluster')}-{metadata.get('name', 'unnamed')}.yaml"
+        path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stack.preview", description=__doc__.split("\n", 1)[0] if __doc__ else None)
+    parser.add_argument("--stack", default="dev", help="reads Pulumi.<stack>.yaml (default dev)")
+    parser.add_argument("--manifests", type=Path, help="directory for the Kubernetes YAML (default runs/preview/<stack>)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    try:
+        values, region = stack_file.load(args.stack)
+        config = parse(values, region)
+        registrations = run_under_mocks(config, stack=args.stack)
+    except (FileNotFoundError, ConfigError, InvalidArgument) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    objects = kubernetes_objects(registrations)
+    directory = args.manifests or Path("runs") / "preview" / args.stack
+    written = write_manifests(objects, directory)
+    lines = cost.estimate(config.platform)
+    total = sum(line.hourly for line in lines)
+    counts = Counter(r.type for r in registrations)
+    seconds = time.perf_counter() - started
+    if args.json:
+        print(json.dumps({
+            "stack": args.stack,
+            "resources": [{"type": r.type, "name": r.name, "parent": r.parent} for r in registrations],
+            "counts": dict(sorted(counts.items())),
+            "cost": {"prices_as_of": PRICES_AS_OF, "currency": "USD", "hourly_total": round(total, 4),
+                     "lines": [{"item": line.item, "quantity": line.quantity, "unit_hourly": line.unit_hourly, "hourly": round(line.hourly, 4)} for line in lines]},
+            "manifests": [str(path) for path in written],
+            "seconds": round(seconds, 2),
+        }, indent=2))
+        return 0
+    print(f"Stack {args.stack}: {len(registrations)} resources (under mocks; nothing was sent to AWS)\n")
+    print("\n".join(tree_lines(registrations)))
+    print("\nResources per type:")
+    for type_, count in sorted(counts.items()):
+        print(f"  {count:4d}  {type_}")
+    print(f"\nEstimated cost while running (USD per hour, list prices as of {PRICES_AS_OF}, data transfer excluded):")
+    for line in lines:
+        print(f"  {line.hourly:9.3f}  {line.item}: {line.quantity:g} x {line.unit_hourly:.4f}")
+    print(f"  {total:9.3f}  total (about {total * 24:.0f} per day)")
+    print(f"\n{len(written)} Kubernetes objects written to {directory}/ ({seconds:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,61 @@
+"""Bad stack configuration names the key, the value and what is allowed."""
+
+import copy
+
+import pytest
+
+from stack import stack_file
+from stack.config import ConfigError, parse
+
+DEV, REGION = stack_file.load("dev")
+
+
+def _with(path: str, value: object) -> dict[str, object]:
+    values = copy.deepcopy(DEV)
+    target: object = values
+    parts = path.split(".")
+    for part in parts[:-1]:
+        target = target[int(part)] if isinstance(target, list) else target[part]  # type: ignore[index]
+    last = parts[-1]
+    if isinstance(target, list):
+        target[int(last)] = value
+    else:
+        target[last] = value  # type: ignore[index]
+    return values
+
+
+def test_dev_stack_parses() -> None:
+    config = parse(DEV, REGION)
+    assert config.platform.get("system_node_count") == 2 and [g["name"] for g in config.platform.get("node_groups", [])] == ["workers"]
+    assert config.job is not None and config.job.job.replicas == 2 and config.job.node_group == "workers"
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("nodeGroups.1.instanceType", "c7g.large", "eks-ddp:nodeGroups[1].instanceType: 'c7g.large' is not allowed; use an EFA-capable type"),
+        ("nodeGroups.1.minSize", 7, "eks-ddp:nodeGroups[1].minSize: 7 is not allowed"),
+        ("nodeGroups.1.desiredSize", 9, "eks-ddp:nodeGroups[1].desiredSize: 9 is not allowed; must lie between"),
+        ("nodeGroups.1.availabilityZone", "us-east-1c", "eks-ddp:nodeGroups[1].availabilityZone: 'us-east-1c' is not allowed; use one of eks-ddp:vpc.availabilityZones"),
+        ("nodeGroups.1.colour", "blue", "eks-ddp:nodeGroups[1].colour: 'blue' is not allowed; known keys are"),
+        ("vpc.cidr", "10.0.0.0/26", "eks-ddp:vpc.cidr: '10.0.0.0/26' is not allowed; the prefix must be /16 to /24"),
+        ("storage.capacityGiB", 1000, "eks-ddp:storage.capacityGiB: 1000 is not allowed; use 1200, 2400 or a multiple of 2400 GiB"),
+        ("storage.kind", "nfs", "eks-ddp:storage.kind: 'nfs' is not allowed; use fsx, efs or none"),
+        ("job.epochs", -1, "eks-ddp:job.epochs: -1 is not allowed; use a whole number >= 1"),
+        ("job.nodeGroup", "gpus", "eks-ddp:job.nodeGroup: 'gpus' is not allowed; use one of the training node groups: workers"),
+        ("job.replicas", 7, "eks-ddp:job.replicas: 7 is not allowed; node group workers holds at most maxSize=6 pods"),
+        ("job.name", "MNIST_DDP", "eks-ddp:job.name: 'MNIST_DDP' is not allowed; must be a DNS-1035 label"),
+        ("job.name", "a" * 60, "must be at most 48 characters"),
+        ("job.dataset", "imagenet", "eks-ddp:job.dataset: 'imagenet' is not allowed"),
+        ("kubernetesVersions", "1.33", "eks-ddp:kubernetesVersions: '1.33' is not allowed; known keys are"),
+    ],
+)
+def test_bad_configuration_names_the_key(path: str, value: object, message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse(_with(path, value), REGION)
+    assert message in str(raised.value)
+
+
+def test_missing_region_is_named() -> None:
+    with pytest.raises(ConfigError, match="aws:region: None is not allowed"):
+        parse(DEV, None)
