@@ -3,9 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-eks-ddp
-DEMO_DIR := runs/demo
 
-.PHONY: demo test typecheck unit bench clean
+.PHONY: demo preview test typecheck unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,12 +12,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
-## demo: train the bundled trainer on 2 local ranks (digits, offline) and print where the results are
+## demo: run the dev stack's rendered PyTorchJob (2 replicas) and EvaluationJob on this machine
 demo: $(STAMP)
-	rm -rf $(DEMO_DIR)
-	OMP_NUM_THREADS=1 $(BIN)/torchrun --standalone --nproc-per-node 2 -m trainer train \
-		--dataset digits --epochs 10 \
-		--output-dir $(DEMO_DIR) --checkpoint-dir $(DEMO_DIR)/checkpoints
+	$(BIN)/python -m stack.local --stack dev
+
+## preview: what `pulumi up` would create for the dev stack, offline, with its hourly cost
+preview: $(STAMP)
+	$(BIN)/python -m stack.preview --stack dev
 
 ## test: type-check everything, then run the whole test suite
 test: typecheck unit

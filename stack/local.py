@@ -1,0 +1,135 @@
+"""`python -m stack.local --stack dev`: the stack's PyTorchJob, run on this machine.
+
+The job is rendered by the same function the PyTorchJob component applies; each
+replica's container command then runs as a local process with the environment
+the training operator injects (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK and
+torchrun's PET_* variables). Only four things change, each printed: the claim's
+mount path maps to a local directory, the dataset becomes the offline `digits`,
+threads fit this machine, and the socket interface becomes loopback. Then the
+EvaluationJob's command runs the same way.
+"""
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infra.catalogue import lookup
+from infra.efa_node_group import EFA_LABEL
+from stack import stack_file
+from stack.config import ConfigError, parse
+from workloads import batch_jobs, pytorchjob
+from workloads.pytorchjob import SHARED_MOUNT
+from workloads.target import NodeTarget
+
+OFFLINE_DATASET = "digits"
+
+
+@dataclass(frozen=True)
+class Replica:
+    kind: str
+    index: int
+    command: list[str]
+    env: dict[str, str]
+
+
+def render_for(stack: str, project_dir: Path = stack_file.ROOT) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The stack's PyTorchJob and EvaluationJob manifests, exactly as the stack renders them."""
+    values, region = stack_file.load(stack, project_dir)
+    config = parse(values, region)
+    if config.job is None:
+        raise ConfigError("eks-ddp:job", None, f"Pulumi.{stack}.yaml defines no job to run")
+    spec = next(group for group in config.platform.get("node_groups", []) if group["name"] == config.job.node_group)
+    instance = lookup(spec["instance_type"])
+    assert instance is not None  # parse() checked it
+    efa = spec.get("efa", True)
+    target = NodeTarget(instance, instance.network_cards if efa else 0, {**({EFA_LABEL: "true"} if efa else {}), **spec.get("labels", {})}, [dict(t) for t in spec.get("taints", [])])
+    return pytorchjob.render(config.job.job, target), batch_jobs.render_evaluation(config.job.job, target)
+
+
+def _localize(command: list[str], shared: Path) -> list[str]:
+    """Map the claim's mount path, pick the offline dataset, and find the executables here."""
+    local = [argument.replace(SHARED_MOUNT, str(shared), 1) if argument.startswith(SHARED_MOUNT) else argument for argument in command]
+    if "--dataset" in local:
+        local[local.index("--dataset") + 1] = OFFLINE_DATASET
+    executables = {"torchrun": str(Path(sys.executable).with_name("torchrun")), "python": sys.executable}
+    return [executables.get(local[0], local[0]), *local[1:]]
+
+
+def replicas(manifest: dict[str, Any], shared: Path, port: int) -> list[Replica]:
+    """One local process per pod, with the operator's environment for a static job."""
+    specs = manifest["spec"]["pytorchReplicaSpecs"]
+    ordered = [("Master", 0)] + [("Worker", index) for index in range(specs.get("Worker", {}).get("replicas", 0))]
+    world = len(ordered)
+    threads = max(1, (os.cpu_count() or 1) // world)
+    result = []
+    for rank, (kind, index) in enumerate(ordered):
+        container = specs[kind]["template"]["spec"]["containers"][0]
+        env = {variable["name"]: variable["value"] for variable in container.get("env", [])}
+        env.update(
+            OMP_NUM_THREADS=str(threads), GLOO_SOCKET_IFNAME="lo",
+            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
+            PET_MASTER_ADDR="127.0.0.1", PET_MASTER_PORT=str(port), PET_NNODES=str(world), PET_NODE_RANK=str(rank),
+            PET_NPROC_PER_NODE=manifest["spec"]["nprocPerNode"], PYTHONUNBUFFERED="1",
+        )
+        result.append(Replica(kind, index, _localize(container["command"], shared), env))
+    return result
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def run(stack: str, workdir: Path, project_dir: Path = stack_file.ROOT) -> int:
+    job, evaluation = render_for(stack, project_dir)
+    if "elasticPolicy" in job["spec"]:
+        raise ConfigError("eks-ddp:job.elasticMinReplicas", job["spec"]["elasticPolicy"]["minReplicas"], "the local run covers static jobs")
+    shared = workdir / "shared"
+    shared.mkdir(parents=True, exist_ok=True)
+    name = job["metadata"]["name"]
+    processes = replicas(job, shared, _free_port())
+    print(f"Running PyTorchJob {name} of stack {stack} locally: {len(processes)} replicas "
+          f"(dataset -> {OFFLINE_DATASET}, {SHARED_MOUNT} -> {shared}, OMP_NUM_THREADS={processes[0].env['OMP_NUM_THREADS']}, sockets on lo)")
+    print(f"$ {' '.join(processes[0].command)}", flush=True)
+    base = {key: value for key, value in os.environ.items() if key not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    running = [
+        subprocess.Popen(replica.command, env={**base, **replica.env}, stdout=None if replica.kind == "Master" else subprocess.DEVNULL, stderr=None if replica.kind == "Master" else subprocess.PIPE, text=True)
+        for replica in processes
+    ]
+    codes = [process.wait() for process in running]
+    if any(codes):
+        for replica, process, code in zip(processes, running, codes, strict=True):
+            if code and process.stderr is not None:
+                sys.stderr.write(f"--- {replica.kind}-{replica.index} exited {code}:\n{process.stderr.read()[-3000:]}")
+        print(f"error: PyTorchJob {name} failed (exit codes {codes})", file=sys.stderr)
+        return 1
+    command = _localize(evaluation["spec"]["template"]["spec"]["containers"][0]["command"], shared)
+    print(f"\nRunning Job {evaluation['metadata']['name']} locally:\n$ {' '.join(command)}", flush=True)
+    return subprocess.run(command, env=base).returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stack.local", description="Run a stack's PyTorchJob and EvaluationJob on this machine.")
+    parser.add_argument("--stack", default="dev")
+    parser.add_argument("--workdir", type=Path, help="where the claim's files go (default runs/local/<stack>, emptied first)")
+    parser.add_argument("--project-dir", type=Path, default=stack_file.ROOT, help="directory with Pulumi.yaml and the stack files")
+    args = parser.parse_args(argv)
+    workdir = args.workdir or Path("runs") / "local" / args.stack
+    if args.workdir is None and workdir.exists():
+        shutil.rmtree(workdir)  # the default directory belongs to this command
+    try:
+        return run(args.stack, workdir, args.project_dir)
+    except (FileNotFoundError, ConfigError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,52 @@
+"""`make demo`'s path: the stack's rendered PyTorchJob run locally, on a tiny configuration."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stack import stack_file
+from stack.local import replicas, render_for
+from tests.conftest import ROOT, trainer_env
+
+pytestmark = pytest.mark.slow
+
+
+def _tiny_project(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(stack_file.ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    dev = yaml.safe_load((stack_file.ROOT / "Pulumi.dev.yaml").read_text())
+    dev["config"]["eks-ddp:job"].update(epochs=3, replicas=2)
+    (project / "Pulumi.tiny.yaml").write_text(yaml.safe_dump(dev))
+    return project
+
+
+def test_replicas_get_the_operators_environment(tmp_path: Path) -> None:
+    job, _ = render_for("dev")
+    master, worker = replicas(job, tmp_path, 29500)
+    assert (master.kind, worker.kind) == ("Master", "Worker")
+    for rank, replica in enumerate((master, worker)):
+        assert {key: replica.env[key] for key in ("WORLD_SIZE", "RANK", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE", "MASTER_PORT")} == {
+            "WORLD_SIZE": "2", "RANK": str(rank), "PET_NNODES": "2", "PET_NODE_RANK": str(rank), "PET_NPROC_PER_NODE": "1", "MASTER_PORT": "29500",
+        }
+    rendered = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+    expected = [argument.replace("/shared", str(tmp_path), 1) if argument.startswith("/shared") else argument for argument in rendered]
+    expected[0] = str(Path(sys.executable).with_name("torchrun"))
+    expected[expected.index("--dataset") + 1] = "digits"
+    assert master.command == expected  # the rendered command, with only the documented changes
+
+
+def test_tiny_stack_job_runs_locally_and_is_evaluated(tmp_path: Path) -> None:
+    project, workdir = _tiny_project(tmp_path), tmp_path / "work"
+    command = [sys.executable, "-m", "stack.local", "--stack", "tiny", "--project-dir", str(project), "--workdir", str(workdir)]
+    result = subprocess.run(command, cwd=ROOT, env=trainer_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((workdir / "shared" / "runs" / "mnist-ddp" / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["epochs"] == 3 and summary["dataset"] == "digits"
+    assert "Accuracy for class: 0" in result.stdout
+    assert json.loads((workdir / "shared" / "runs" / "mnist-ddp" / "evaluation.json").read_text())["accuracy"] == pytest.approx(summary["test_accuracy"])
