@@ -1,0 +1,107 @@
+"""Workload components under mocks: what they apply, what they wait for, what they refuse."""
+
+import json
+
+import pulumi_kubernetes as k8s
+import pytest
+
+from infra.catalogue import Architecture
+from infra.efa_node_group import EfaNodeGroup, EfaNodeGroupArgs
+from infra.errors import InvalidArgument
+from infra.training_operator import TrainingOperator
+from tests.pulumi_harness import Recorded
+from workloads.components import DataPrepJob, EvaluationJob, FabricCheckJob, PyTorchJob
+from workloads.image import TrainerImage, lifecycle_policy, source_tag
+from workloads.pytorchjob import TrainingJob
+
+GROUP: EfaNodeGroupArgs = {
+    "cluster_name": "training", "vpc_id": "vpc-1", "cluster_security_group_id": "sg-1", "instance_type": "c7g.16xlarge",
+    "availability_zone": "us-east-1a", "subnet_id": "subnet-a", "min_size": 0, "max_size": 4,
+}
+JOB = TrainingJob(name="mnist-ddp", namespace="training", image="img:1", replicas=2)
+
+
+def test_pytorchjob_waits_for_the_operator(pulumi_mocks: Recorded) -> None:
+    def program() -> None:
+        provider = k8s.Provider("k8s", kubeconfig="{}")
+        operator = TrainingOperator("operator", {"provider": provider})
+        PyTorchJob("train", {"provider": provider, "node_group": EfaNodeGroup("workers", GROUP), "job": JOB, "training_operator": operator})
+
+    pulumi_mocks.run(program)
+    job = pulumi_mocks.named("train-job")
+    assert job.type == "kubernetes:kubeflow.org/v1:PyTorchJob"
+    assert pulumi_mocks.named("operator-manifests").urn in job.dependencies
+    assert job.inputs["spec"]["nprocPerNode"] == "1"
+
+
+def test_batch_jobs_apply_their_objects(pulumi_mocks: Recorded) -> None:
+    def program() -> None:
+        provider = k8s.Provider("k8s", kubeconfig="{}")
+        group = EfaNodeGroup("workers", GROUP)
+        DataPrepJob("data", {"provider": provider, "node_group": group, "job": JOB})
+        EvaluationJob("evaluate", {"provider": provider, "node_group": group, "job": JOB})
+        FabricCheckJob("efa-check", {"provider": provider, "node_group": group, "namespace": "training"})
+
+    pulumi_mocks.run(program)
+    jobs = {r.name: r for r in pulumi_mocks.of_type("kubernetes:batch/v1:Job")}
+    assert set(jobs) == {"data-job", "evaluate-job", "efa-check-job"}
+    assert pulumi_mocks.named("efa-check-service").type == "kubernetes:core/v1:Service"
+
+
+@pytest.mark.parametrize(
+    ("job", "message"),
+    [
+        (TrainingJob(name="MNIST", namespace="training", image="img"), "job.name='MNIST' is not allowed; must be a DNS-1035 label"),
+        (TrainingJob(name="mnist", namespace="training", image="img", replicas=5), "job.replicas=5 is not allowed; use 1 to the node group's max_size (4)"),
+        (TrainingJob(name="mnist", namespace="training", image="img", replicas=2, elastic_min_replicas=3), "job.elastic_min_replicas=3 is not allowed"),
+        (TrainingJob(name="mnist", namespace="training", image="img", epochs=0), "job.epochs/batch_size=(0, 128) is not allowed"),
+        (TrainingJob(name="mnist", namespace="training", image="img", dataset="imagenet"), "job.dataset='imagenet' is not allowed"),
+    ],
+)
+def test_bad_jobs_are_refused_before_anything_is_applied(pulumi_mocks: Recorded, job: TrainingJob, message: str) -> None:
+    def program() -> None:
+        provider = k8s.Provider("k8s", kubeconfig="{}")
+        group = EfaNodeGroup("workers", GROUP)
+        with pytest.raises(InvalidArgument) as raised:
+            PyTorchJob("train", {"provider": provider, "node_group": group, "job": job})
+        assert message in str(raised.value)
+
+    pulumi_mocks.run(program)
+    assert not [r for r in pulumi_mocks.monitor.registrations if r.type.startswith("kubernetes:kubeflow.org")]
+
+
+def test_data_preparation_only_for_downloadable_datasets(pulumi_mocks: Recorded) -> None:
+    def program() -> None:
+        with pytest.raises(InvalidArgument, match="DataPrepJob: job.dataset='digits' is not allowed; only mnist, cifar10 are downloaded"):
+            DataPrepJob("data", {"provider": k8s.Provider("k8s", kubeconfig="{}"), "node_group": EfaNodeGroup("workers", GROUP),
+                                 "job": TrainingJob(name="d", namespace="training", image="img", dataset="digits")})
+
+    pulumi_mocks.run(program)
+
+
+def test_fabric_check_needs_an_efa_group_with_room_for_two(pulumi_mocks: Recorded) -> None:
+    def program() -> None:
+        provider = k8s.Provider("k8s", kubeconfig="{}")
+        with pytest.raises(InvalidArgument, match="the check needs a node group with EFA"):
+            FabricCheckJob("c1", {"provider": provider, "node_group": EfaNodeGroup("plain", {**GROUP, "efa": False, "instance_type": "m7g.large"}), "namespace": "t"})
+        with pytest.raises(InvalidArgument, match="max_size >= 2"):
+            FabricCheckJob("c2", {"provider": provider, "node_group": EfaNodeGroup("one", {**GROUP, "max_size": 1}), "namespace": "t"})
+
+    pulumi_mocks.run(program)
+
+
+def test_trainer_image_repository_is_scanned_immutable_and_pruned(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.run(lambda: TrainerImage("image", {"architectures": [Architecture.ARM64]}))
+    repository = pulumi_mocks.named("image-repository").inputs
+    assert repository["imageScanningConfiguration"] == {"scanOnPush": True} and repository["imageTagMutability"] == "IMMUTABLE"
+    rules = json.loads(pulumi_mocks.named("image-lifecycle").inputs["policy"])["rules"]
+    assert rules == json.loads(lifecycle_policy(20))["rules"]
+    build = pulumi_mocks.named("image-build").inputs
+    assert build["platforms"] == ["linux/arm64"] and build["push"] is True
+    assert build["tags"] == [f"123456789012.dkr.ecr.us-east-1.amazonaws.com/image-repository:{source_tag()}"]
+    assert build["dockerfile"]["location"].endswith("trainer/Dockerfile")
+
+
+def test_given_image_uri_builds_nothing(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.run(lambda: TrainerImage("image", {"architectures": [Architecture.ARM64], "image_uri": "public.ecr.aws/x/trainer:1"}))
+    assert [r.type for r in pulumi_mocks.monitor.registrations] == ["eksddp:index:TrainerImage"]
