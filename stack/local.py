@@ -6,7 +6,8 @@ the training operator injects (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK and
 torchrun's PET_* variables). Only four things change, each printed: the claim's
 mount path maps to a local directory, the dataset becomes the offline `digits`,
 threads fit this machine, and the socket interface becomes loopback. Then the
-EvaluationJob's command runs the same way.
+EvaluationJob's command runs the same way. Init containers (fetch the data, wait
+for training to finish) are not run: here the steps run in order, offline.
 """
 
 import argparse

@@ -2,14 +2,12 @@
 
 from typing import Any
 
-from workloads.pytorchjob import SHARED_MOUNT, TrainingJob
+from workloads.pytorchjob import SHARED_MOUNT, TrainingJob, prepare_data_command
 from workloads.target import NodeTarget
 
 # An AWS Deep Learning Container ships libfabric with the EFA provider (fi_info, fi_pingpong).
 DEFAULT_FABRIC_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.7.1-gpu-py312-cu128-ubuntu22.04-ec2"
 FABRIC_PORT = 47592
-# The trainer's `prepare-data --dataset` choices (workloads know its command line, not its code).
-DOWNLOADABLE_DATASETS = ("mnist", "cifar10")
 
 
 def _job(name: str, namespace: str, pod_spec: dict[str, Any], labels: dict[str, str], completions: int = 1) -> dict[str, Any]:
@@ -31,10 +29,6 @@ def _shared_volume(job: TrainingJob) -> tuple[list[dict[str, Any]], list[dict[st
     if not job.claim_name:
         return [], []
     return [{"name": "shared", "persistentVolumeClaim": {"claimName": job.claim_name}}], [{"name": "shared", "mountPath": SHARED_MOUNT}]
-
-
-def prepare_data_command(job: TrainingJob) -> list[str]:
-    return ["python", "-m", "trainer", "prepare-data", "--dataset", job.dataset, "--data-dir", job.paths()["data"]]
 
 
 def evaluation_command(job: TrainingJob) -> list[str]:
@@ -66,9 +60,26 @@ def render_data_preparation(job: TrainingJob, target: NodeTarget) -> dict[str, A
     return _job(f"{job.name}-data", job.namespace, _trainer_pod(job, target, prepare_data_command(job)), {"eks-ddp/job": job.name, "eks-ddp/step": "data"})
 
 
+EVALUATION_DEADLINE_SECONDS = 2 * 24 * 3600
+
+
 def render_evaluation(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
-    """The workshop's test step: per-class accuracy of the trained model."""
-    return _job(f"{job.name}-evaluate", job.namespace, _trainer_pod(job, target, evaluation_command(job)), {"eks-ddp/job": job.name, "eks-ddp/step": "evaluate"})
+    """The workshop's test step: per-class accuracy of the trained model.
+
+    Created with the PyTorchJob, it waits in an init container until training has
+    written summary.json (the trainer's last, atomic write), for up to two days.
+    """
+    pod = _trainer_pod(job, target, evaluation_command(job))
+    summary = f"{job.paths()['output']}/summary.json"
+    pod["initContainers"] = [{
+        "name": "wait-for-training", "image": job.image,
+        "command": ["sh", "-c", f'until [ -f "{summary}" ]; do echo "waiting for {summary}"; sleep 30; done'],
+        "volumeMounts": pod["containers"][0]["volumeMounts"],
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
+    }]
+    manifest = _job(f"{job.name}-evaluate", job.namespace, pod, {"eks-ddp/job": job.name, "eks-ddp/step": "evaluate"})
+    manifest["spec"]["activeDeadlineSeconds"] = EVALUATION_DEADLINE_SECONDS
+    return manifest
 
 
 FABRIC_SCRIPT = """set -u

@@ -92,8 +92,8 @@ class DataPrepJob(_BatchJob):
 
     def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate_job("DataPrepJob", args["job"], args["node_group"])
-        if args["job"].dataset not in batch_jobs.DOWNLOADABLE_DATASETS:
-            raise InvalidArgument("DataPrepJob", "job.dataset", args["job"].dataset, f"only {', '.join(batch_jobs.DOWNLOADABLE_DATASETS)} are downloaded")
+        if args["job"].dataset not in pytorchjob.DOWNLOADABLE_DATASETS:
+            raise InvalidArgument("DataPrepJob", "job.dataset", args["job"].dataset, f"only {', '.join(pytorchjob.DOWNLOADABLE_DATASETS)} are downloaded")
         self.manifests = [batch_jobs.render_data_preparation(args["job"], target_of(args["node_group"]))]
         super().__init__("eksddp:index:DataPrepJob", name, {}, opts)
         self._apply_all(name, args["provider"], args.get("depends_on", []))

@@ -15,8 +15,9 @@ CONTAINER = "pytorch"  # the operator finds the training container by this name
 SHARED_MOUNT = "/shared"
 MASTER_PORT = 23456  # what the operator gives MASTER_PORT in static jobs
 CHECKPOINT_GRACE_SECONDS = 120
-# The trainer's `train --dataset` choices (workloads know its command line, not its code).
+# The trainer's `train --dataset` and `prepare-data --dataset` choices (workloads know its command line, not its code).
 DATASETS = ("digits", "mnist", "cifar10", "synthetic")
+DOWNLOADABLE_DATASETS = ("mnist", "cifar10")
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,11 @@ def trainer_command(job: TrainingJob) -> list[str]:
     ]
 
 
+def prepare_data_command(job: TrainingJob) -> list[str]:
+    """Idempotent: verified files are not fetched again."""
+    return ["python", "-m", "trainer", "prepare-data", "--dataset", job.dataset, "--data-dir", job.paths()["data"]]
+
+
 def processes_per_pod(target: NodeTarget) -> int:
     """One per GPU on GPU nodes; one per pod on CPU nodes (it uses all the pod's CPUs as threads)."""
     return target.instance.gpus or 1
@@ -115,6 +121,12 @@ def _pod_template(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     }
     if job.service_account:
         spec["serviceAccountName"] = job.service_account
+    if job.claim_name and job.dataset in DOWNLOADABLE_DATASETS:
+        # Pods may start before the DataPrepJob finishes: fetch (or just verify) the data first.
+        spec["initContainers"] = [{
+            "name": "prepare-data", "image": job.image, "command": prepare_data_command(job), "volumeMounts": mounts,
+            "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
+        }]
     return {"metadata": {"labels": {"app.kubernetes.io/name": "eks-ddp-trainer", "eks-ddp/job": job.name}}, "spec": spec}
 
 

@@ -36,3 +36,10 @@ def test_fabric_check_runs_two_efa_pods_on_different_nodes() -> None:
     script = pod["containers"][0]["command"][2]
     assert "fi_info -p efa" in script and "fi_pingpong -p efa" in script and "EFA CHECK PASSED" in script and "EFA CHECK FAILED" in script
     assert pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == "kubernetes.io/hostname"
+
+
+def test_evaluation_waits_for_the_training_summary() -> None:
+    manifest = render_evaluation(JOB, TARGET)
+    (init,) = manifest["spec"]["template"]["spec"]["initContainers"]
+    assert "/shared/runs/mnist-ddp/summary.json" in init["command"][2] and init["command"][:2] == ["sh", "-c"]
+    assert manifest["spec"]["activeDeadlineSeconds"] == 2 * 24 * 3600

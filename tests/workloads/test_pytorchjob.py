@@ -87,3 +87,19 @@ def test_command_uses_the_shared_claim_for_data_checkpoints_and_model() -> None:
     assert command[command.index("--data-dir") + 1] == "/shared/data/mnist"
     assert command[command.index("--checkpoint-dir") + 1] == "/shared/checkpoints/mnist-ddp"
     assert command[command.index("--output-dir") + 1] == "/shared/runs/mnist-ddp"
+
+
+def test_dataset_choices_match_the_trainers_command_line() -> None:
+    from trainer.datasets import DATASETS as TRAINER_DATASETS
+    from trainer.sources import SOURCES
+    from workloads.pytorchjob import DATASETS, DOWNLOADABLE_DATASETS
+
+    assert DATASETS == TRAINER_DATASETS and DOWNLOADABLE_DATASETS == tuple(SOURCES)
+
+
+def test_pods_fetch_or_verify_their_data_before_training() -> None:
+    pod = render(JOB, GRAVITON)["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    assert init["command"] == ["python", "-m", "trainer", "prepare-data", "--dataset", "mnist", "--data-dir", "/shared/data/mnist"]
+    offline = render(TrainingJob(name="d", namespace="training", image="img", dataset="digits"), GRAVITON)
+    assert "initContainers" not in offline["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
