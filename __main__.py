@@ -8,7 +8,7 @@ from stack.program import build
 config = pulumi.Config()
 STRUCTURED = ("vpc", "nodeGroups", "storage", "job", "adminPrincipalArns")
 values = {key: config.get_object(key) for key in STRUCTURED}
-values |= {key: config.get(key) for key in ("clusterName", "kubernetesVersion", "image", "trainingNamespace")}
+values |= {key: config.get(key) for key in ("clusterName", "kubernetesVersion", "image", "fabricCheckImage", "trainingNamespace")}
 values |= {"fabricCheck": config.get_bool("fabricCheck"), "checkpointExpiryDays": config.get_int("checkpointExpiryDays")}
 settings = parse({key: value for key, value in values.items() if value is not None}, pulumi.Config("aws").get("region"))
 deployed = build(settings, name=pulumi.get_project())

@@ -44,6 +44,7 @@ class StackConfig:
     job: JobConfig | None
     image_uri: str | None
     fabric_check: bool
+    fabric_check_image: str | None
 
 
 _CAMEL = {"capacity_gib": "capacityGiB", "min_size/max_size": "minSize"}
@@ -179,7 +180,8 @@ def _job(raw: Any, groups: list[NodeGroupSpec], namespace: str, image: str, clai
     return JobConfig(node_group=target, job=job, prepare_data=bool(values.get("prepareData", dataset in ("mnist", "cifar10"))), evaluate=bool(values.get("evaluate", True)))
 
 
-KNOWN = {"clusterName", "kubernetesVersion", "vpc", "nodeGroups", "storage", "job", "image", "adminPrincipalArns", "fabricCheck", "trainingNamespace", "checkpointExpiryDays"}
+KNOWN = {"clusterName", "kubernetesVersion", "vpc", "nodeGroups", "storage", "job", "image", "adminPrincipalArns", "fabricCheck",
+         "fabricCheckImage", "trainingNamespace", "checkpointExpiryDays"}
 
 
 def parse(values: Mapping[str, Any], region: str | None) -> StackConfig:
@@ -217,4 +219,7 @@ def parse(values: Mapping[str, Any], region: str | None) -> StackConfig:
     claim = None if kind == StorageKind.NONE else "shared"
     image = values.get("image") or None
     job = _job(values.get("job"), groups, platform.get("training_namespace", "training"), image or "(built by the stack)", claim, "trainer")
-    return StackConfig(region=region, platform=platform, job=job, image_uri=image, fabric_check=bool(values.get("fabricCheck", True)))
+    return StackConfig(
+        region=region, platform=platform, job=job, image_uri=image,
+        fabric_check=bool(values.get("fabricCheck", True)), fabric_check_image=values.get("fabricCheckImage") or None,
+    )

@@ -5,8 +5,10 @@ from typing import Any
 from workloads.pytorchjob import SHARED_MOUNT, TrainingJob, prepare_data_command
 from workloads.target import NodeTarget
 
-# An AWS Deep Learning Container ships libfabric with the EFA provider (fi_info, fi_pingpong).
-DEFAULT_FABRIC_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.7.1-gpu-py312-cu128-ubuntu22.04-ec2"
+# x86 GPU nodes: an AWS Deep Learning Container ships libfabric with the EFA provider
+# (fi_info, fi_pingpong), as the workshop uses. The tag was not pulled here (no
+# registry access); no arm64 default is pinned, so Graviton groups must name one.
+DEFAULT_FABRIC_IMAGES = {"x86_64": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.7.1-gpu-py312-cu128-ubuntu22.04-ec2"}
 FABRIC_PORT = 47592
 
 
@@ -96,7 +98,7 @@ fi
 """
 
 
-def render_fabric_check(name: str, namespace: str, target: NodeTarget, image: str = DEFAULT_FABRIC_IMAGE) -> list[dict[str, Any]]:
+def render_fabric_check(name: str, namespace: str, target: NodeTarget, image: str) -> list[dict[str, Any]]:
     """Two pods on two EFA nodes: `fi_info -p efa` on each, then `fi_pingpong` between them.
 
     An indexed Job with a headless Service gives pod 0 a stable name for pod 1 to reach;

@@ -31,8 +31,8 @@ def test_dev_stack_creates_every_component_and_valid_objects(pulumi_mocks: Recor
     components = {r.type.split(":")[-1] for r in pulumi_mocks.monitor.registrations if r.type.startswith("eksddp:index:")}
     assert components == {
         "TrainingPlatform", "Network", "Cluster", "EfaNodeGroup", "EfaDevicePlugin", "ClusterAutoscaler", "MetricsServer", "TrainingOperator",
-        "FsxLustreStorage", "ModelBucket", "TrainerImage", "DataPrepJob", "PyTorchJob", "EvaluationJob", "FabricCheckJob",
-    }
+        "FsxLustreStorage", "ModelBucket", "TrainerImage", "DataPrepJob", "PyTorchJob", "EvaluationJob",
+    }  # no FabricCheckJob: the dev stack's Graviton group names no arm64 EFA test image (a warning says so)
     objects = _kubernetes_objects(pulumi_mocks)
     kinds = sorted(str(o["kind"]) for o in objects)
     assert {"Namespace", "ServiceAccount", "StorageClass", "PersistentVolumeClaim", "Job", "PyTorchJob"} <= set(kinds)
@@ -59,3 +59,12 @@ def test_main_program_runs_with_the_dev_stack_config(pulumi_mocks: Recorded) -> 
 def test_unknown_stack_is_named() -> None:
     with pytest.raises(FileNotFoundError, match=r"--stack prod: Pulumi.prod.yaml not found \(stacks here: dev\)"):
         stack_file.load("prod")
+
+
+def test_fabric_check_runs_with_an_image_for_the_groups_architecture(pulumi_mocks: Recorded) -> None:
+    values, region = stack_file.load("dev")
+    config = parse({**values, "fabricCheckImage": "registry.example/efa-tools-arm64:1"}, region)
+    pulumi_mocks.run(lambda: build(config))
+    (job,) = [r for r in pulumi_mocks.of_type("kubernetes:batch/v1:Job") if r.name == "eks-ddp-efa-check-job"]
+    assert job.inputs["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example/efa-tools-arm64:1"
+    validate_core(kubernetes_objects([job])[0])

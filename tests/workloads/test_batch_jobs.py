@@ -25,7 +25,7 @@ def test_evaluation_job_reads_the_trained_model() -> None:
 
 
 def test_fabric_check_runs_two_efa_pods_on_different_nodes() -> None:
-    service, job = render_fabric_check("efa-check", "training", TARGET)
+    service, job = render_fabric_check("efa-check", "training", TARGET, "registry.example/efa-tools:1")
     validate_core(service)
     validate_core(job)
     spec = job["spec"]

@@ -40,7 +40,7 @@ def test_batch_jobs_apply_their_objects(pulumi_mocks: Recorded) -> None:
         group = EfaNodeGroup("workers", GROUP)
         DataPrepJob("data", {"provider": provider, "node_group": group, "job": JOB})
         EvaluationJob("evaluate", {"provider": provider, "node_group": group, "job": JOB})
-        FabricCheckJob("efa-check", {"provider": provider, "node_group": group, "namespace": "training"})
+        FabricCheckJob("efa-check", {"provider": provider, "node_group": group, "namespace": "training", "image": "registry.example/efa-tools:1"})
 
     pulumi_mocks.run(program)
     jobs = {r.name: r for r in pulumi_mocks.of_type("kubernetes:batch/v1:Job")}
@@ -86,6 +86,8 @@ def test_fabric_check_needs_an_efa_group_with_room_for_two(pulumi_mocks: Recorde
             FabricCheckJob("c1", {"provider": provider, "node_group": EfaNodeGroup("plain", {**GROUP, "efa": False, "instance_type": "m7g.large"}), "namespace": "t"})
         with pytest.raises(InvalidArgument, match="max_size >= 2"):
             FabricCheckJob("c2", {"provider": provider, "node_group": EfaNodeGroup("one", {**GROUP, "max_size": 1}), "namespace": "t"})
+        with pytest.raises(InvalidArgument, match=r"FabricCheckJob: image=None is not allowed; give an arm64 image with libfabric's EFA provider"):
+            FabricCheckJob("c3", {"provider": provider, "node_group": EfaNodeGroup("graviton", GROUP), "namespace": "t"})
 
     pulumi_mocks.run(program)
 
