@@ -133,6 +133,13 @@ def ami_type(instance: InstanceType) -> str:
 
 def validate(args: EfaNodeGroupArgs) -> InstanceType:
     """Check everything that can be checked before creating anything; returns the instance facts."""
+    if not args.get("cluster_name"):
+        raise InvalidArgument(COMPONENT, "cluster_name", args.get("cluster_name"), "give the EKS cluster's name")
+    return validate_shape(args)
+
+
+def validate_shape(args: NodeGroupShape) -> InstanceType:
+    """The group's own settings, independent of any cluster (stack config checks these early)."""
     efa = args.get("efa", True)
     name = args.get("instance_type", "")
     instance = catalogue.EFA_INSTANCE_TYPES.get(name) if efa else catalogue.lookup(name)
@@ -140,8 +147,6 @@ def validate(args: EfaNodeGroupArgs) -> InstanceType:
         known = sorted(catalogue.EFA_INSTANCE_TYPES if efa else {**catalogue.EFA_INSTANCE_TYPES, **catalogue.SYSTEM_INSTANCE_TYPES})
         what = "is not an EFA-capable type in infra.catalogue" if efa else "is not in infra.catalogue"
         raise InvalidArgument(COMPONENT, "instance_type", name, f"it {what}; choose one of {', '.join(known)}")
-    if not args.get("cluster_name"):
-        raise InvalidArgument(COMPONENT, "cluster_name", args.get("cluster_name"), "give the EKS cluster's name")
     if not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d[a-z]", args.get("availability_zone", "")):
         raise InvalidArgument(COMPONENT, "availability_zone", args.get("availability_zone"), "name one zone, such as us-east-1a")
     minimum, maximum = args.get("min_size", 0), args.get("max_size", 2)

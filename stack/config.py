@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra import efa_node_group, fsx_storage, network
-from infra.catalogue import EFA_INSTANCE_TYPES, SYSTEM_INSTANCE_TYPES
 from infra.efa_node_group import NodeGroupShape
 from infra.errors import InvalidArgument
 from infra.network import NetworkArgs
@@ -61,8 +60,8 @@ def _key(name: str) -> str:
     return f"{PROJECT}:{name}"
 
 
-def _expect(value: Any, kind: type | tuple[type, ...], key: str, allowed: str) -> Any:
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, (int,))):
+def _expect(value: Any, kind: type, key: str, allowed: str) -> Any:
+    if not isinstance(value, kind):
         raise ConfigError(key, value, allowed)
     return value
 
@@ -84,7 +83,7 @@ def _network(raw: Any) -> NetworkArgs:
         zones = _expect(values["availabilityZones"], list, f"{key}.availabilityZones", "give a list of zone names")
         args["availability_zones"] = [_expect(zone, str, f"{key}.availabilityZones", "zone names are strings") for zone in zones]
     if "natGateways" in values:
-        args["nat_gateways"] = network.NatGateways(values["natGateways"]) if values["natGateways"] in ("single", "one_per_zone") else values["natGateways"]
+        args["nat_gateways"] = values["natGateways"]  # a str Enum: network.validate checks the value
     try:
         network.validate(args)
     except InvalidArgument as error:
@@ -101,13 +100,10 @@ def _node_group(raw: Any, index: int, zones: list[str]) -> NodeGroupSpec:
     values = _expect(raw, dict, key, "each node group is a map")
     _check_keys(values, key, _GROUP_KEYS)
     name = values.get("name")
-    instance = values.get("instanceType")
-    if instance not in EFA_INSTANCE_TYPES and not (instance in SYSTEM_INSTANCE_TYPES and not values.get("efa", True)):
-        raise ConfigError(f"{key}.instanceType", instance, f"use an EFA-capable type: {', '.join(sorted(EFA_INSTANCE_TYPES))}")
     zone = values.get("availabilityZone")
     if zone not in zones:
         raise ConfigError(f"{key}.availabilityZone", zone, f"use one of eks-ddp:vpc.availabilityZones ({', '.join(zones) or 'none named'})")
-    spec: dict[str, Any] = {"name": name, "instance_type": instance, "availability_zone": zone}
+    spec: dict[str, Any] = {"name": name, "instance_type": values.get("instanceType"), "availability_zone": zone}
     for camel, snake in (("efa", "efa"), ("minSize", "min_size"), ("maxSize", "max_size"), ("desiredSize", "desired_size"),
                          ("capacityType", "capacity_type"), ("capacityReservationId", "capacity_reservation_id"), ("labels", "labels"),
                          ("rootVolumeGiB", "root_volume_gib"), ("releaseVersion", "release_version")):
@@ -117,7 +113,7 @@ def _node_group(raw: Any, index: int, zones: list[str]) -> NodeGroupSpec:
         spec["taints"] = [{"key": t.get("key"), "value": t.get("value", ""), "effect": t.get("effect")} for t in _expect(values["taints"], list, f"{key}.taints", "a list")]
     shape: NodeGroupShape = {k: v for k, v in spec.items() if k != "name"}  # type: ignore[assignment]
     try:
-        efa_node_group.validate({**shape, "cluster_name": "check", "vpc_id": "", "cluster_security_group_id": "", "subnet_id": ""})
+        efa_node_group.validate_shape(shape)
     except InvalidArgument as error:
         field = error.argument.split("/")[0]
         raise ConfigError(f"{key}.{_camel(field)}", spec.get(field), str(error).split("; ", 1)[1]) from None

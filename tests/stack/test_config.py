@@ -33,11 +33,13 @@ def test_dev_stack_parses() -> None:
 @pytest.mark.parametrize(
     ("path", "value", "message"),
     [
-        ("nodeGroups.1.instanceType", "c7g.large", "eks-ddp:nodeGroups[1].instanceType: 'c7g.large' is not allowed; use an EFA-capable type"),
+        ("nodeGroups.1.instanceType", "c7g.large", "eks-ddp:nodeGroups[1].instanceType: 'c7g.large' is not allowed; it is not an EFA-capable type in infra.catalogue; choose one of c7g.16xlarge"),
         ("nodeGroups.1.minSize", 7, "eks-ddp:nodeGroups[1].minSize: 7 is not allowed"),
         ("nodeGroups.1.desiredSize", 9, "eks-ddp:nodeGroups[1].desiredSize: 9 is not allowed; must lie between"),
         ("nodeGroups.1.availabilityZone", "us-east-1c", "eks-ddp:nodeGroups[1].availabilityZone: 'us-east-1c' is not allowed; use one of eks-ddp:vpc.availabilityZones"),
         ("nodeGroups.1.colour", "blue", "eks-ddp:nodeGroups[1].colour: 'blue' is not allowed; known keys are"),
+        ("vpc.natGateways", "two", "eks-ddp:vpc.natGateways: 'two' is not allowed; use one of ['single', 'one_per_zone']"),
+        ("nodeGroups.1.taints", [{"key": "training", "effect": "NoSchedule"}], "eks-ddp:nodeGroups[1].taints: "),
         ("vpc.cidr", "10.0.0.0/26", "eks-ddp:vpc.cidr: '10.0.0.0/26' is not allowed; the prefix must be /16 to /24"),
         ("storage.capacityGiB", 1000, "eks-ddp:storage.capacityGiB: 1000 is not allowed; use 1200, 2400 or a multiple of 2400 GiB"),
         ("storage.kind", "nfs", "eks-ddp:storage.kind: 'nfs' is not allowed; use fsx, efs or none"),
