@@ -20,7 +20,22 @@ PERSISTENT_2_THROUGHPUT = (125, 250, 500, 1000)
 CONTROLLER_ACCOUNT = "fsx-csi-controller-sa"
 
 
-class FsxLustreStorageArgs(TypedDict):
+class FsxOptions(TypedDict):
+    """The file system's own settings (the stack config and the platform pass these through)."""
+
+    deployment_type: NotRequired[str]
+    """SCRATCH_2 (default) or PERSISTENT_2."""
+    capacity_gib: NotRequired[int]
+    """1200, 2400, then multiples of 2400 GiB (default 1200)."""
+    per_unit_storage_throughput: NotRequired[int]
+    """PERSISTENT_2 only: 125, 250, 500 or 1000 MB/s/TiB."""
+    s3_import_path: NotRequired[str]
+    """SCRATCH_2 only: s3:// path whose objects appear in the file system."""
+    s3_export_path: NotRequired[str]
+    """SCRATCH_2 only: s3:// path to export to."""
+
+
+class FsxLustreStorageArgs(FsxOptions):
     provider: k8s.Provider
     """Kubernetes provider of the cluster."""
     vpc_id: pulumi.Input[str]
@@ -37,16 +52,6 @@ class FsxLustreStorageArgs(TypedDict):
     """Namespace of the claim (the training namespace)."""
     claim_name: NotRequired[str]
     """Name of the ReadWriteMany claim (default `shared`)."""
-    deployment_type: NotRequired[str]
-    """SCRATCH_2 (default) or PERSISTENT_2."""
-    capacity_gib: NotRequired[int]
-    """1200, 2400, then multiples of 2400 GiB (default 1200)."""
-    per_unit_storage_throughput: NotRequired[int]
-    """PERSISTENT_2 only: 125, 250, 500 or 1000 MB/s/TiB."""
-    s3_import_path: NotRequired[str]
-    """SCRATCH_2 only: s3:// path whose objects appear in the file system."""
-    s3_export_path: NotRequired[str]
-    """SCRATCH_2 only: s3:// path to export to."""
     tags: NotRequired[dict[str, str]]
     """Tags for every taggable resource."""
     depends_on: NotRequired[Sequence[pulumi.Resource]]
@@ -57,7 +62,7 @@ def valid_capacity(gib: int) -> bool:
     return gib in (1200, 2400) or (gib > 2400 and gib % 2400 == 0)
 
 
-def validate(args: FsxLustreStorageArgs) -> None:
+def validate(args: FsxOptions) -> None:
     kind = args.get("deployment_type", "SCRATCH_2")
     if kind not in DEPLOYMENT_TYPES:
         raise InvalidArgument(COMPONENT, "deployment_type", kind, f"use one of {', '.join(DEPLOYMENT_TYPES)}")

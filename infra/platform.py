@@ -15,7 +15,7 @@ from infra.efa_device_plugin import EfaDevicePlugin
 from infra.efa_node_group import EfaNodeGroup, EfaNodeGroupArgs, NodeGroupShape
 from infra.efs_storage import EfsStorage
 from infra.errors import InvalidArgument
-from infra.fsx_storage import FsxLustreStorage, FsxLustreStorageArgs
+from infra.fsx_storage import FsxLustreStorage, FsxLustreStorageArgs, FsxOptions
 from infra.fsx_storage import validate as validate_fsx
 from infra.metrics_server import MetricsServer
 from infra.model_bucket import ModelBucket
@@ -36,19 +36,6 @@ class StorageKind(str, Enum):
 class NodeGroupSpec(NodeGroupShape):
     name: str
     """Short name, unique in the platform (a DNS label); it names the node group and the job's target."""
-
-
-class FsxOptions(TypedDict):
-    deployment_type: NotRequired[str]
-    """SCRATCH_2 (default) or PERSISTENT_2."""
-    capacity_gib: NotRequired[int]
-    """1200, 2400, then multiples of 2400 (default 1200)."""
-    per_unit_storage_throughput: NotRequired[int]
-    """PERSISTENT_2: 125, 250, 500 or 1000."""
-    s3_import_path: NotRequired[str]
-    """SCRATCH_2: s3:// path imported into the file system."""
-    s3_export_path: NotRequired[str]
-    """SCRATCH_2: s3:// export path."""
 
 
 class TrainingPlatformArgs(TypedDict):
@@ -115,7 +102,7 @@ def validate(args: TrainingPlatformArgs) -> None:
     if storage == StorageKind.FSX:
         if not args.get("node_groups"):
             raise InvalidArgument(COMPONENT, "storage", storage, "fsx lives in a node group's zone: add a node group, or use efs or none")
-        validate_fsx({**args.get("fsx", {}), "namespace": "training"})  # type: ignore[typeddict-item]
+        validate_fsx(args.get("fsx", {}))
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", args.get("training_namespace", "training")):
         raise InvalidArgument(COMPONENT, "training_namespace", args.get("training_namespace"), "use a DNS label")
 

@@ -12,8 +12,9 @@ from typing import Any
 from infra import efa_node_group, fsx_storage, network
 from infra.efa_node_group import NodeGroupShape
 from infra.errors import InvalidArgument
+from infra.fsx_storage import FsxOptions
 from infra.network import NetworkArgs
-from infra.platform import FsxOptions, NodeGroupSpec, StorageKind, TrainingPlatformArgs
+from infra.platform import NodeGroupSpec, StorageKind, TrainingPlatformArgs
 from workloads.pytorchjob import DATASETS, TrainingJob, validate_name
 
 PROJECT = "eks-ddp"
@@ -136,7 +137,7 @@ def _storage(raw: Any) -> tuple[StorageKind, FsxOptions]:
             options[snake] = values[camel]
     if kind == "fsx":
         try:
-            fsx_storage.validate({**options, "namespace": "training"})  # type: ignore[typeddict-item]
+            fsx_storage.validate(options)  # type: ignore[arg-type]  # keys built from the table above
         except InvalidArgument as error:
             raise ConfigError(f"{key}.{_camel(error.argument)}", options.get(error.argument), str(error).split("; ", 1)[1]) from None
     return StorageKind(kind), options  # type: ignore[return-value]
