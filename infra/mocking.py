@@ -27,6 +27,7 @@ class Registration:
     parent: str
     inputs: dict[str, Any]
     dependencies: list[str] = field(default_factory=list)
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _replace_references(struct: Any) -> None:
@@ -103,7 +104,8 @@ class RecordingMonitor(MockMonitor):
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
             inputs = self.resources[response.urn].state
+            by_property = {key: list(value.urns) for key, value in request.propertyDependencies.items()}
             self.registrations.append(
-                Registration(request.type, request.name, response.urn, request.parent, dict(inputs), list(request.dependencies))
+                Registration(request.type, request.name, response.urn, request.parent, dict(inputs), list(request.dependencies), by_property)
             )
         return response

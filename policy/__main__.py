@@ -1,0 +1,7 @@
+"""Entry point the Pulumi CLI runs for `--policy-pack policy`."""
+
+from pulumi_policy import PolicyPack
+
+from policy.pack import POLICIES
+
+PolicyPack(name="eks-ddp", policies=POLICIES)

@@ -1,0 +1,49 @@
+"""The rules as pulumi-policy policies (mandatory: a violation fails the preview)."""
+
+from collections.abc import Callable
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from policy.rules import RESOURCE_RULES, ResourceRule, StackResource, efa_groups_consistent
+
+
+def resource_validation(rule: ResourceRule) -> Callable[[ResourceValidationArgs, ReportViolation], None]:
+    """The engine's callback for `rule`: one violation per problem, naming the resource."""
+
+    def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+        if args.resource_type in rule.types:
+            for problem in rule.check(args.resource_type, args.props):
+                report_violation(f"{args.name}: {problem}", args.urn)
+
+    return validate
+
+
+def _resource_policy(rule: ResourceRule) -> ResourceValidationPolicy:
+    return ResourceValidationPolicy(name=rule.name, description=rule.description, validate=resource_validation(rule), enforcement_level=EnforcementLevel.MANDATORY)
+
+
+def _validate_efa(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    resources = [
+        StackResource(r.resource_type, r.name, r.urn, r.props, {key: [d.urn for d in deps] for key, deps in r.property_dependencies.items()})
+        for r in args.resources
+    ]
+    for problem in efa_groups_consistent(resources):
+        report_violation(problem, None)
+
+
+POLICIES = [
+    *(_resource_policy(rule) for rule in RESOURCE_RULES),
+    StackValidationPolicy(
+        name="efa-node-groups-consistent",
+        description="EFA node groups sit in one subnet, in a cluster placement group, with a self-referencing security group.",
+        validate=_validate_efa,
+        enforcement_level=EnforcementLevel.MANDATORY,
+    ),
+]

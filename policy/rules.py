@@ -1,0 +1,213 @@
+"""The checks of the policy pack, as pure functions over resource inputs.
+
+Each resource rule takes the engine's view of one resource (type and camelCase
+inputs) and returns what is wrong with it; the pack (policy/pack.py) wraps them
+for `pulumi preview --policy-pack policy`, and tests call them directly. Inputs
+unknown during a preview (computed by the cloud) are skipped, never guessed.
+"""
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Props = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ResourceRule:
+    name: str
+    description: str
+    types: tuple[str, ...]
+    check: Callable[[str, Props], list[str]]
+
+
+def _document(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
+    return value if isinstance(value, dict) else None
+
+
+def _statements(document: dict[str, Any] | None) -> list[dict[str, Any]]:
+    statements = (document or {}).get("Statement", [])
+    return [statements] if isinstance(statements, dict) else [s for s in statements if isinstance(s, dict)]
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def bucket_public_access_blocked(_: str, props: Props) -> list[str]:
+    flags = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+    return [f"{flag} must be true" for flag in flags if props.get(flag) is not True]
+
+
+def bucket_encrypted(_: str, props: Props) -> list[str]:
+    rules = props.get("rules") or []
+    algorithms = [rule.get("applyServerSideEncryptionByDefault", {}).get("sseAlgorithm") for rule in rules if isinstance(rule, dict)]
+    return [] if any(algorithm in ("aws:kms", "aws:kms:dsse", "AES256") for algorithm in algorithms) else ["no default server-side encryption"]
+
+
+def bucket_tls_only(_: str, props: Props) -> list[str]:
+    if "policy" not in props:
+        return []
+    for statement in _statements(_document(props["policy"])):
+        condition = statement.get("Condition", {}).get("Bool", {})
+        if statement.get("Effect") == "Deny" and str(condition.get("aws:SecureTransport")).lower() == "false":
+            return []
+    return ["the bucket policy does not deny requests without TLS (aws:SecureTransport false)"]
+
+
+def launch_template_hardened(_: str, props: Props) -> list[str]:
+    problems = []
+    if (props.get("metadataOptions") or {}).get("httpTokens") != "required":
+        problems.append("IMDSv2 is not required (metadataOptions.httpTokens must be 'required')")
+    for mapping in props.get("blockDeviceMappings") or []:
+        ebs = mapping.get("ebs") or {}
+        if ebs and str(ebs.get("encrypted")).lower() != "true":
+            problems.append(f"EBS volume {mapping.get('deviceName')} is not encrypted")
+    return problems
+
+
+OPEN = {"0.0.0.0/0", "::/0"}
+
+
+def no_open_ingress(resource_type: str, props: Props) -> list[str]:
+    if resource_type == "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule":
+        open_to = {props.get("cidrIpv4"), props.get("cidrIpv6")} & OPEN
+        return [f"ingress from {cidr}" for cidr in sorted(str(cidr) for cidr in open_to)]
+    problems = []
+    for rule in props.get("ingress") or []:
+        for cidr in [*(rule.get("cidrBlocks") or []), *(rule.get("ipv6CidrBlocks") or [])]:
+            if cidr in OPEN:
+                problems.append(f"ingress from {cidr}")
+    return problems
+
+
+def eks_encrypted_and_logged(resource_type: str, props: Props) -> list[str]:
+    problems = []
+    if resource_type == "eks:index:Cluster":
+        encrypted = bool(props.get("encryptionConfigKeyArn"))
+    else:
+        encrypted = bool(props.get("encryptionConfig"))
+    if not encrypted:
+        problems.append("secrets encryption with a KMS key is not configured")
+    if not props.get("enabledClusterLogTypes"):
+        problems.append("control-plane logging is off")
+    return problems
+
+
+def oidc_trust_conditions(_: str, props: Props) -> list[str]:
+    problems = []
+    for statement in _statements(_document(props.get("assumeRolePolicy"))):
+        federated = _as_list((statement.get("Principal") or {}).get("Federated", []))
+        if not any("oidc-provider" in str(principal) for principal in federated):
+            continue
+        keys = [key for operator in (statement.get("Condition") or {}).values() if isinstance(operator, dict) for key in operator]
+        for suffix in (":sub", ":aud"):
+            if not any(key.endswith(suffix) for key in keys):
+                problems.append(f"a role trusted through an OIDC provider has no `{suffix[1:]}` condition")
+    return problems
+
+
+def no_wildcard_admin(_: str, props: Props) -> list[str]:
+    for statement in _statements(_document(props.get("policy"))):
+        if statement.get("Effect") == "Allow" and "*" in _as_list(statement.get("Action")) and "*" in _as_list(statement.get("Resource")):
+            return ['a statement allows "Action": "*" on "Resource": "*"']
+    return []
+
+
+def ecr_scanned_and_immutable(_: str, props: Props) -> list[str]:
+    problems = []
+    if (props.get("imageScanningConfiguration") or {}).get("scanOnPush") is not True:
+        problems.append("images are not scanned on push")
+    if props.get("imageTagMutability") != "IMMUTABLE":
+        problems.append("image tags are mutable")
+    return problems
+
+
+EFA_LABEL = "vpc.amazonaws.com/efa.present"
+
+
+def pytorchjob_sane(_: str, props: Props) -> list[str]:
+    spec = props.get("spec") or {}
+    problems = []
+    if str(spec.get("nprocPerNode", "auto")) == "auto":
+        problems.append("nprocPerNode is 'auto' (on CPU nodes torchrun then starts one process per host vCPU)")
+    for kind, replica in (spec.get("pytorchReplicaSpecs") or {}).items():
+        pod = ((replica or {}).get("template") or {}).get("spec") or {}
+        containers = pod.get("containers") or []
+        if not any(container.get("name") == "pytorch" for container in containers):
+            problems.append(f"{kind} has no container named pytorch")
+        if (pod.get("nodeSelector") or {}).get(EFA_LABEL) == "true":
+            for container in containers:
+                limits = (container.get("resources") or {}).get("limits") or {}
+                if not limits.get("vpc.amazonaws.com/efa"):
+                    problems.append(f"{kind} runs on EFA nodes without requesting vpc.amazonaws.com/efa (NCCL would fall back to TCP)")
+    return problems
+
+
+RESOURCE_RULES: Sequence[ResourceRule] = (
+    ResourceRule("s3-public-access-blocked", "S3 public access blocks block everything.", ("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",), bucket_public_access_blocked),
+    ResourceRule("s3-encrypted", "S3 buckets encrypt by default.", ("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",), bucket_encrypted),
+    ResourceRule("s3-tls-only", "S3 bucket policies deny requests without TLS.", ("aws:s3/bucketPolicy:BucketPolicy",), bucket_tls_only),
+    ResourceRule("launch-template-hardened", "Launch templates require IMDSv2 and encrypt EBS.", ("aws:ec2/launchTemplate:LaunchTemplate",), launch_template_hardened),
+    ResourceRule("no-open-ingress", "No security group ingress from 0.0.0.0/0 or ::/0.",
+                 ("aws:ec2/securityGroup:SecurityGroup", "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"), no_open_ingress),
+    ResourceRule("eks-encrypted-and-logged", "EKS clusters encrypt secrets and log the control plane.", ("eks:index:Cluster", "aws:eks/cluster:Cluster"), eks_encrypted_and_logged),
+    ResourceRule("iam-oidc-trust-conditions", "Roles trusted through OIDC pin `sub` and `aud`.", ("aws:iam/role:Role",), oidc_trust_conditions),
+    ResourceRule("iam-no-wildcard-admin", 'No "Action": "*" on "Resource": "*".',
+                 ("aws:iam/rolePolicy:RolePolicy", "aws:iam/policy:Policy"), no_wildcard_admin),
+    ResourceRule("ecr-scanned-and-immutable", "ECR repositories scan on push and have immutable tags.", ("aws:ecr/repository:Repository",), ecr_scanned_and_immutable),
+    ResourceRule("pytorchjob-sane", "PyTorchJobs name a `pytorch` container, set nprocPerNode, and request EFA on EFA nodes.",
+                 ("kubernetes:kubeflow.org/v1:PyTorchJob",), pytorchjob_sane),
+)
+
+
+@dataclass(frozen=True)
+class StackResource:
+    """What a stack rule needs of each resource: during a preview, ids are unknown,
+    so resources are linked through the properties that reference them."""
+
+    type: str
+    name: str
+    urn: str
+    props: Props
+    property_dependencies: Mapping[str, Sequence[str]]
+
+    def referenced(self, prop: str) -> set[str]:
+        return set(self.property_dependencies.get(prop, ()))
+
+
+def efa_groups_consistent(resources: Sequence[StackResource]) -> list[str]:
+    """Node groups with EFA interfaces: one subnet, a cluster placement group (unless a reservation
+    is used), and a security group on the interfaces with all-traffic rules to and from itself."""
+    by_urn = {r.urn: r for r in resources}
+    rules = [r for r in resources if r.type in ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")]
+
+    def self_referencing(group_urn: str, kind: str) -> bool:
+        return any(
+            rule.type.endswith(kind) and rule.props.get("ipProtocol") == "-1"
+            and rule.referenced("securityGroupId") == {group_urn} and rule.referenced("referencedSecurityGroupId") == {group_urn}
+            for rule in rules
+        )
+
+    problems = []
+    for node_group in (r for r in resources if r.type == "aws:eks/nodeGroup:NodeGroup"):
+        for template in (by_urn[urn] for urn in node_group.referenced("launchTemplate") if urn in by_urn):
+            if not any(interface.get("interfaceType") == "efa" for interface in template.props.get("networkInterfaces") or []):
+                continue
+            where = f"node group {node_group.name}"
+            if len(node_group.props.get("subnetIds") or []) != 1:
+                problems.append(f"{where}: EFA nodes must be in a single subnet (one availability zone)")
+            placements = [by_urn[urn] for urn in template.referenced("placement") if urn in by_urn]
+            if "capacityReservationSpecification" not in template.props and not any(p.props.get("strategy") == "cluster" for p in placements):
+                problems.append(f"{where}: EFA nodes need a `cluster` placement group")
+            groups = [urn for urn in template.referenced("networkInterfaces") if urn in by_urn and by_urn[urn].type == "aws:ec2/securityGroup:SecurityGroup"]
+            if not any(self_referencing(urn, "SecurityGroupIngressRule") and self_referencing(urn, "SecurityGroupEgressRule") for urn in groups):
+                problems.append(f"{where}: no security group on its interfaces allows all traffic to and from itself")
+    return problems
