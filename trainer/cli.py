@@ -70,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--precision", choices=precision.PRECISIONS, default="auto", help="auto: bf16 where the hardware does it natively")
     train.add_argument("--output-dir", type=Path, default=Path("runs/train"))
     train.add_argument("--checkpoint-dir", type=Path, help="default: OUTPUT_DIR/checkpoints; share it between restarts")
+    train.add_argument("--run-name", help="identity recorded in checkpoints (default: the output directory's absolute path)")
     train.add_argument("--checkpoint-every", type=_bounded(int, 0), default=50, help="steps between checkpoints; 0: epoch ends only")
     train.add_argument("--keep-checkpoints", type=_bounded(int, 1), default=3)
     train.add_argument("--log-every", type=_bounded(int, 1), default=10, help="steps between metrics lines")
@@ -108,6 +109,7 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
         seed=args.seed,
         precision=args.precision,
         output_dir=args.output_dir,
+        run_name=args.run_name or str(args.output_dir.resolve()),
         checkpoint_dir=args.checkpoint_dir or args.output_dir / "checkpoints",
         checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints,

@@ -20,6 +20,8 @@ class TrainConfig:
     seed: int
     precision: str
     output_dir: Path
+    run_name: str
+    """Recorded in checkpoints: a directory holding another run's checkpoints is refused."""
     checkpoint_dir: Path
     checkpoint_every: int
     """Optimizer steps between checkpoints (0: only at epoch ends)."""

@@ -75,6 +75,7 @@ class Run:
         self.device = distributed.pick_device(topology)
         self.precision = precision.resolve(config.precision, self.device)
         self.identity: dict[str, Any] = {
+            "run": config.run_name,
             "dataset": config.dataset,
             "model": self.model_name,
             "input_shape": list(self.splits.input_shape),

@@ -62,3 +62,15 @@ def test_checkpoint_of_another_model_is_refused_and_left_intact(tmp_path: Path) 
     _assert_one_line_error(result.stderr, f"--checkpoint-dir {checkpoints} holds checkpoints of another run", "model=small-cnn", "model=mlp")
     assert {path.name: path.read_bytes() for path in checkpoints.iterdir()} == before
     assert not (second_out / "model.pt").exists()
+
+
+def test_checkpoint_dir_shared_by_two_jobs_is_refused(tmp_path: Path) -> None:
+    """Same model and data, but another run: resuming from its checkpoints would mix two jobs."""
+    checkpoints = tmp_path / "shared-checkpoints"
+    first = run_trainer(["train", "--epochs", "1", "--output-dir", str(tmp_path / "job-a"), "--checkpoint-dir", str(checkpoints)])
+    assert first.returncode == 0, first.stderr
+    before = {path.name: path.read_bytes() for path in checkpoints.iterdir()}
+    result = run_trainer(["train", "--epochs", "1", "--output-dir", str(tmp_path / "job-b"), "--checkpoint-dir", str(checkpoints)])
+    assert result.returncode == 1
+    _assert_one_line_error(result.stderr, "holds checkpoints of another run", f"run={tmp_path / 'job-a'}", f"run={tmp_path / 'job-b'}")
+    assert {path.name: path.read_bytes() for path in checkpoints.iterdir()} == before

@@ -72,7 +72,7 @@ def test_mnist_subset_trains_through_the_idx_path(mnist_subset: Path, tmp_path: 
 
 def test_rerun_after_completion_resumes_and_trains_nothing(two_rank_run: Path, tmp_path: Path) -> None:
     output = tmp_path / "again"
-    args = ["train", "--epochs", "10", "--output-dir", str(output), "--checkpoint-dir", str(two_rank_run / "checkpoints")]
+    args = ["train", "--epochs", "10", "--output-dir", str(output), "--checkpoint-dir", str(two_rank_run / "checkpoints"), "--run-name", str(two_rank_run.resolve())]
     result = run_trainer(args, nproc=2)
     assert result.returncode == 0, result.stderr
     summary = read_summary(output)
