@@ -26,7 +26,6 @@ DESCRIBE_ACTIONS = [
     "ec2:DescribeInstanceTypes",
     "ec2:DescribeLaunchTemplateVersions",
     "ec2:GetInstanceTypesFromInstanceRequirements",
-    "eks:DescribeNodegroup",
 ]
 
 
@@ -53,6 +52,7 @@ def autoscaler_policy(cluster_name: str) -> dict[str, Any]:
     """Describe anything; change only Auto Scaling groups this cluster owns."""
     return policy([
         {"Sid": "Describe", "Effect": "Allow", "Action": DESCRIBE_ACTIONS, "Resource": "*"},
+        {"Sid": "DescribeOwnNodegroups", "Effect": "Allow", "Action": "eks:DescribeNodegroup", "Resource": f"arn:aws:eks:*:*:nodegroup/{cluster_name}/*/*"},
         {
             "Sid": "ScaleOwnedGroups",
             "Effect": "Allow",

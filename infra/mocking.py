@@ -66,6 +66,8 @@ def _fake_outputs(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, An
         )
     elif type_ == "aws:eks/nodeGroup:NodeGroup":
         outputs["resources"] = [{"autoscalingGroups": [{"name": f"eks-{name}-asg"}]}]
+    elif type_ == "aws:s3/bucket:Bucket":
+        outputs.update(arn=f"arn:aws:s3:::{name}", bucket=name)  # S3 ARNs carry no region or account
     elif type_ == "aws:ecr/repository:Repository":
         outputs.update(repositoryUrl=f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/{name}", registryId=ACCOUNT)
     elif type_ == "docker-build:index:Image":

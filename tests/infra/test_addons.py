@@ -44,7 +44,8 @@ def test_autoscaler_role_is_least_privilege_and_trusts_only_its_service_account(
     pulumi_mocks.run(lambda: ClusterAutoscaler("cas", _autoscaler_args()))
     trust = json.loads(pulumi_mocks.named("cas-role").inputs["assumeRolePolicy"])
     assert trust == irsa_trust(PROVIDER_ARN, OIDC_ISSUER, "kube-system", "cluster-autoscaler")
-    describe, scale = json.loads(pulumi_mocks.named("cas-policy").inputs["policy"])["Statement"]
+    describe, nodegroups, scale = json.loads(pulumi_mocks.named("cas-policy").inputs["policy"])["Statement"]
+    assert nodegroups["Action"] == "eks:DescribeNodegroup" and nodegroups["Resource"] == "arn:aws:eks:*:*:nodegroup/training/*/*"
     assert all(action.split(":")[1].startswith(("Describe", "Get")) for action in describe["Action"])
     assert scale["Action"] == ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"]
     assert scale["Condition"] == {"StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/training": "owned"}}
