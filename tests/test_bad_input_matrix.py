@@ -1,0 +1,125 @@
+"""Invalid input across every layer: it must fail before anything is registered or trained,
+with a message that names the key or argument and says what is allowed."""
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pulumi_kubernetes as k8s
+import pytest
+
+from infra.cluster import Cluster
+from infra.efa_node_group import EfaNodeGroup
+from infra.errors import InvalidArgument
+from infra.fsx_storage import FsxLustreStorage
+from infra.network import Network
+from infra.platform import TrainingPlatform
+from stack import stack_file
+from stack.config import ConfigError, parse
+from tests.pulumi_harness import Recorded
+from trainer import cli
+from workloads.components import PyTorchJob
+from workloads.pytorchjob import TrainingJob
+
+DEV, REGION = stack_file.load("dev")
+GROUP = {"cluster_name": "c", "vpc_id": "v", "cluster_security_group_id": "s", "instance_type": "c7g.16xlarge", "availability_zone": "us-east-1a", "subnet_id": "n", "max_size": 2}
+OIDC = {"oidc_provider_arn": "arn:aws:iam::1:oidc-provider/x", "oidc_issuer": "x"}
+
+
+def _config(path: str, value: object) -> Callable[[], object]:
+    def attempt() -> object:
+        values: Any = copy.deepcopy(DEV)
+        target = values
+        *parents, last = path.split(".")
+        for part in parents:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        if isinstance(target, list):
+            target[int(last)] = value
+        else:
+            target[last] = value
+        return parse(values, REGION)
+    return attempt
+
+
+def _component(build: Callable[[], object]) -> Callable[[], object]:
+    return build
+
+
+def _job(**overrides: Any) -> Callable[[], object]:
+    def attempt() -> object:
+        job = TrainingJob(**{"name": "mnist", "namespace": "training", "image": "img", **overrides})
+        return PyTorchJob("train", {"provider": k8s.Provider("k8s", kubeconfig="{}"), "node_group": EfaNodeGroup("workers", GROUP), "job": job})  # type: ignore[typeddict-item]
+    return attempt
+
+
+def _trainer(*argv: str) -> Callable[[], object]:
+    return lambda: cli.main(["train", *argv])
+
+
+CASES: list[tuple[str, Callable[[], object], str]] = [
+    # Stack configuration (Pulumi.<stack>.yaml): errors name the config key.
+    ("config: instance type without EFA", _config("nodeGroups.1.instanceType", "c7g.large"), "eks-ddp:nodeGroups[1].instanceType: 'c7g.large' is not allowed; it is not an EFA-capable type"),
+    ("config: minSize > maxSize", _config("nodeGroups.1.minSize", 8), "eks-ddp:nodeGroups[1].minSize: 8 is not allowed; need 0 <= min_size <= max_size"),
+    ("config: desiredSize outside the range", _config("nodeGroups.1.desiredSize", 0), "eks-ddp:nodeGroups[1].desiredSize: 0 is not allowed; must lie between min_size=1 and max_size=6"),
+    ("config: zone outside the VPC's", _config("nodeGroups.1.availabilityZone", "us-west-2a"), "eks-ddp:nodeGroups[1].availabilityZone: 'us-west-2a' is not allowed; use one of eks-ddp:vpc.availabilityZones (us-east-1a, us-east-1b)"),
+    ("config: CIDR too small", _config("vpc.cidr", "10.0.0.0/25"), "eks-ddp:vpc.cidr: '10.0.0.0/25' is not allowed; the prefix must be /16 to /24"),
+    ("config: FSx capacity 1000 GiB", _config("storage.capacityGiB", 1000), "eks-ddp:storage.capacityGiB: 1000 is not allowed; use 1200, 2400 or a multiple of 2400 GiB"),
+    ("config: unknown storage kind", _config("storage.kind", "ebs"), "eks-ddp:storage.kind: 'ebs' is not allowed; use fsx, efs or none"),
+    ("config: negative epochs", _config("job.epochs", -2), "eks-ddp:job.epochs: -2 is not allowed; use a whole number >= 1"),
+    ("config: job on a missing node group", _config("job.nodeGroup", "gpu"), "eks-ddp:job.nodeGroup: 'gpu' is not allowed; use one of the training node groups: workers"),
+    ("config: more replicas than maxSize", _config("job.replicas", 9), "eks-ddp:job.replicas: 9 is not allowed; node group workers holds at most maxSize=6 pods"),
+    ("config: job name not DNS-1035", _config("job.name", "Mnist.DDP"), "eks-ddp:job.name: 'Mnist.DDP' is not allowed; must be a DNS-1035 label"),
+    ("config: job name too long for its services", _config("job.name", "j" * 50), "eks-ddp:job.name: '" + "j" * 50 + "' is not allowed; must be at most 48 characters"),
+    ("config: unknown dataset", _config("job.dataset", "imagenet"), "eks-ddp:job.dataset: 'imagenet' is not allowed; use one of digits, mnist, cifar10, synthetic"),
+    ("config: misspelt key", _config("nodeGroups.1.maxsize", 3), "eks-ddp:nodeGroups[1].maxsize: 3 is not allowed; known keys are"),
+    ("config: bad NAT layout", _config("vpc.natGateways", "many"), "eks-ddp:vpc.natGateways: 'many' is not allowed"),
+    # Component arguments: errors name the component and the argument.
+    ("component: Kubernetes version 1.x", _component(lambda: Cluster("c", {"vpc_id": "v", "private_subnet_ids": [], "kubernetes_version": "1.x"})), "Cluster: kubernetes_version='1.x' is not allowed; use one of 1.33, 1.34"),
+    ("component: one availability zone", _component(lambda: Network("n", {"availability_zones": ["us-east-1a"]})), "Network: availability_zones=['us-east-1a'] is not allowed; name at least 2 distinct zones"),
+    ("component: CIDR too small for the subnets", _component(lambda: Network("n", {"cidr": "10.0.0.0/24", "availability_zone_count": 5})), "Network: cidr='10.0.0.0/24' is not allowed; too small for 10 subnets"),
+    ("component: EFA on a type without it", _component(lambda: EfaNodeGroup("g", {**GROUP, "instance_type": "t4g.large"})), "EfaNodeGroup: instance_type='t4g.large' is not allowed; it is not an EFA-capable type"),  # type: ignore[typeddict-item]
+    ("component: capacity block without reservation", _component(lambda: EfaNodeGroup("g", {**GROUP, "capacity_type": "CAPACITY_BLOCK"})), "EfaNodeGroup: capacity_reservation_id=None is not allowed; a CAPACITY_BLOCK group needs"),  # type: ignore[typeddict-item]
+    ("component: metadata open to pods", _component(lambda: EfaNodeGroup("g", {**GROUP, "metadata_hop_limit": 0})), "EfaNodeGroup: metadata_hop_limit=0 is not allowed"),  # type: ignore[typeddict-item]
+    ("component: FSx PERSISTENT_2 without throughput", _component(lambda: FsxLustreStorage("f", {"provider": k8s.Provider("k", kubeconfig="{}"), "vpc_id": "v", "subnet_id": "s", "node_security_group_id": "g", "namespace": "t", "deployment_type": "PERSISTENT_2", **OIDC})), "FsxLustreStorage: per_unit_storage_throughput=None is not allowed"),  # type: ignore[typeddict-item]
+    ("component: node group zone outside the network", _component(lambda: TrainingPlatform("p", {"network": {"availability_zones": ["us-east-1a", "us-east-1b"]}, "node_groups": [{"name": "w", "instance_type": "c7g.16xlarge", "availability_zone": "us-east-1f"}]})), "TrainingPlatform: node_groups[0].availability_zone='us-east-1f' is not allowed; use one of the network's zones"),
+    ("component: admin that is not an IAM ARN", _component(lambda: Cluster("c", {"vpc_id": "v", "private_subnet_ids": [], "admin_principal_arns": ["alice"]})), "Cluster: admin_principal_arns='alice' is not allowed"),
+    # Workload arguments.
+    ("workload: job name not DNS-1035", _job(name="Train_1"), "PyTorchJob: job.name='Train_1' is not allowed; must be a DNS-1035 label"),
+    ("workload: more pods than the group's nodes", _job(replicas=3), "PyTorchJob: job.replicas=3 is not allowed; use 1 to the node group's max_size (2)"),
+    ("workload: zero epochs", _job(epochs=0), "PyTorchJob: job.epochs/batch_size=(0, 128) is not allowed; both must be >= 1"),
+    ("workload: elastic minimum above the maximum", _job(elastic_min_replicas=5), "PyTorchJob: job.elastic_min_replicas=5 is not allowed"),
+    # Trainer command line.
+    ("trainer: batch size 0", _trainer("--batch-size", "0"), "argument --batch-size: 0 is not allowed (must be >= 1)"),
+    ("trainer: negative epochs", _trainer("--epochs", "-1"), "argument --epochs: -1 is not allowed (must be >= 1)"),
+    ("trainer: unknown dataset", _trainer("--dataset", "imagenet"), "argument --dataset: invalid choice: 'imagenet'"),
+    ("trainer: missing data directory", _trainer("--dataset", "cifar10", "--data-dir", "/nonexistent/cifar"), "--data-dir /nonexistent/cifar: no such directory"),
+    ("trainer: zero learning rate", _trainer("--lr", "0"), "argument --lr: 0 is not allowed (must be > 0)"),
+    ("trainer: warm-up of the whole run", _trainer("--warmup-fraction", "1"), "argument --warmup-fraction: 1 is not allowed (must be >= 0 and < 1)"),
+]
+
+
+@pytest.mark.parametrize(("case", "attempt", "message"), CASES, ids=[case[0] for case in CASES])
+def test_bad_input_fails_first_and_says_why(pulumi_mocks: Recorded, capsys: pytest.CaptureFixture[str], case: str, attempt: Callable[[], object], message: str) -> None:
+    def program() -> None:
+        if case.startswith("trainer"):
+            try:
+                code = attempt()
+            except SystemExit as exit_:  # argparse rejects flags by exiting
+                code = exit_.code
+            assert code == 2
+            return
+        with pytest.raises((ConfigError, InvalidArgument)) as raised:
+            attempt()
+        assert message in str(raised.value), str(raised.value)
+
+    pulumi_mocks.run(program)
+    if case.startswith("trainer"):
+        error = capsys.readouterr().err
+        assert message in error and error.count("\n") == 1, error
+    created = [r for r in pulumi_mocks.monitor.registrations if r.type != "pulumi:providers:kubernetes" and not (case.startswith("workload") and r.name.startswith("workers"))]
+    assert created == [], [r.name for r in created]
+
+
+def test_the_matrix_is_broad() -> None:
+    layers = {case.split(":")[0] for case, _, _ in CASES}
+    assert len(CASES) >= 30 and layers == {"config", "component", "workload", "trainer"}
