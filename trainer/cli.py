@@ -15,7 +15,7 @@ from typing import NoReturn
 from trainer import datasets, models, precision
 from trainer.config import TrainConfig
 from trainer.distributed import Topology
-from trainer.errors import CheckpointError, DownloadError, UsageError
+from trainer.errors import CheckpointError, DownloadError, PeerLost, UsageError
 from trainer.interrupt import RETRYABLE_EXIT_CODE, TerminationRequested
 from trainer.sources import SOURCES
 
@@ -162,6 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CheckpointError, DownloadError) as error:
         print(f"{prefix}error: {error}", file=sys.stderr)
         return 1
+    except PeerLost as error:
+        print(f"{prefix}error: {error}", file=sys.stderr)
+        return RETRYABLE_EXIT_CODE
     except TerminationRequested as stop:
         print(f"{prefix}{stop}; exiting with {RETRYABLE_EXIT_CODE} so the job is retried", file=sys.stderr)
         return RETRYABLE_EXIT_CODE

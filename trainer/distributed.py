@@ -8,14 +8,15 @@ and every collective here is a no-op.
 
 import datetime
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
 import torch
 import torch.distributed as dist
 
-from trainer.errors import UsageError
+from trainer.errors import PeerLost, UsageError
 
 T = TypeVar("T")
 
@@ -128,3 +129,22 @@ def broadcast_buffers_(module: torch.nn.Module) -> None:
     if dist.is_initialized():
         for buffer in module.buffers():
             dist.broadcast(buffer, src=0)
+
+
+_TRANSPORT_FAILURES = ("gloo", "nccl", "connection reset", "connection closed", "timed out", "socket")
+
+
+@contextmanager
+def peers_guarded() -> Iterator[None]:
+    """Turn a collective that failed because a peer died into PeerLost, a clear and retryable error.
+
+    gloo reports a vanished peer as a plain RuntimeError from its transport; other
+    RuntimeErrors (bugs) pass through untouched.
+    """
+    try:
+        yield
+    except (dist.DistError, RuntimeError) as error:
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if not dist.is_initialized() or not (isinstance(error, dist.DistError) or any(word in message.lower() for word in _TRANSPORT_FAILURES)):
+            raise
+        raise PeerLost(f"lost contact with another rank ({message}); rerun the job to resume from the last checkpoint") from error

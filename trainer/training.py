@@ -289,6 +289,7 @@ def train(config: TrainConfig, topology: Topology) -> dict[str, Any]:
     run = Run(config, topology)
     distributed.start(topology, run.device, datetime.timedelta(minutes=config.timeout_minutes))
     try:
-        return run.execute()
+        with distributed.peers_guarded():
+            return run.execute()
     finally:
         distributed.stop()
