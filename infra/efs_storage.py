@@ -2,43 +2,24 @@
 
 import json
 from collections.abc import Sequence
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 
 from infra import helm, versions
 from infra.cluster import SYSTEM_LABEL
 from infra.errors import InvalidArgument
 from infra.iam import irsa_role, policy
-from infra.shared_claim import storage_class_and_claim
+from infra.shared_claim import SharedStorageArgs, storage_class_and_claim
 
 COMPONENT = "EfsStorage"
 CONTROLLER_ACCOUNT = "efs-csi-controller-sa"
 
 
-class EfsStorageArgs(TypedDict):
-    provider: k8s.Provider
-    """Kubernetes provider of the cluster."""
-    vpc_id: pulumi.Input[str]
-    """The cluster's VPC."""
+class EfsStorageArgs(SharedStorageArgs):
     subnet_ids: Sequence[pulumi.Input[str]]
     """Private subnets: one mount target each (one per zone)."""
-    node_security_group_id: pulumi.Input[str]
-    """Security group of the nodes (the EKS cluster security group)."""
-    oidc_provider_arn: pulumi.Input[str]
-    """The cluster's IAM OIDC provider."""
-    oidc_issuer: pulumi.Input[str]
-    """The cluster's OIDC issuer."""
-    namespace: str
-    """Namespace of the claim (the training namespace)."""
-    claim_name: NotRequired[str]
-    """Name of the ReadWriteMany claim (default `shared`)."""
-    tags: NotRequired[dict[str, str]]
-    """Tags for every taggable resource."""
-    depends_on: NotRequired[Sequence[pulumi.Resource]]
-    """Resources to wait for before installing (the system node group, whose nodes run it)."""
 
 
 def csi_policy() -> dict[str, Any]:

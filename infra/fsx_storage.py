@@ -1,18 +1,16 @@
 """FsxLustreStorage: a shared FSx for Lustre volume, provisioned by its CSI driver."""
 
 import json
-from collections.abc import Sequence
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 
 from infra import helm, versions
 from infra.cluster import SYSTEM_LABEL
 from infra.errors import InvalidArgument
 from infra.iam import irsa_role, policy
-from infra.shared_claim import storage_class_and_claim
+from infra.shared_claim import SharedStorageArgs, storage_class_and_claim
 
 COMPONENT = "FsxLustreStorage"
 DEPLOYMENT_TYPES = ("SCRATCH_2", "PERSISTENT_2")
@@ -35,27 +33,9 @@ class FsxOptions(TypedDict):
     """SCRATCH_2 only: s3:// path to export to."""
 
 
-class FsxLustreStorageArgs(FsxOptions):
-    provider: k8s.Provider
-    """Kubernetes provider of the cluster."""
-    vpc_id: pulumi.Input[str]
-    """The cluster's VPC."""
+class FsxLustreStorageArgs(FsxOptions, SharedStorageArgs):
     subnet_id: pulumi.Input[str]
     """Private subnet of the EFA node group's zone (Lustre stays next to the nodes)."""
-    node_security_group_id: pulumi.Input[str]
-    """Security group of the nodes (the EKS cluster security group)."""
-    oidc_provider_arn: pulumi.Input[str]
-    """The cluster's IAM OIDC provider."""
-    oidc_issuer: pulumi.Input[str]
-    """The cluster's OIDC issuer."""
-    namespace: str
-    """Namespace of the claim (the training namespace)."""
-    claim_name: NotRequired[str]
-    """Name of the ReadWriteMany claim (default `shared`)."""
-    tags: NotRequired[dict[str, str]]
-    """Tags for every taggable resource."""
-    depends_on: NotRequired[Sequence[pulumi.Resource]]
-    """Resources to wait for before installing (the system node group, whose nodes run it)."""
 
 
 def valid_capacity(gib: int) -> bool:

@@ -1,9 +1,34 @@
 """A StorageClass and the ReadWriteMany claim every training pod mounts."""
 
 from collections.abc import Mapping, Sequence
+from typing import NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
+
+
+class SharedStorageArgs(TypedDict):
+    """What every shared file system needs from the cluster."""
+
+    provider: k8s.Provider
+    """Kubernetes provider of the cluster."""
+    vpc_id: pulumi.Input[str]
+    """The cluster's VPC."""
+    node_security_group_id: pulumi.Input[str]
+    """Security group of the nodes (the EKS cluster security group)."""
+    oidc_provider_arn: pulumi.Input[str]
+    """The cluster's IAM OIDC provider."""
+    oidc_issuer: pulumi.Input[str]
+    """The cluster's OIDC issuer."""
+    namespace: str
+    """Namespace of the claim (the training namespace)."""
+    claim_name: NotRequired[str]
+    """Name of the ReadWriteMany claim (default `shared`)."""
+    tags: NotRequired[dict[str, str]]
+    """Tags for every taggable resource."""
+    depends_on: NotRequired[Sequence[pulumi.Resource]]
+    """Resources to wait for before installing (the system node group, whose nodes run it)."""
+
 
 
 def storage_class_and_claim(
