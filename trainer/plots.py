@@ -1,5 +1,6 @@
 """The two pictures a run produces: training curves and a confusion matrix."""
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,6 @@ from trainer.atomic import write_atomically  # noqa: E402
 
 
 def _save(figure: Any, path: Path) -> None:
-    import io
-
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=120, bbox_inches="tight")
     plt.close(figure)

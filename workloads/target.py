@@ -4,10 +4,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.catalogue import InstanceType
+from infra.efa_node_group import KUBERNETES_EFFECT, TaintEffect
 
 ARCHITECTURE_LABEL = "kubernetes.io/arch"
 _KUBERNETES_ARCH = {"arm64": "arm64", "x86_64": "amd64"}
-_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class NodeTarget:
 
     def tolerations(self) -> list[dict[str, str]]:
         return [
-            {"key": taint["key"], "operator": "Equal", "value": str(taint.get("value", "")), "effect": _EFFECTS[str(getattr(taint["effect"], "value", taint["effect"]))]}
+            {"key": taint["key"], "operator": "Equal", "value": str(taint.get("value", "")), "effect": KUBERNETES_EFFECT[TaintEffect(taint["effect"])]}
             for taint in self.taints
         ]
 
