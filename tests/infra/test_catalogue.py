@@ -1,0 +1,40 @@
+"""The catalogue agrees with EC2's own data (../shared/reference/, read from upstream)."""
+
+from pathlib import Path
+
+import pytest
+
+from infra.catalogue import EFA_INSTANCE_TYPES, SYSTEM_INSTANCE_TYPES
+
+REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference"
+# karpenter-provider-aws v1.14.1's generated VPC limits have no hpc7g rows; EC2's EFA
+# documentation and the device plugin's list (below) both name them, with one card.
+ABSENT_FROM_VPC_LIMITS = {"hpc7g.4xlarge", "hpc7g.8xlarge", "hpc7g.16xlarge"}
+
+
+def _reference(name: str) -> Path:
+    path = REFERENCE / name
+    if not path.exists():
+        pytest.skip(f"{path} is absent (../shared/ is not checked out): catalogue not compared with EC2's data")
+    return path
+
+
+def _network_cards() -> dict[str, int]:
+    rows = [line.split("\t") for line in _reference("network-cards.tsv").read_text().splitlines() if not line.startswith("#")]
+    return {row[0]: int(row[1]) for row in rows if row and row[0]}
+
+
+def test_network_cards_match_ec2() -> None:
+    """One EFA interface per network card: a wrong count leaves interfaces unattached (p5e has 32, not 16)."""
+    cards = _network_cards()
+    catalogue = {**EFA_INSTANCE_TYPES, **SYSTEM_INSTANCE_TYPES}
+    assert set(catalogue) - set(cards) == ABSENT_FROM_VPC_LIMITS
+    wrong = {name: (facts.network_cards, cards[name]) for name, facts in catalogue.items()
+             if name in cards and facts.network_cards != cards[name]}
+    assert wrong == {}, f"(catalogue, EC2) network cards differ: {wrong}"
+
+
+def test_every_efa_type_is_one_the_device_plugin_knows() -> None:
+    """The plugin's chart v0.5.30 lists the types EFA works on; ours must be among them."""
+    known = set(_reference("efa-instance-types.txt").read_text().split())
+    assert set(EFA_INSTANCE_TYPES) - known == set()
