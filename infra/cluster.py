@@ -58,7 +58,8 @@ def validate(name: str, args: ClusterArgs) -> None:
         raise InvalidArgument(COMPONENT, "cluster_name", cluster_name, "use 1-100 letters, digits, '-' or '_', starting with a letter or digit")
     version = args.get("kubernetes_version", versions.DEFAULT_KUBERNETES_VERSION)
     if version not in versions.SUPPORTED_KUBERNETES_VERSIONS:
-        raise InvalidArgument(COMPONENT, "kubernetes_version", version, f"use one of {', '.join(versions.SUPPORTED_KUBERNETES_VERSIONS)} (EKS standard support, >= 1.33)")
+        supported = ", ".join(versions.SUPPORTED_KUBERNETES_VERSIONS)
+        raise InvalidArgument(COMPONENT, "kubernetes_version", version, f"use one of {supported} (EKS standard support)")
     for arn in args.get("admin_principal_arns", []):
         if not re.fullmatch(r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+", arn):
             raise InvalidArgument(COMPONENT, "admin_principal_arns", arn, "give IAM role or user ARNs such as arn:aws:iam::123456789012:role/admin")
@@ -77,6 +78,25 @@ def validate(name: str, args: ClusterArgs) -> None:
     pinned_cni = versions.ADDON_VERSIONS["vpc-cni"]
     if pinned_cni is not None and _version_tuple(pinned_cni) < versions.MINIMUM_VPC_CNI:
         raise InvalidArgument(COMPONENT, "versions.ADDON_VERSIONS['vpc-cni']", pinned_cni, "efa-only interfaces need vpc-cni >= 1.18.4")
+
+
+def admins_besides_deployer(arns: Sequence[str], parent: pulumi.Resource) -> list[str]:
+    """The admin principals without the one running `pulumi up`.
+
+    pulumi-eks always makes the cluster's creator an admin
+    (`bootstrapClusterCreatorAdminPermissions`), so a second access entry for the
+    same principal fails with ResourceInUseException. The deployer's IAM role (with
+    its path) is the issuer of its STS session.
+    """
+    if not arns:
+        return []
+    invoke = pulumi.InvokeOptions(parent=parent)
+    caller = aws.get_caller_identity(opts=invoke).arn
+    deployer = aws.iam.get_session_context(arn=caller, opts=invoke).issuer_arn
+    if deployer in arns:
+        pulumi.log.warn(f"eks-ddp: {deployer} deploys this stack and is already a cluster admin (pulumi-eks makes "
+                        "the creator one); no second access entry is created for it", parent)
+    return [arn for arn in arns if arn != deployer]
 
 
 class Cluster(pulumi.ComponentResource):
@@ -134,11 +154,14 @@ class Cluster(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
-        for index, arn in enumerate(args.get("admin_principal_arns", [])):
-            entry = aws.eks.AccessEntry(f"{name}-admin-{index}", cluster_name=self.cluster_name, principal_arn=arn, tags=tags, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]))
+        for index, arn in enumerate(admins_besides_deployer(args.get("admin_principal_arns", []), self)):
+            entry = aws.eks.AccessEntry(
+                f"{name}-admin-{index}", cluster_name=self.cluster_name, principal_arn=arn, tags=tags,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
+            )
             aws.eks.AccessPolicyAssociation(
-                f"{name}-admin-{index}", cluster_name=self.cluster_name, principal_arn=arn, policy_arn=ADMIN_POLICY, access_scope={"type": "cluster"},
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
+                f"{name}-admin-{index}", cluster_name=self.cluster_name, principal_arn=arn, policy_arn=ADMIN_POLICY,
+                access_scope={"type": "cluster"}, opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
             )
         network_addons = [
             aws.eks.Addon(

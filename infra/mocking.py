@@ -17,6 +17,9 @@ _RESOURCE_REFERENCE = "5cf8f73096256a8f31e491e813e4eb8e"
 
 ACCOUNT = "123456789012"
 OIDC_ISSUER = "oidc.eks.us-east-1.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE"
+# Who runs `pulumi up` under mocks: a role session, as in CI with OIDC credentials.
+DEPLOYER_ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/ci/deployer"
+DEPLOYER_SESSION_ARN = f"arn:aws:sts::{ACCOUNT}:assumed-role/deployer/ci-session"
 
 
 @dataclass
@@ -28,6 +31,8 @@ class Registration:
     inputs: dict[str, Any]
     dependencies: list[str] = field(default_factory=list)
     property_dependencies: dict[str, list[str]] = field(default_factory=dict)
+    custom_timeouts: dict[str, str] = field(default_factory=dict)
+    """`customTimeouts` of the resource options (create/update/delete, such as "20m"), where set."""
 
 
 def _replace_references(struct: Any) -> None:
@@ -83,7 +88,11 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
-            return {"accountId": ACCOUNT, "arn": f"arn:aws:iam::{ACCOUNT}:user/test", "userId": "test"}, []
+            return {"accountId": ACCOUNT, "arn": DEPLOYER_SESSION_ARN, "userId": "AROAEXAMPLE:ci-session"}, []
+        if args.token == "aws:iam/getSessionContext:getSessionContext":
+            issuer = DEPLOYER_ROLE_ARN if args.args.get("arn") == DEPLOYER_SESSION_ARN else args.args.get("arn")
+            return {"arn": args.args.get("arn"), "issuerArn": issuer, "issuerName": "deployer", "issuerId": "AROAEXAMPLE",
+                    "sessionName": "ci-session", "id": args.args.get("arn")}, []
         if args.token == "aws:index/getPartition:getPartition":
             return {"partition": "aws", "dnsSuffix": "amazonaws.com"}, []
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
@@ -107,7 +116,8 @@ class RecordingMonitor(MockMonitor):
         if request.type != "pulumi:pulumi:Stack":
             inputs = self.resources[response.urn].state
             by_property = {key: list(value.urns) for key, value in request.propertyDependencies.items()}
-            self.registrations.append(
-                Registration(request.type, request.name, response.urn, request.parent, dict(inputs), list(request.dependencies), by_property)
-            )
+            timeouts = {kind: getattr(request.customTimeouts, kind) for kind in ("create", "update", "delete")
+                        if getattr(request.customTimeouts, kind)}
+            self.registrations.append(Registration(request.type, request.name, response.urn, request.parent, dict(inputs),
+                                                   list(request.dependencies), by_property, timeouts))
         return response

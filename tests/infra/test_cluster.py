@@ -15,7 +15,7 @@ def test_control_plane_is_locked_down_and_observable(pulumi_mocks: Recorded) -> 
     admin = "arn:aws:iam::123456789012:role/platform-admin"
     pulumi_mocks.run(lambda: Cluster("training", _args(admin_principal_arns=[admin])))
     cluster = pulumi_mocks.named("training-eks").inputs
-    assert cluster["name"] == "training" and cluster["version"] == "1.33"
+    assert cluster["name"] == "training" and cluster["version"] == "1.35"
     assert cluster["authenticationMode"] == "API" and cluster["createOidcProvider"] is True and cluster["skipDefaultNodeGroup"] is True
     assert cluster["enabledClusterLogTypes"] == ["api", "audit", "authenticator", "controllerManager", "scheduler"]
     assert cluster["encryptionConfigKeyArn"] == pulumi_mocks.named("training-secrets").inputs["arn"]
@@ -47,7 +47,7 @@ def test_private_endpoint(pulumi_mocks: Recorded) -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"kubernetes_version": "1.x"}, "kubernetes_version='1.x' is not allowed; use one of 1.33, 1.34"),
+        ({"kubernetes_version": "1.x"}, "kubernetes_version='1.x' is not allowed; use one of 1.34, 1.35"),
         ({"kubernetes_version": "1.29"}, "kubernetes_version='1.29' is not allowed"),
         ({"cluster_name": "-bad name"}, "cluster_name='-bad name' is not allowed"),
         ({"admin_principal_arns": ["admin"]}, "admin_principal_arns='admin' is not allowed; give IAM role or user ARNs"),
@@ -74,3 +74,13 @@ def test_a_pinned_vpc_cni_older_than_efa_only_support_is_refused(pulumi_mocks: R
     monkeypatch.setitem(versions.ADDON_VERSIONS, "vpc-cni", "v1.18.4-eksbuild.1")
     pulumi_mocks.run(lambda: Cluster("training", _args()))
     assert pulumi_mocks.named("training-vpc-cni").inputs["addonVersion"] == "v1.18.4-eksbuild.1"
+
+
+def test_the_deploying_principal_gets_no_second_access_entry(pulumi_mocks: Recorded) -> None:
+    """pulumi-eks already makes the creator an admin: a second entry would fail with ResourceInUseException."""
+    from infra.mocking import DEPLOYER_ROLE_ARN
+
+    other = "arn:aws:iam::123456789012:role/platform-admin"
+    pulumi_mocks.run(lambda: Cluster("training", _args(admin_principal_arns=[DEPLOYER_ROLE_ARN, other])))
+    entries = [r.inputs["principalArn"] for r in pulumi_mocks.of_type("aws:eks/accessEntry:AccessEntry")]
+    assert entries == [other]
