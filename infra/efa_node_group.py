@@ -15,7 +15,7 @@ from typing import Any, NotRequired, TypedDict
 import pulumi
 import pulumi_aws as aws
 
-from infra import catalogue
+from infra import catalogue, versions
 from infra.catalogue import Architecture, InstanceType
 from infra.errors import InvalidArgument
 from infra.iam import node_role
@@ -174,9 +174,23 @@ def validate_shape(args: NodeGroupShape) -> InstanceType:
     for taint in args.get("taints", []):
         if not taint.get("key") or taint.get("effect") not in tuple(TaintEffect):
             raise InvalidArgument(COMPONENT, "taints", dict(taint), f"each taint needs a key and an effect in {[item.value for item in TaintEffect]}")
+    _validate_release_version(args.get("release_version"), instance, args.get("efa", True))
     if EFA_LABEL in args.get("labels", {}):
         raise InvalidArgument(COMPONENT, "labels", dict(args.get("labels", {})), f"{EFA_LABEL} is set by the component from `efa`")
     return instance
+
+
+def _validate_release_version(release: str | None, instance: InstanceType, efa: bool) -> None:
+    """An AMI pin must name a release; on STANDARD AMIs with EFA, one that has the EFA kernel module."""
+    if release is None:
+        return
+    match = re.fullmatch(r"\d+\.\d+\.\d+-(\d{8})", release)
+    if match is None:
+        raise InvalidArgument(COMPONENT, "release_version", release, "use an EKS AMI release such as 1.35.2-20260601")
+    floor = versions.EFA_STANDARD_AMI_FLOOR
+    if efa and ami_type(instance).endswith("_STANDARD") and match.group(1) < floor:
+        raise InvalidArgument(COMPONENT, "release_version", release,
+                              f"EFA on {ami_type(instance)} needs the AMI release of {floor} or later (the first with EFA)")
 
 
 class EfaNodeGroup(pulumi.ComponentResource):
@@ -238,8 +252,11 @@ class EfaNodeGroup(pulumi.ComponentResource):
             template["vpc_security_group_ids"] = interface_groups
         if reservation is not None:
             template["capacity_reservation_specification"] = {"capacity_reservation_target": {"capacity_reservation_id": reservation}}
-        if capacity == CapacityType.CAPACITY_BLOCK:
+        # EKS takes a Capacity Block's instance type from the launch template, and refuses one on the group.
+        block = capacity == CapacityType.CAPACITY_BLOCK
+        if block:
             template["instance_market_options"] = {"market_type": "capacity-block"}
+            template["instance_type"] = instance.name
         launch_template = secure_launch_template(
             f"{name}-template", self, tags, args.get("metadata_hop_limit", 1), args.get("root_volume_gib", 100), **template
         )
@@ -249,7 +266,7 @@ class EfaNodeGroup(pulumi.ComponentResource):
             cluster_name=args["cluster_name"],
             node_role_arn=role.arn,
             subnet_ids=[args["subnet_id"]],
-            instance_types=[instance.name],
+            instance_types=None if block else [instance.name],
             ami_type=ami_type(instance),
             release_version=args.get("release_version"),
             version=args.get("kubernetes_version"),

@@ -81,6 +81,8 @@ def test_capacity_reservation_gets_no_placement_group(pulumi_mocks: Recorded) ->
     assert template["capacityReservationSpecification"] == {"capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"}}
     assert template["instanceMarketOptions"] == {"marketType": "capacity-block"}
     assert pulumi_mocks.named("gpu-nodes").inputs["capacityType"] == "CAPACITY_BLOCK"
+    # EKS: a Capacity Block's instance type is in the launch template and not on the node group.
+    assert template["instanceType"] == "p4d.24xlarge" and "instanceTypes" not in pulumi_mocks.named("gpu-nodes").inputs
 
 
 def test_without_efa_no_fabric_resources(pulumi_mocks: Recorded) -> None:
@@ -110,6 +112,8 @@ def test_without_efa_no_fabric_resources(pulumi_mocks: Recorded) -> None:
         ({"root_volume_gib": 8}, "root_volume_gib=8 is not allowed"),
         ({"taints": [{"key": "a", "effect": "NoSchedule"}]}, "each taint needs a key and an effect"),
         ({"labels": {"vpc.amazonaws.com/efa.present": "false"}}, "is set by the component"),
+        ({"release_version": "1.35.0-20260401"}, "EFA on AL2023_ARM_64_STANDARD needs the AMI release of 20260505 or later"),
+        ({"release_version": "latest"}, "release_version='latest' is not allowed; use an EKS AMI release such as"),
     ],
 )
 def test_invalid_arguments_are_refused_before_anything_exists(pulumi_mocks: Recorded, overrides: dict[str, object], message: str) -> None:
@@ -118,3 +122,13 @@ def test_invalid_arguments_are_refused_before_anything_exists(pulumi_mocks: Reco
     assert message in str(raised.value)
     assert str(raised.value).startswith("EfaNodeGroup: ")
     assert pulumi_mocks.monitor.registrations == []
+
+
+def test_release_pins_before_the_efa_ami_are_fine_without_efa_or_on_gpu_amis(pulumi_mocks: Recorded) -> None:
+    """Only the STANDARD AMIs lacked the EFA module; the NVIDIA AMIs always had it."""
+    pulumi_mocks.run(lambda: [
+        EfaNodeGroup("cpu", _args(efa=False, release_version="1.35.0-20260401")),
+        EfaNodeGroup("gpu", _args(instance_type="p5.48xlarge", release_version="1.35.0-20260401")),
+        EfaNodeGroup("pinned", _args(release_version="1.35.0-20260505")),
+    ])
+    assert pulumi_mocks.named("pinned-nodes").inputs["releaseVersion"] == "1.35.0-20260505"
