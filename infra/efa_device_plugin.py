@@ -1,15 +1,16 @@
 """EfaDevicePlugin: advertises `vpc.amazonaws.com/efa` on nodes that have EFA interfaces."""
 
 from collections.abc import Sequence
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import helm, versions
+from infra import catalogue, helm, versions
 from infra.efa_node_group import EFA_LABEL, Taint
 
 COMPONENT = "EfaDevicePlugin"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
 class EfaDevicePluginArgs(TypedDict):
@@ -21,17 +22,28 @@ class EfaDevicePluginArgs(TypedDict):
     """Resources to wait for (the EFA node groups)."""
 
 
+def plugin_values(taints: Sequence[Taint]) -> dict[str, Any]:
+    """Chart values: on every EFA node of ours, and only there.
+
+    The chart turns `supportedInstanceLabels` into a required node affinity
+    (aws/eks-charts stable/aws-efa-k8s-device-plugin templates/daemonset.yaml): a
+    type missing from its list never gets the plugin, so the list is our own
+    catalogue's and cannot lag it. The node selector keeps the plugin off
+    EFA-capable instances launched without EFA interfaces, where it crash-loops.
+    """
+    return {
+        "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": sorted(catalogue.EFA_INSTANCE_TYPES)},
+        "nodeSelector": {EFA_LABEL: "true"},
+        "tolerations": helm.tolerations(taints),
+    }
+
+
 class EfaDevicePlugin(pulumi.ComponentResource):
     release: k8s.helm.v3.Release
     """Escape hatch: the Helm release."""
 
     def __init__(self, name: str, args: EfaDevicePluginArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
-        values = {
-            # Only nodes with EFA interfaces: the plugin crash-loops on EFA-capable
-            # instances launched without them.
-            "nodeSelector": {EFA_LABEL: "true"},
-            "tolerations": helm.tolerations(args.get("node_taints", [])),
-        }
-        self.release = helm.release(f"{name}-chart", self, args["provider"], versions.EFA_DEVICE_PLUGIN_CHART, "kube-system", values, args.get("depends_on", []))
+        self.release = helm.release(f"{name}-chart", self, args["provider"], versions.EFA_DEVICE_PLUGIN_CHART, "kube-system",
+                                    plugin_values(args.get("node_taints", [])), args.get("depends_on", []))
         self.register_outputs({})

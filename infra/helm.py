@@ -8,6 +8,13 @@ import pulumi_kubernetes as k8s
 
 from infra.efa_node_group import KUBERNETES_EFFECT, TaintEffect
 
+# Helm waits until every Deployment and DaemonSet of a release is ready (pulumi-kubernetes
+# provider/pkg/provider/helm_release.go: 300 s unless `timeout` is set). Our charts run on
+# nodes that already exist, but a DaemonSet that tolerates every taint (the CSI node
+# plugins) also waits for EFA nodes joining during the install: an instance boot, the
+# node joining and an image pull take up to about 6 minutes, so 10 minutes leaves margin.
+HELM_TIMEOUT_SECONDS = 600
+
 
 def release(
     name: str,
@@ -30,6 +37,7 @@ def release(
         values=dict(values),
         atomic=True,
         cleanup_on_fail=True,
+        timeout=HELM_TIMEOUT_SECONDS,
         opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=list(depends_on)),
     )
 

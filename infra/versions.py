@@ -4,10 +4,18 @@ Bump a pin only after reading the upstream changelog; a pin moves the whole
 fleet on the next `pulumi up`.
 """
 
-# EKS standard support, and >= 1.33 so the cluster security group carries the
-# built-in "all to self" egress rule that EFA traffic relies on.
-DEFAULT_KUBERNETES_VERSION = "1.33"
-SUPPORTED_KUBERNETES_VERSIONS = ("1.33", "1.34")
+from datetime import date
+
+# EKS standard support: 14 months per minor, then extended support at $0.60 instead
+# of $0.10 per cluster hour (EKS user guide, "Understand the Kubernetes version
+# lifecycle on EKS"; dates as published there, read 2026-11). 1.33 left standard
+# support on 2026-07-29. The default is 1.35, not 1.34: 1.34 leaves standard
+# support on 2026-12-02, days after this pin was set, and the deploy rehearsal
+# refuses a version past its date. Every version here is >= 1.33, so the cluster
+# security group carries the built-in "all to self" egress rule EFA relies on.
+STANDARD_SUPPORT_ENDS = {"1.34": date(2026, 12, 2), "1.35": date(2027, 3, 27)}
+SUPPORTED_KUBERNETES_VERSIONS = tuple(STANDARD_SUPPORT_ENDS)
+DEFAULT_KUBERNETES_VERSION = "1.35"
 
 # Managed add-ons. vpc-cni must be >= 1.18.4 for `efa-only` interfaces. `None`
 # lets EKS pick the default version for the cluster's Kubernetes version.
@@ -19,16 +27,24 @@ ADDON_VERSIONS: dict[str, str | None] = {
 }
 MINIMUM_VPC_CNI = (1, 18, 4)
 
+# The EKS AL2023 standard AMIs (x86 and ARM) carry the EFA kernel module from this
+# release on; the NVIDIA and Neuron AMIs always had it. An older `releaseVersion`
+# pin on an EFA group boots nodes whose EFA interfaces never work.
+EFA_STANDARD_AMI_FLOOR = "20260505"
+
 EKS_CHARTS = "https://aws.github.io/eks-charts"
 
-# The EFA device plugin advertises vpc.amazonaws.com/efa; v0.5.x is the line the
-# EKS blueprints use for EFA on EKS.
-EFA_DEVICE_PLUGIN_CHART = ("aws-efa-k8s-device-plugin", "v0.5.8", EKS_CHARTS)
+# The EFA device plugin advertises vpc.amazonaws.com/efa. v0.5.30 (app v0.5.20,
+# 2026-08) is the current chart in aws/eks-charts; its values set the instance
+# types the plugin may run on, which the component overrides with the catalogue.
+EFA_DEVICE_PLUGIN_CHART = ("aws-efa-k8s-device-plugin", "v0.5.30", EKS_CHARTS)
 
 # Chart 9.x deploys Cluster Autoscaler 1.3x; the image itself is chosen from
-# CLUSTER_AUTOSCALER_IMAGES so its minor version matches the cluster's.
+# CLUSTER_AUTOSCALER_IMAGES so its minor version matches the cluster's, each at
+# its newest patch (kubernetes/autoscaler tags cluster-autoscaler-1.34.5 and
+# cluster-autoscaler-1.35.2, both 2026-07-22).
 CLUSTER_AUTOSCALER_CHART = ("cluster-autoscaler", "9.47.0", "https://kubernetes.github.io/autoscaler")
-CLUSTER_AUTOSCALER_IMAGES = {"1.33": "v1.33.0", "1.34": "v1.34.0"}
+CLUSTER_AUTOSCALER_IMAGES = {"1.34": "v1.34.5", "1.35": "v1.35.2"}
 
 METRICS_SERVER_CHART = ("metrics-server", "3.12.2", "https://kubernetes-sigs.github.io/metrics-server/")
 

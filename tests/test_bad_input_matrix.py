@@ -74,7 +74,7 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("config: misspelt key", _config("nodeGroups.1.maxsize", 3), "eks-ddp:nodeGroups[1].maxsize: 3 is not allowed; known keys are"),
     ("config: bad NAT layout", _config("vpc.natGateways", "many"), "eks-ddp:vpc.natGateways: 'many' is not allowed"),
     # Component arguments: errors name the component and the argument.
-    ("component: Kubernetes version 1.x", _component(lambda: Cluster("c", {"vpc_id": "v", "private_subnet_ids": [], "kubernetes_version": "1.x"})), "Cluster: kubernetes_version='1.x' is not allowed; use one of 1.33, 1.34"),
+    ("component: Kubernetes version 1.x", _component(lambda: Cluster("c", {"vpc_id": "v", "private_subnet_ids": [], "kubernetes_version": "1.x"})), "Cluster: kubernetes_version='1.x' is not allowed; use one of 1.34, 1.35"),
     ("component: one availability zone", _component(lambda: Network("n", {"availability_zones": ["us-east-1a"]})), "Network: availability_zones=['us-east-1a'] is not allowed; name at least 2 distinct zones"),
     ("component: CIDR too small for the subnets", _component(lambda: Network("n", {"cidr": "10.0.0.0/24", "availability_zone_count": 5})), "Network: cidr='10.0.0.0/24' is not allowed; too small for 10 subnets"),
     ("component: EFA on a type without it", _component(lambda: EfaNodeGroup("g", {**GROUP, "instance_type": "t4g.large"})), "EfaNodeGroup: instance_type='t4g.large' is not allowed; it is not an EFA-capable type"),  # type: ignore[typeddict-item]

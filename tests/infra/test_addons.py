@@ -5,6 +5,7 @@ import pytest
 
 from infra import versions
 from infra.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
+from infra.catalogue import EFA_INSTANCE_TYPES
 from infra.efa_device_plugin import EfaDevicePlugin
 from infra.efa_node_group import TaintEffect
 from infra.errors import InvalidArgument
@@ -23,7 +24,7 @@ def _provider() -> k8s.Provider:
 
 def _autoscaler_args(**overrides: object) -> ClusterAutoscalerArgs:
     args: dict[str, object] = {
-        "provider": _provider(), "cluster_name": "training", "kubernetes_version": "1.33",
+        "provider": _provider(), "cluster_name": "training", "kubernetes_version": "1.35",
         "oidc_provider_arn": PROVIDER_ARN, "oidc_issuer": OIDC_ISSUER, "region": "us-east-1",
     }
     args.update(overrides)
@@ -38,6 +39,10 @@ def test_efa_device_plugin_only_on_efa_nodes_and_tolerates_their_taints(pulumi_m
     assert release["namespace"] == "kube-system"
     assert release["values"]["nodeSelector"] == {"vpc.amazonaws.com/efa.present": "true"}
     assert release["values"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    # The chart's own list becomes a required node affinity: ours is the catalogue's, so it cannot lag it.
+    labels = release["values"]["supportedInstanceLabels"]
+    assert labels["keys"] == ["node.kubernetes.io/instance-type"] and set(labels["values"]) == set(EFA_INSTANCE_TYPES)
+    assert release["timeout"] == 600
 
 
 def test_autoscaler_role_is_least_privilege_and_trusts_only_its_service_account(pulumi_mocks: Recorded) -> None:
@@ -50,14 +55,14 @@ def test_autoscaler_role_is_least_privilege_and_trusts_only_its_service_account(
     assert scale["Action"] == ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"]
     assert scale["Condition"] == {"StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/training": "owned"}}
     values = pulumi_mocks.named("cas-chart").inputs["values"]
-    assert values["image"]["tag"] == "v1.33.0" and values["autoDiscovery"] == {"clusterName": "training"}
+    assert values["image"]["tag"] == "v1.35.2" and values["autoDiscovery"] == {"clusterName": "training"}
     assert values["extraArgs"] == {"expander": "least-waste", "balance-similar-node-groups": True, "skip-nodes-with-local-storage": False, "skip-nodes-with-system-pods": False}
     assert values["rbac"]["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"] == pulumi_mocks.named("cas-role").inputs["arn"]
 
 
 def test_autoscaler_refuses_a_kubernetes_version_without_a_matching_image(pulumi_mocks: Recorded) -> None:
     def program() -> None:
-        with pytest.raises(InvalidArgument, match=r"ClusterAutoscaler: kubernetes_version='1.30' is not allowed; an autoscaler image is pinned for 1.33, 1.34"):
+        with pytest.raises(InvalidArgument, match=r"ClusterAutoscaler: kubernetes_version='1.30' is not allowed; an autoscaler image is pinned for 1.34, 1.35"):
             ClusterAutoscaler("cas", _autoscaler_args(kubernetes_version="1.30"))
 
     pulumi_mocks.run(program)

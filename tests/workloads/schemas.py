@@ -8,8 +8,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from infra.versions import DEFAULT_KUBERNETES_VERSION
+
 SCHEMAS = Path(__file__).resolve().parents[2].parent / "shared" / "schemas"
-PYTORCHJOB_CRD = SCHEMAS / "kubeflow.org_pytorchjobs-v1.9.0.yaml"
+PYTORCHJOB_CRD = SCHEMAS / "kubeflow.org_pytorchjobs-v1.9.4.yaml"
 
 
 def validate_pytorchjob(manifest: dict[str, Any]) -> None:
@@ -19,5 +21,5 @@ def validate_pytorchjob(manifest: dict[str, Any]) -> None:
     jsonschema.validate(manifest, crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
 
 
-def validate_core(manifest: dict[str, Any], kubernetes_version: str = "1.33") -> None:
+def validate_core(manifest: dict[str, Any], kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> None:
     kubernetes_validate.validate(manifest, kubernetes_version, strict=True)
