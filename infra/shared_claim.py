@@ -51,7 +51,10 @@ def storage_class_and_claim(
         parameters=dict(parameters),
         mount_options=list(mount_options) or None,
         reclaim_policy="Retain",  # deleting the claim must not delete the data
-        volume_binding_mode="Immediate",
+        # pulumi-kubernetes awaits an Immediate claim until Bound for a fixed 5 minutes, and a new
+        # FSx file system takes longer: with WaitForFirstConsumer it waits only for Pending, and
+        # the volume is made when the first pod that mounts it is scheduled.
+        volume_binding_mode="WaitForFirstConsumer",
         opts=scoped,
     )
     return k8s.core.v1.PersistentVolumeClaim(

@@ -18,10 +18,22 @@ def target_of(group: EfaNodeGroup) -> NodeTarget:
     return NodeTarget(group.instance, group.efa_interfaces, dict(group.labels), [dict(taint) for taint in group.taints])
 
 
-def apply(name: str, manifest: dict[str, Any], parent: pulumi.Resource, provider: k8s.Provider, depends_on: list[pulumi.Resource]) -> pulumi.CustomResource:
+# Objects that run to completion: `pulumi up` submits them and returns; they are watched with the
+# stack's exported commands. pulumi-kubernetes would otherwise wait up to 10 minutes for a Job to
+# complete (training, downloads and scale-from-zero take longer), or, under PULUMI_K8S_AWAIT_ALL,
+# for a Ready condition a PyTorchJob never has.
+SUBMITTED_NOT_AWAITED = {"pulumi.com/skipAwait": "true"}
+RUN_TO_COMPLETION = ("Job", pytorchjob.KIND)
+
+
+def apply(
+    name: str, manifest: dict[str, Any], parent: pulumi.Resource, provider: k8s.Provider, depends_on: list[pulumi.Resource]
+) -> pulumi.CustomResource:
     """Create one rendered object as the matching pulumi-kubernetes resource."""
     opts = pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=depends_on)
-    metadata, spec = cast(Any, manifest["metadata"]), cast(Any, manifest["spec"])
+    metadata, spec = cast(Any, dict(manifest["metadata"])), cast(Any, manifest["spec"])
+    if manifest["kind"] in RUN_TO_COMPLETION:
+        metadata["annotations"] = {**metadata.get("annotations", {}), **SUBMITTED_NOT_AWAITED}
     if manifest["kind"] == "Job":
         return k8s.batch.v1.Job(name, metadata=metadata, spec=spec, opts=opts)
     if manifest["kind"] == "Service":

@@ -35,6 +35,8 @@ def test_lustre_ports_storage_class_and_claim(pulumi_mocks: Recorded) -> None:
     assert rules == {("sg-cluster", 988, 988), ("sg-cluster", 1018, 1023), ("fsx-lustre-id", 988, 988), ("fsx-lustre-id", 1018, 1023)}
     (storage_class,) = pulumi_mocks.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
     assert storage_class.inputs["provisioner"] == "fsx.csi.aws.com" and storage_class.inputs["reclaimPolicy"] == "Retain"
+    # pulumi-kubernetes awaits an Immediate claim for a fixed 5 minutes: a new file system takes longer.
+    assert storage_class.inputs["volumeBindingMode"] == "WaitForFirstConsumer"
     assert storage_class.inputs["parameters"] == {
         "subnetId": "subnet-a", "securityGroupIds": "fsx-lustre-id", "deploymentType": "SCRATCH_2", "fileSystemTypeVersion": "2.15", "s3ImportPath": "s3://datasets/mnist",
     }

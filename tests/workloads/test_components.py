@@ -32,6 +32,7 @@ def test_pytorchjob_waits_for_the_operator(pulumi_mocks: Recorded) -> None:
     assert job.type == "kubernetes:kubeflow.org/v1:PyTorchJob"
     assert pulumi_mocks.named("operator-manifests").urn in job.dependencies
     assert job.inputs["spec"]["nprocPerNode"] == "1"
+    assert job.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}  # submitted, then watched
 
 
 def test_batch_jobs_apply_their_objects(pulumi_mocks: Recorded) -> None:
@@ -45,6 +46,9 @@ def test_batch_jobs_apply_their_objects(pulumi_mocks: Recorded) -> None:
     pulumi_mocks.run(program)
     jobs = {r.name: r for r in pulumi_mocks.of_type("kubernetes:batch/v1:Job")}
     assert set(jobs) == {"data-job", "evaluate-job", "efa-check-job"}
+    # pulumi up returns once they are submitted: a Job is otherwise awaited until Complete for 10 minutes.
+    assert all(job.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"} for job in jobs.values())
+    assert all("ttlSecondsAfterFinished" not in job.inputs["spec"] for job in jobs.values())
     assert pulumi_mocks.named("efa-check-service").type == "kubernetes:core/v1:Service"
 
 
