@@ -148,7 +148,7 @@ def _job(raw: Any, groups: list[NodeGroupSpec], namespace: str, image: str, clai
         return None
     key = _key("job")
     values = _expect(raw, dict, key, "give a map describing the PyTorchJob")
-    _check_keys(values, key, {"name", "nodeGroup", "dataset", "epochs", "batchSize", "replicas", "elasticMinReplicas", "prepareData", "evaluate", "hugepagesMiB"})
+    _check_keys(values, key, {"name", "nodeGroup", "dataset", "epochs", "batchSize", "replicas", "elasticMinReplicas", "prepareData", "evaluate"})
     name = values.get("name", "mnist-ddp")
     problem = validate_name(name) if isinstance(name, str) else "must be a string"
     if problem:
@@ -172,7 +172,6 @@ def _job(raw: Any, groups: list[NodeGroupSpec], namespace: str, image: str, clai
     job = TrainingJob(
         name=name, namespace=namespace, image=image, dataset=dataset, epochs=numbers["epochs"], batch_size=numbers["batchSize"],
         replicas=numbers["replicas"], elastic_min_replicas=values.get("elasticMinReplicas"), claim_name=claim, service_account=service_account,
-        hugepages_mib=values.get("hugepagesMiB"),
     )
     return JobConfig(node_group=target, job=job, prepare_data=bool(values.get("prepareData", dataset in ("mnist", "cifar10"))), evaluate=bool(values.get("evaluate", True)))
 

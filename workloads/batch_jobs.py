@@ -21,7 +21,7 @@ def _job(name: str, namespace: str, pod_spec: dict[str, Any], labels: dict[str, 
             "completions": completions,
             "parallelism": completions,
             "backoffLimit": 2,
-            "ttlSecondsAfterFinished": 86400,
+            # No ttlSecondsAfterFinished: the Job belongs to Pulumi, not to Kubernetes' TTL controller.
             "template": {"metadata": {"labels": labels}, "spec": {"restartPolicy": "Never", **pod_spec}},
         },
     }

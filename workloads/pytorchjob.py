@@ -38,10 +38,8 @@ class TrainingJob:
     max_restarts: int = 3
     claim_name: str | None = "shared"
     service_account: str | None = "trainer"
-    hugepages_mib: int | None = None
     checkpoint_every: int = 50
     extra_args: tuple[str, ...] = field(default_factory=tuple)
-    ttl_seconds_after_finished: int = 86400
     backoff_limit: int = 3
 
     @property
@@ -110,7 +108,7 @@ def _pod_template(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
             "imagePullPolicy": "IfNotPresent",
             "command": trainer_command(job),
             "env": env,
-            "resources": resources(target, job.hugepages_mib),
+            "resources": resources(target),
             "volumeMounts": mounts,
         }],
         "volumes": volumes,
@@ -142,7 +140,8 @@ def render(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
             replica_specs["Worker"] = {**replica, "replicas": job.replicas - 1}
     spec: dict[str, Any] = {
         "nprocPerNode": str(processes_per_pod(target)),  # never "auto": on CPU it means the host's vCPUs
-        "runPolicy": {"cleanPodPolicy": "Running", "ttlSecondsAfterFinished": job.ttl_seconds_after_finished, "backoffLimit": job.backoff_limit},
+        # No ttlSecondsAfterFinished: the job belongs to Pulumi, which deletes it (pulumi destroy or a new job name).
+        "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": job.backoff_limit},
         "pytorchReplicaSpecs": replica_specs,
     }
     if job.elastic:

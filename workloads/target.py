@@ -39,14 +39,16 @@ def pod_memory_gib(instance: InstanceType) -> int:
     return int(instance.memory_gib * 0.85) - 2
 
 
-def resources(target: NodeTarget, hugepages_mib: int | None = None) -> dict[str, dict[str, str]]:
-    """Requests equal to limits (Guaranteed QoS): whole CPUs, memory, EFA interfaces, GPUs, hugepages."""
+def resources(target: NodeTarget) -> dict[str, dict[str, str]]:
+    """Requests equal to limits (Guaranteed QoS): whole CPUs, memory, EFA interfaces, GPUs.
+
+    No hugepages: no node group allocates them or announces them to the autoscaler,
+    so a pod requesting them would stay Pending.
+    """
     amounts = {"cpu": str(pod_cpus(target.instance)), "memory": f"{pod_memory_gib(target.instance)}Gi"}
     if target.efa_interfaces:
         # Fewer than the node's interfaces and NCCL silently falls back to TCP sockets.
         amounts["vpc.amazonaws.com/efa"] = str(target.efa_interfaces)
     if target.instance.gpus:
         amounts["nvidia.com/gpu"] = str(target.instance.gpus)
-    if hugepages_mib:
-        amounts["hugepages-2Mi"] = f"{hugepages_mib}Mi"
     return {"requests": dict(amounts), "limits": dict(amounts)}

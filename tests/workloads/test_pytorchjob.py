@@ -18,7 +18,7 @@ def test_static_job_on_graviton_validates_and_is_shaped_for_cpu() -> None:
     assert admission_errors(manifest) == []
     spec = manifest["spec"]
     assert spec["nprocPerNode"] == "1"
-    assert spec["runPolicy"] == {"cleanPodPolicy": "Running", "ttlSecondsAfterFinished": 86400, "backoffLimit": 3}
+    assert spec["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 3}
     assert spec["pytorchReplicaSpecs"]["Master"]["replicas"] == 1 and spec["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
     pod = spec["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     (container,) = pod["containers"]
@@ -34,12 +34,12 @@ def test_static_job_on_graviton_validates_and_is_shaped_for_cpu() -> None:
 
 
 def test_gpu_job_runs_one_process_per_gpu_with_every_efa_interface() -> None:
-    manifest = render(TrainingJob(name="llm", namespace="training", image="img:1", hugepages_mib=5120), P5)
+    manifest = render(TrainingJob(name="llm", namespace="training", image="img:1"), P5)
     validate_pytorchjob(manifest)
     assert manifest["spec"]["nprocPerNode"] == "8"
     container = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == "32" and container["resources"]["limits"]["nvidia.com/gpu"] == "8"
-    assert container["resources"]["limits"]["hugepages-2Mi"] == "5120Mi"
+    assert not any(name.startswith("hugepages-") for name in container["resources"]["limits"])  # no node allocates them
     assert not any(variable["name"] == "OMP_NUM_THREADS" for variable in container["env"])
 
 
