@@ -33,6 +33,8 @@ class Registration:
     property_dependencies: dict[str, list[str]] = field(default_factory=dict)
     custom_timeouts: dict[str, str] = field(default_factory=dict)
     """`customTimeouts` of the resource options (create/update/delete, such as "20m"), where set."""
+    id: str = ""
+    """The physical id the mocks gave it: what other resources' inputs refer to."""
 
 
 def _replace_references(struct: Any) -> None:
@@ -119,5 +121,5 @@ class RecordingMonitor(MockMonitor):
             timeouts = {kind: getattr(request.customTimeouts, kind) for kind in ("create", "update", "delete")
                         if getattr(request.customTimeouts, kind)}
             self.registrations.append(Registration(request.type, request.name, response.urn, request.parent, dict(inputs),
-                                                   list(request.dependencies), by_property, timeouts))
+                                                   list(request.dependencies), by_property, timeouts, response.id))
         return response

@@ -7,7 +7,6 @@ Mocks answer every resource; what AWS or the cluster would refuse is not tested.
 """
 
 import argparse
-import asyncio
 import json
 import sys
 import time
@@ -15,30 +14,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pulumi
 import yaml
 
 from infra.catalogue import PRICES_AS_OF
 from infra.errors import InvalidArgument
-from infra.mocking import RecordingMocks, RecordingMonitor, Registration
+from infra.mocking import Registration
 from stack import cost, stack_file
 from stack.config import ConfigError, StackConfig, parse
-from stack.program import build
+from stack.mocked import run_under_mocks
 
 MANIFEST_KEYS = ("apiVersion", "kind", "metadata", "spec", "provisioner", "parameters", "mountOptions", "reclaimPolicy",
                  "volumeBindingMode", "rules", "roleRef", "subjects")
-
-
-def run_under_mocks(config: StackConfig, project: str = "eks-ddp", stack: str = "dev") -> list[Registration]:
-    """Every resource the program registers, with parents, inputs and dependencies."""
-    asyncio.set_event_loop(asyncio.new_event_loop())
-    pulumi.runtime.settings.reset_options()
-    pulumi.runtime.set_all_config({})
-    mocks = RecordingMocks()
-    monitor = RecordingMonitor(mocks)
-    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=True, monitor=monitor)
-    pulumi.runtime.test(lambda: build(config, name=project))()
-    return monitor.registrations
 
 
 def _integral(value: Any) -> Any:

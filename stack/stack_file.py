@@ -14,12 +14,16 @@ from stack.config import PROJECT
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def stacks(root: Path = ROOT) -> list[str]:
+    """The stacks with a `Pulumi.<stack>.yaml` in `root`."""
+    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in root.glob("Pulumi.*.yaml"))
+
+
 def load(stack: str, root: Path = ROOT) -> tuple[dict[str, Any], str | None]:
     """(`eks-ddp:*` values without the prefix, `aws:region`) for `stack`."""
     path = root / f"Pulumi.{stack}.yaml"
     if not path.is_file():
-        available = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in root.glob("Pulumi.*.yaml"))
-        raise FileNotFoundError(f"--stack {stack}: {path.name} not found (stacks here: {', '.join(available) or 'none'})")
+        raise FileNotFoundError(f"--stack {stack}: {path.name} not found (stacks here: {', '.join(stacks(root)) or 'none'})")
     project = yaml.safe_load((root / "Pulumi.yaml").read_text())
     values = {key.removeprefix(f"{PROJECT}:"): spec.get("default") for key, spec in project.get("config", {}).items()}
     stack_config = (yaml.safe_load(path.read_text()) or {}).get("config", {})

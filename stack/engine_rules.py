@@ -1,0 +1,385 @@
+"""What the engines do with what a stack registers, as rules run by the deploy rehearsal.
+
+Mocks accept everything; these rules are what pulumi-kubernetes, EKS, EC2, a Helm chart,
+the Cluster Autoscaler and Kubernetes would do with the same inputs. Each rule reads the
+registrations of one stack run under mocks, names its source (repository, file, version
+or document), and reports the resource and the key it objects to.
+"""
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from infra import catalogue, versions
+from infra.mocking import Registration
+
+K8S_PREFIX = "kubernetes:"
+SKIP_AWAIT, TIMEOUT_SECONDS = "pulumi.com/skipAwait", "pulumi.com/timeoutSeconds"
+NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template/"
+CORE_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
+ARCHITECTURE = {"ARM_64": "arm64", "x86_64": "amd64"}
+RUN_TO_COMPLETION = {"PyTorchJob", "TrainJob", "MPIJob"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    resource: str
+    key: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.rule}: {self.resource} {self.key}: {self.problem}"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One stack's registrations under mocks, and the facts the engines add at deploy time."""
+
+    registrations: list[Registration]
+    region: str
+    deployer_arn: str
+    today: date
+
+    def of_type(self, type_: str) -> list[Registration]:
+        return sorted((r for r in self.registrations if r.type == type_), key=lambda r: r.name)
+
+    def by_urn(self, urn: str) -> Registration | None:
+        return next((r for r in self.registrations if r.urn == urn), None)
+
+    def kubernetes_objects(self) -> list[Registration]:
+        return [r for r in self.registrations if r.type.startswith(K8S_PREFIX) and "kind" in r.inputs]
+
+
+Rule = Callable[[Deployment], Iterator[Finding]]
+
+
+def _where(registration: Registration) -> str:
+    return f"{registration.type.split(':')[-1]} {registration.name}"
+
+
+def _annotations(registration: Registration) -> dict[str, str]:
+    return registration.inputs.get("metadata", {}).get("annotations") or {}
+
+
+def _seconds(text: str) -> float:
+    """A Pulumi custom timeout ("10m", "1h30m", "90s") in seconds."""
+    units = {"h": 3600, "m": 60, "s": 1}
+    return sum(float(amount) * units[unit] for amount, unit in re.findall(r"([\d.]+)([hms])", text))
+
+
+def _await_limit(registration: Registration, default: float) -> float:
+    """How long pulumi-kubernetes waits: customTimeouts, then `pulumi.com/timeoutSeconds`, then its default."""
+    if "create" in registration.custom_timeouts:
+        return _seconds(registration.custom_timeouts["create"])
+    annotation = _annotations(registration).get(TIMEOUT_SECONDS, "")
+    return float(annotation) if annotation.isdigit() else default
+
+
+# Worst case of each provisioner to bind a new claim, with the reason.
+PROVISIONING_SECONDS = {
+    # A new FSx for Lustre file system takes 5-10 minutes and more at larger sizes; the
+    # FSx CSI driver itself polls for up to 10 minutes (pkg/cloud/cloud.go, v1.x).
+    "fsx.csi.aws.com": 15 * 60,
+    # An EFS access point on an existing file system: seconds.
+    "efs.csi.aws.com": 60,
+}
+
+
+def kubernetes_awaits(deployment: Deployment) -> Iterator[Finding]:
+    """pulumi-kubernetes waits on some kinds before `pulumi up` moves on; the wait must cover the worst case.
+
+    Source: pulumi/pulumi-kubernetes v4.32.0, provider/pkg/await/awaiters.go, await.go and
+    metadata/overrides.go. A batch/v1 Job is awaited until Complete (10 minutes unless
+    customTimeouts or `pulumi.com/timeoutSeconds`; its worst case is its activeDeadlineSeconds,
+    unbounded without one). A PersistentVolumeClaim is awaited until Bound for a fixed 5
+    minutes, or only until Pending when its StorageClass binds WaitForFirstConsumer. Custom
+    resources are awaited for a Ready condition under PULUMI_K8S_AWAIT_ALL=true; a PyTorchJob
+    has none. `pulumi.com/skipAwait: "true"` opts any of them out. Helm releases
+    (provider/pkg/provider/helm_release.go) wait 300 s unless `timeout` or `skipAwait` is set.
+    """
+    classes = {r.inputs.get("metadata", {}).get("name"): r.inputs for r in deployment.of_type("kubernetes:storage.k8s.io/v1:StorageClass")}
+    for registration in deployment.kubernetes_objects():
+        if _annotations(registration).get(SKIP_AWAIT) == "true":
+            continue
+        kind, spec = registration.inputs["kind"], registration.inputs.get("spec", {})
+        if kind == "Job":
+            deadline = spec.get("activeDeadlineSeconds")
+            limit = _await_limit(registration, 600)
+            if deadline is None or deadline > limit:
+                worst = "no activeDeadlineSeconds: unbounded" if deadline is None else f"up to {deadline:g} s"
+                yield Finding("awaits", _where(registration), "metadata.annotations",
+                              f"pulumi up waits for the Job to complete for {limit:g} s, but it runs {worst}; "
+                              f"set {SKIP_AWAIT}: \"true\" and watch it instead")
+        elif kind == "PersistentVolumeClaim":
+            storage_class = classes.get(spec.get("storageClassName"), {})
+            if storage_class.get("volumeBindingMode") == "WaitForFirstConsumer":
+                continue
+            worst = PROVISIONING_SECONDS.get(storage_class.get("provisioner", ""), 0)
+            if worst > 300:
+                yield Finding("awaits", _where(registration), "spec.storageClassName",
+                              f"an Immediate claim is awaited until Bound for a fixed 300 s, but "
+                              f"{storage_class.get('provisioner')} takes up to {worst} s; bind WaitForFirstConsumer")
+        elif kind in RUN_TO_COMPLETION:
+            yield Finding("awaits", _where(registration), "metadata.annotations",
+                          f"under PULUMI_K8S_AWAIT_ALL=true pulumi up waits 10 minutes for a Ready condition a "
+                          f"{kind} never has; set {SKIP_AWAIT}: \"true\"")
+    for release in deployment.of_type("kubernetes:helm.sh/v3:Release"):
+        inputs = release.inputs
+        if not inputs.get("skipAwait") and "timeout" not in inputs:
+            yield Finding("awaits", _where(release), "timeout",
+                          "Helm waits for every Deployment and DaemonSet within an implicit 300 s; set a timeout "
+                          "that covers nodes joining during the install, with its reason, or skipAwait")
+
+
+def no_ttl_on_owned_objects(deployment: Deployment) -> Iterator[Finding]:
+    """Kubernetes must not delete what Pulumi owns: `pulumi up --refresh` would recreate it and re-run it.
+
+    Sources: kubernetes/kubernetes pkg/controller/ttlafterfinished (Jobs, ttlSecondsAfterFinished);
+    kubeflow/trainer release-1.9 pkg/controller.v1/common/job.go (runPolicy.ttlSecondsAfterFinished
+    deletes the finished PyTorchJob).
+    """
+    for registration in deployment.kubernetes_objects():
+        spec = registration.inputs.get("spec", {})
+        if "ttlSecondsAfterFinished" in spec:
+            yield Finding("ttl", _where(registration), "spec.ttlSecondsAfterFinished",
+                          "Kubernetes deletes the finished Job that Pulumi still tracks")
+        if "ttlSecondsAfterFinished" in spec.get("runPolicy", {}):
+            yield Finding("ttl", _where(registration), "spec.runPolicy.ttlSecondsAfterFinished",
+                          "the training operator deletes the finished job that Pulumi still tracks")
+
+
+def _launch_template(deployment: Deployment, node_group: Registration) -> Registration | None:
+    reference = node_group.inputs.get("launchTemplate") or {}
+    return next((r for r in deployment.of_type("aws:ec2/launchTemplate:LaunchTemplate") if r.id == reference.get("id")), None)
+
+
+def _instance_type(node_group: Registration, template: Registration | None) -> str | None:
+    types = node_group.inputs.get("instanceTypes") or []
+    return types[0] if types else (template.inputs.get("instanceType") if template else None)
+
+
+def managed_node_group_launch_templates(deployment: Deployment) -> Iterator[Finding]:
+    """What EKS refuses in a managed node group's launch template.
+
+    Sources: EKS user guide "Customize managed nodes with launch templates" (prohibited
+    settings: IamInstanceProfile, SubnetId, RequestSpotInstances, hibernation, shutdown
+    behaviour terminate; the instance type in the template or on the group, not both) and
+    "Create a managed node group with Capacity Blocks" (market type capacity-block, the
+    reservation and the instance type in the template, none on the group).
+    """
+    for node_group in deployment.of_type("aws:eks/nodeGroup:NodeGroup"):
+        template = _launch_template(deployment, node_group)
+        if template is None:
+            continue
+        where, inputs = _where(template), template.inputs
+        for key in ("iamInstanceProfile", "hibernationOptions"):
+            if inputs.get(key):
+                yield Finding("launch-template", where, key, "managed node groups refuse it in the launch template")
+        if inputs.get("instanceInitiatedShutdownBehavior") == "terminate":
+            yield Finding("launch-template", where, "instanceInitiatedShutdownBehavior", "managed node groups refuse terminate")
+        for index, interface in enumerate(inputs.get("networkInterfaces") or []):
+            if interface.get("subnetId"):
+                yield Finding("launch-template", where, f"networkInterfaces[{index}].subnetId", "the node group places nodes")
+        market = (inputs.get("instanceMarketOptions") or {}).get("marketType")
+        if market == "spot":
+            yield Finding("launch-template", where, "instanceMarketOptions", "use capacityType SPOT on the node group")
+        if inputs.get("instanceType") and node_group.inputs.get("instanceTypes"):
+            yield Finding("launch-template", _where(node_group), "instanceTypes", "the launch template already names the type")
+        if node_group.inputs.get("capacityType") == "CAPACITY_BLOCK":
+            if market != "capacity-block":
+                yield Finding("launch-template", where, "instanceMarketOptions.marketType", "a Capacity Block needs capacity-block")
+            if not inputs.get("instanceType"):
+                yield Finding("launch-template", where, "instanceType", "a Capacity Block group takes its type from the template")
+            if node_group.inputs.get("instanceTypes"):
+                yield Finding("launch-template", _where(node_group), "instanceTypes", "a Capacity Block group names no type")
+
+
+def _efa_interfaces(template: Registration | None) -> int:
+    interfaces = (template.inputs.get("networkInterfaces") or []) if template else []
+    return sum(1 for interface in interfaces if interface.get("interfaceType") in ("efa", "efa-only"))
+
+
+def efa_interfaces_per_network_card(deployment: Deployment) -> Iterator[Finding]:
+    """An EFA node takes one EFA interface per network card, or the missing cards carry no traffic.
+
+    Source: EC2 user guide "Maximize network bandwidth on accelerated instances" (EFA on every
+    card: `efa` at card 0 device 0, `efa-only` at device index 1 elsewhere); the cards per type
+    in infra.catalogue, which tests/infra/test_catalogue.py checks against EC2's data.
+    """
+    for node_group in deployment.of_type("aws:eks/nodeGroup:NodeGroup"):
+        template = _launch_template(deployment, node_group)
+        count = _efa_interfaces(template)
+        facts = catalogue.lookup(_instance_type(node_group, template) or "")
+        if count and facts is not None and count != facts.network_cards:
+            yield Finding("efa-interfaces", _where(node_group), "launchTemplate.networkInterfaces",
+                          f"{count} EFA interfaces on {facts.name}, which has {facts.network_cards} network cards")
+
+
+def _node_labels(node_group: Registration, template: Registration | None) -> dict[str, str]:
+    """The labels a managed node carries: the group's, its architecture and its instance type."""
+    ami = node_group.inputs.get("amiType", "")
+    arch = next((value for key, value in ARCHITECTURE.items() if key in ami), "")
+    return {**(node_group.inputs.get("labels") or {}), "kubernetes.io/arch": arch,
+            "node.kubernetes.io/instance-type": _instance_type(node_group, template) or ""}
+
+
+def _tolerated(taints: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> bool:
+    effects = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
+    for taint in taints:
+        effect = effects.get(taint.get("effect", ""), taint.get("effect"))
+        if effect == "PreferNoSchedule":
+            continue
+        if not any(t.get("key") == taint.get("key") and t.get("effect") in (None, effect)
+                   and (t.get("operator") == "Exists" or str(t.get("value", "")) == str(taint.get("value") or ""))
+                   for t in tolerations):
+            return False
+    return True
+
+
+def efa_device_plugin_schedules(deployment: Deployment) -> Iterator[Finding]:
+    """The EFA device plugin runs only where its chart's node affinity, selector and tolerations allow.
+
+    Source: aws/eks-charts stable/aws-efa-k8s-device-plugin v0.5.30, templates/daemonset.yaml:
+    `supportedInstanceLabels` becomes a required node affinity (`node.kubernetes.io/instance-type`
+    In the list); without the plugin no pod ever gets `vpc.amazonaws.com/efa`.
+    """
+    releases = [r for r in deployment.of_type("kubernetes:helm.sh/v3:Release") if r.inputs.get("chart") == "aws-efa-k8s-device-plugin"]
+    for node_group in deployment.of_type("aws:eks/nodeGroup:NodeGroup"):
+        template = _launch_template(deployment, node_group)
+        if not _efa_interfaces(template):
+            continue
+        labels, where = _node_labels(node_group, template), _where(node_group)
+        if not releases:
+            yield Finding("efa-device-plugin", where, "instanceTypes", "no EFA device plugin: no pod gets vpc.amazonaws.com/efa")
+        for release in releases:
+            values = release.inputs.get("values", {})
+            supported = (values.get("supportedInstanceLabels") or {}).get("values")
+            if supported is None:
+                yield Finding("efa-device-plugin", _where(release), "values.supportedInstanceLabels",
+                              f"the chart's own list decides whether {labels['node.kubernetes.io/instance-type']} gets "
+                              "the plugin (v0.5.8's lacks c7gn.metal and c8g); set it from the catalogue")
+            elif labels["node.kubernetes.io/instance-type"] not in supported:
+                yield Finding("efa-device-plugin", where, "instanceTypes",
+                              f"{labels['node.kubernetes.io/instance-type']} is not in the plugin's supportedInstanceLabels")
+            selector = values.get("nodeSelector") or {}
+            if any(labels.get(key) != value for key, value in selector.items()):
+                yield Finding("efa-device-plugin", where, "labels", f"the plugin's nodeSelector {selector} does not match")
+            if not _tolerated(node_group.inputs.get("taints") or [], values.get("tolerations") or []):
+                yield Finding("efa-device-plugin", where, "taints", "the plugin does not tolerate the group's taints")
+
+
+def kubernetes_version_in_standard_support(deployment: Deployment) -> Iterator[Finding]:
+    """A minor version past EKS standard support costs $0.60 instead of $0.10 per cluster hour.
+
+    Source: EKS user guide "Understand the Kubernetes version lifecycle on EKS" (14 months of
+    standard support per minor); the end dates are in infra.versions.STANDARD_SUPPORT_ENDS.
+    """
+    for cluster in deployment.of_type("eks:index:Cluster"):
+        version = str(cluster.inputs.get("version", ""))
+        ends = versions.STANDARD_SUPPORT_ENDS.get(version)
+        if ends is None or deployment.today > ends:
+            known = ", ".join(f"{minor} until {end}" for minor, end in versions.STANDARD_SUPPORT_ENDS.items())
+            yield Finding("kubernetes-version", _where(cluster), "version",
+                          f"{version} is not in EKS standard support on {deployment.today} ({known})")
+
+
+def _pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = manifest.get("spec", {})
+    if "template" in spec:
+        return [spec["template"].get("spec", {})]
+    return [replica.get("template", {}).get("spec", {}) for replica in spec.get("pytorchReplicaSpecs", {}).values()]
+
+
+def _extended_requests(pod: dict[str, Any]) -> set[str]:
+    containers = [*pod.get("containers", []), *pod.get("initContainers", [])]
+    return {name for c in containers for name in (c.get("resources") or {}).get("requests", {}) if name not in CORE_RESOURCES}
+
+
+def _announced(deployment: Deployment, node_group: Registration) -> set[str]:
+    """Resources the autoscaler's node template gives the group's nodes (from the ASG's tags)."""
+    prefix = f"{NODE_TEMPLATE}resources/"
+    return {tag.inputs["tag"]["key"].removeprefix(prefix) for tag in deployment.of_type("aws:autoscaling/tag:Tag")
+            if node_group.urn in tag.property_dependencies.get("autoscalingGroupName", [])
+            and tag.inputs["tag"]["key"].startswith(prefix)}
+
+
+def pods_fit_node_templates(deployment: Deployment) -> Iterator[Finding]:
+    """A pod that requests a resource no node group announces stays Pending: nothing scales up for it.
+
+    Source: kubernetes/autoscaler cluster-autoscaler-1.35.2, cloudprovider/aws/aws_manager.go
+    (buildNodeFromTemplate, extractAllocatableResourcesFromAsg): a group scaled to zero offers
+    only the `k8s.io/cluster-autoscaler/node-template/resources/*` its ASG announces; the
+    scheduler places a pod only on a node its nodeSelector matches and whose taints it tolerates.
+    """
+    groups = [(g, _node_labels(g, _launch_template(deployment, g))) for g in deployment.of_type("aws:eks/nodeGroup:NodeGroup")]
+    for registration in deployment.kubernetes_objects():
+        for pod in _pod_specs(registration.inputs):
+            if not pod.get("containers"):
+                continue
+            selector, tolerations = pod.get("nodeSelector") or {}, pod.get("tolerations") or []
+            fitting = [g for g, labels in groups if all(labels.get(k) == v for k, v in selector.items())
+                       and _tolerated(g.inputs.get("taints") or [], tolerations)]
+            if not fitting:
+                yield Finding("schedulable", _where(registration), "nodeSelector", f"no node group matches {selector}")
+                continue
+            for resource in sorted(_extended_requests(pod)):
+                if not any(resource in _announced(deployment, g) for g in fitting):
+                    yield Finding("schedulable", _where(registration), f"resources.requests.{resource}",
+                                  "no matching node group announces it: the pod stays Pending and nothing scales up")
+
+
+def images_in_stack_region(deployment: Deployment) -> Iterator[Finding]:
+    """An ECR image from another region is a cross-region pull at every scale-up, and fails where ECR is partitioned.
+
+    Source: Amazon ECR user guide (registries are regional: `<account>.dkr.ecr.<region>.amazonaws.com`);
+    AWS Deep Learning Containers publish each image in every supported region (available_images.md).
+    """
+    pattern = re.compile(r"^\d{12}\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com")
+    for registration in deployment.kubernetes_objects():
+        for pod in _pod_specs(registration.inputs):
+            for container in [*pod.get("containers", []), *pod.get("initContainers", [])]:
+                match = pattern.match(str(container.get("image", "")))
+                if match and match.group(1) != deployment.region:
+                    yield Finding("image-region", _where(registration), f"containers[{container.get('name')}].image",
+                                  f"pulled from {match.group(1)}, the stack is in {deployment.region}")
+
+
+def no_access_entry_for_the_deployer(deployment: Deployment) -> Iterator[Finding]:
+    """pulumi-eks makes the cluster's creator an admin; a second access entry for it fails.
+
+    Source: pulumi/pulumi-eks v4 nodejs/eks/cluster.ts (`bootstrapClusterCreatorAdminPermissions:
+    true`); EKS CreateAccessEntry returns ResourceInUseException for an existing principal.
+    """
+    for entry in deployment.of_type("aws:eks/accessEntry:AccessEntry"):
+        if entry.inputs.get("principalArn") == deployment.deployer_arn:
+            yield Finding("access-entry", _where(entry), "principalArn", f"{deployment.deployer_arn} deploys the stack")
+
+
+def efa_ami_releases(deployment: Deployment) -> Iterator[Finding]:
+    """The AL2023 STANDARD AMIs have the EFA kernel module only from release 20260505 on.
+
+    Source: awslabs/amazon-eks-ami releases (AL2023 v20260505 adds the EFA driver to the
+    standard x86 and ARM AMIs; the NVIDIA and Neuron AMIs always had it).
+    """
+    for node_group in deployment.of_type("aws:eks/nodeGroup:NodeGroup"):
+        release = node_group.inputs.get("releaseVersion")
+        standard = str(node_group.inputs.get("amiType", "")).endswith("_STANDARD")
+        if release and standard and _efa_interfaces(_launch_template(deployment, node_group)):
+            built = str(release).rsplit("-", 1)[-1]
+            if built < versions.EFA_STANDARD_AMI_FLOOR:
+                yield Finding("efa-ami", _where(node_group), "releaseVersion",
+                              f"{release} predates {versions.EFA_STANDARD_AMI_FLOOR}, the first STANDARD AMI with EFA")
+
+
+RULES: tuple[Rule, ...] = (
+    kubernetes_awaits, no_ttl_on_owned_objects, managed_node_group_launch_templates, efa_interfaces_per_network_card,
+    efa_device_plugin_schedules, kubernetes_version_in_standard_support, pods_fit_node_templates,
+    images_in_stack_region, no_access_entry_for_the_deployer, efa_ami_releases,
+)
+
+
+def check(deployment: Deployment) -> list[Finding]:
+    return [finding for rule in RULES for finding in rule(deployment)]

@@ -1,0 +1,87 @@
+"""`python -m stack.rehearsal`: the first `pulumi up` of every stack, rehearsed against the engines' rules.
+
+Runs each `Pulumi.<stack>.yaml` through the stack program under mocks, twice, and
+applies stack.engine_rules to what it registers: one line per broken rule, exit 1.
+The two runs must register identical inputs (nothing derived from time or
+randomness), or the second `pulumi up` would change what the first one made.
+Use it on your own stacks with `--project-dir` (a directory with Pulumi.yaml and
+Pulumi.<stack>.yaml files for this program) or call `rehearse()`.
+"""
+
+import argparse
+import sys
+import time
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from pulumi.output import Unknown
+
+from infra.errors import InvalidArgument
+from infra.mocking import DEPLOYER_ROLE_ARN, Registration
+from stack import stack_file
+from stack.config import ConfigError, parse
+from stack.engine_rules import RULES, Deployment, check
+from stack.mocked import run_under_mocks
+
+
+def _comparable(value: Any) -> Any:
+    """Inputs as plain data: an output unknown during preview compares equal to another unknown."""
+    if isinstance(value, Unknown):
+        return "<computed>"
+    if isinstance(value, dict):
+        return {key: _comparable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_comparable(item) for item in value]
+    return value
+
+
+def differences(first: list[Registration], second: list[Registration]) -> list[str]:
+    """Where two runs of one program registered different resources or inputs."""
+    before, after = ({r.urn: r for r in run} for run in (first, second))
+    lines = [f"idempotence: {urn} is registered by only one of two runs" for urn in sorted(set(before) ^ set(after))]
+    for urn in sorted(set(before) & set(after)):
+        old, new = before[urn], after[urn]
+        old_inputs, new_inputs = _comparable(old.inputs), _comparable(new.inputs)
+        changed = sorted(key for key in set(old_inputs) | set(new_inputs) if old_inputs.get(key) != new_inputs.get(key))
+        lines += [f"idempotence: {old.type.split(':')[-1]} {old.name} {key}: differs between two runs of the same "
+                  f"stack ({old.inputs.get(key)!r} then {new.inputs.get(key)!r})" for key in changed]
+        if sorted(old.dependencies) != sorted(new.dependencies):
+            lines.append(f"idempotence: {old.type.split(':')[-1]} {old.name} dependencies: differ between two runs")
+    return lines
+
+
+def rehearse(stack: str, root: Path = stack_file.ROOT, today: date | None = None) -> list[str]:
+    """One line per rule the stack breaks; empty when its first `pulumi up` would go through."""
+    values, region = stack_file.load(stack, root)
+    config = parse(values, region)
+    first, second = run_under_mocks(config, stack=stack), run_under_mocks(config, stack=stack)
+    deployment = Deployment(first, config.region, DEPLOYER_ROLE_ARN, today or date.today())
+    return [str(finding) for finding in check(deployment)] + differences(first, second)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stack.rehearsal", description=__doc__.split("\n", 1)[0] if __doc__ else None)
+    parser.add_argument("--stack", action="append", help="a stack to rehearse (repeatable; default every Pulumi.*.yaml)")
+    parser.add_argument("--project-dir", type=Path, default=stack_file.ROOT, help="directory with Pulumi.yaml")
+    parser.add_argument("--on", type=date.fromisoformat, help="rehearse as of this date, YYYY-MM-DD (default today)")
+    args = parser.parse_args(argv)
+    stacks = args.stack or stack_file.stacks(args.project_dir)
+    broken = 0
+    for stack in stacks:
+        started = time.perf_counter()
+        try:
+            findings = rehearse(stack, args.project_dir, args.on)
+        except (FileNotFoundError, ConfigError, InvalidArgument) as error:
+            findings = [f"config: {error}"]
+        for finding in findings:
+            print(f"{stack}: {finding}")
+        status = f"{len(findings)} broken rule(s)" if findings else "every rule holds"
+        print(f"stack {stack}: {len(RULES)} rules and idempotence, {status} ({time.perf_counter() - started:.1f} s)",
+              file=sys.stderr)
+        broken += bool(findings)
+    return 1 if broken or not stacks else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
