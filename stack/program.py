@@ -7,7 +7,7 @@ import pulumi
 
 from infra.platform import TrainingPlatform
 from stack.config import StackConfig
-from workloads.batch_jobs import DEFAULT_FABRIC_IMAGES
+from workloads.batch_jobs import default_fabric_image
 from workloads.components import DataPrepJob, EvaluationJob, FabricCheckJob, PyTorchJob, TrainingJobArgs
 from workloads.image import TrainerImage, TrainerImageArgs
 
@@ -42,9 +42,14 @@ def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
         efa_groups = [group for group in platform.node_groups.values() if group.efa_interfaces and group.max_size >= 2]
         if efa_groups:
             group = efa_groups[0]
-            fabric_image = config.fabric_check_image or DEFAULT_FABRIC_IMAGES.get(group.instance.architecture.value)
+            architecture = group.instance.architecture.value
+            fabric_image = config.fabric_check_image or default_fabric_image(architecture, config.region)
             if fabric_image is None:
-                pulumi.log.warn(f"EFA fabric check skipped: set eks-ddp:fabricCheckImage to an {group.instance.architecture.value} image with libfabric's EFA provider")
+                pulumi.log.warn(f"EFA fabric check skipped: set eks-ddp:fabricCheckImage to an {architecture} image "
+                                "with libfabric's EFA provider")
             else:
-                FabricCheckJob(f"{name}-efa-check", {"provider": platform.provider, "node_group": group, "namespace": platform.training_namespace, "image": fabric_image, "depends_on": [platform]})
+                FabricCheckJob(f"{name}-efa-check", {
+                    "provider": platform.provider, "node_group": group, "namespace": platform.training_namespace,
+                    "image": fabric_image, "depends_on": [platform],
+                })
     return Stack(platform, image, job)

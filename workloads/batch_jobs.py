@@ -5,10 +5,25 @@ from typing import Any
 from workloads.pytorchjob import SHARED_MOUNT, TrainingJob, prepare_data_command
 from workloads.target import NodeTarget
 
-# x86 GPU nodes: an AWS Deep Learning Container ships libfabric with the EFA provider
+# x86 nodes: an AWS Deep Learning Container ships libfabric with the EFA provider
 # (fi_info, fi_pingpong), as the workshop uses. The tag was not pulled here (no
 # registry access); no arm64 default is pinned, so Graviton groups must name one.
-DEFAULT_FABRIC_IMAGES = {"x86_64": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.7.1-gpu-py312-cu128-ubuntu22.04-ec2"}
+FABRIC_IMAGE = "pytorch-training:2.7.1-gpu-py312-cu128-ubuntu22.04-ec2"
+# Deep Learning Containers live in each region's own registry, under account 763104351884
+# except in these regions (aws/deep-learning-containers available_images.md).
+DLC_ACCOUNTS = {
+    "af-south-1": "626614931356", "ap-east-1": "871362719292", "ap-northeast-3": "364406365360",
+    "ap-southeast-3": "907027046896", "eu-south-1": "692866216735", "me-central-1": "914824155844",
+    "me-south-1": "217643126080", "cn-north-1": "727897471807", "cn-northwest-1": "727897471807",
+}
+
+
+def default_fabric_image(architecture: str, region: str) -> str | None:
+    """The fabric check's image in the stack's own region (None for arm64: none is published)."""
+    if architecture != "x86_64":
+        return None
+    domain = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+    return f"{DLC_ACCOUNTS.get(region, '763104351884')}.dkr.ecr.{region}.{domain}/{FABRIC_IMAGE}"
 FABRIC_PORT = 47592
 
 

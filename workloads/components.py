@@ -129,7 +129,10 @@ class FabricCheckArgs(TypedDict):
     namespace: str
     """Namespace for the check's pods."""
     image: NotRequired[str]
-    """Image with libfabric's EFA provider for the group's architecture (x86 default: an AWS Deep Learning Container; arm64: required)."""
+    """Image with libfabric's EFA provider for the group's architecture (x86 default: an AWS Deep Learning
+    Container from `region`; arm64: required)."""
+    region: NotRequired[str]
+    """AWS region of the cluster: the default x86 image is pulled from its registry (needed without `image`)."""
     depends_on: NotRequired[list[pulumi.Resource]]
     """What the objects wait for (the platform: namespace, claim, service account)."""
 
@@ -143,9 +146,14 @@ class FabricCheckJob(_BatchJob):
             raise InvalidArgument("FabricCheckJob", "node_group", group.instance_type, "the check needs a node group with EFA")
         if group.max_size < 2:
             raise InvalidArgument("FabricCheckJob", "node_group", group.max_size, "the check needs a group that can hold two nodes (max_size >= 2)")
-        image = args.get("image") or batch_jobs.DEFAULT_FABRIC_IMAGES.get(group.instance.architecture.value)
+        architecture = group.instance.architecture.value
+        image = args.get("image")
+        if image is None and "region" not in args:
+            raise InvalidArgument("FabricCheckJob", "region", None, "give the cluster's region (or an image)")
+        image = image or batch_jobs.default_fabric_image(architecture, args.get("region", ""))
         if image is None:
-            raise InvalidArgument("FabricCheckJob", "image", None, f"give an {group.instance.architecture.value} image with libfabric's EFA provider (fi_info, fi_pingpong)")
+            raise InvalidArgument("FabricCheckJob", "image", None,
+                                  f"give an {architecture} image with libfabric's EFA provider (fi_info, fi_pingpong)")
         self.manifests = batch_jobs.render_fabric_check(name, args["namespace"], target_of(group), image)
         super().__init__("eksddp:index:FabricCheckJob", name, {}, opts)
         self._apply_all(name, args["provider"], args.get("depends_on", []))

@@ -1,6 +1,6 @@
 from infra.catalogue import EFA_INSTANCE_TYPES
 from tests.workloads.schemas import validate_core
-from workloads.batch_jobs import render_data_preparation, render_evaluation, render_fabric_check
+from workloads.batch_jobs import default_fabric_image, render_data_preparation, render_evaluation, render_fabric_check
 from workloads.pytorchjob import TrainingJob
 from workloads.target import NodeTarget
 
@@ -43,3 +43,11 @@ def test_evaluation_waits_for_the_training_summary() -> None:
     (init,) = manifest["spec"]["template"]["spec"]["initContainers"]
     assert "/shared/runs/mnist-ddp/summary.json" in init["command"][2] and init["command"][:2] == ["sh", "-c"]
     assert manifest["spec"]["activeDeadlineSeconds"] == 2 * 24 * 3600
+
+
+def test_the_default_fabric_image_comes_from_the_stacks_own_region() -> None:
+    """A pull from another region's registry is slow at every scale-up and fails where ECR is partitioned."""
+    assert default_fabric_image("x86_64", "eu-west-1").startswith("763104351884.dkr.ecr.eu-west-1.amazonaws.com/")  # type: ignore[union-attr]
+    assert default_fabric_image("x86_64", "ap-east-1").startswith("871362719292.dkr.ecr.ap-east-1.amazonaws.com/")  # type: ignore[union-attr]
+    assert default_fabric_image("x86_64", "cn-north-1").startswith("727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/")  # type: ignore[union-attr]
+    assert default_fabric_image("arm64", "us-east-1") is None

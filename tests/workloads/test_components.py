@@ -91,7 +91,11 @@ def test_fabric_check_needs_an_efa_group_with_room_for_two(pulumi_mocks: Recorde
         with pytest.raises(InvalidArgument, match="max_size >= 2"):
             FabricCheckJob("c2", {"provider": provider, "node_group": EfaNodeGroup("one", {**GROUP, "max_size": 1}), "namespace": "t"})
         with pytest.raises(InvalidArgument, match=r"FabricCheckJob: image=None is not allowed; give an arm64 image with libfabric's EFA provider"):
-            FabricCheckJob("c3", {"provider": provider, "node_group": EfaNodeGroup("graviton", GROUP), "namespace": "t"})
+            FabricCheckJob("c3", {"provider": provider, "node_group": EfaNodeGroup("graviton", GROUP), "namespace": "t",
+                                  "region": "us-east-1"})
+        with pytest.raises(InvalidArgument, match=r"FabricCheckJob: region=None is not allowed; give the cluster's region"):
+            FabricCheckJob("c4", {"provider": provider, "node_group": EfaNodeGroup("x86", {**GROUP, "instance_type": "g6.8xlarge"}),
+                                  "namespace": "t"})
 
     pulumi_mocks.run(program)
 
