@@ -58,7 +58,7 @@ def _replace_references(struct: Any) -> None:
                     _replace_references(item.struct_value)
 
 
-def _fake_outputs(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+def _fake_outputs(type_: str, name: str, inputs: dict[str, Any], region: str) -> dict[str, Any]:
     outputs = dict(inputs)
     outputs.setdefault("name", name)  # providers autoname; mocks do not
     outputs.setdefault("arn", f"arn:aws:{type_.split(':')[1].split('/')[0]}::{ACCOUNT}:{name}")
@@ -76,7 +76,7 @@ def _fake_outputs(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, An
     elif type_ == "aws:s3/bucket:Bucket":
         outputs.update(arn=f"arn:aws:s3:::{name}", bucket=name)  # S3 ARNs carry no region or account
     elif type_ == "aws:ecr/repository:Repository":
-        outputs.update(repositoryUrl=f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/{name}", registryId=ACCOUNT)
+        outputs.update(repositoryUrl=f"{ACCOUNT}.dkr.ecr.{region}.amazonaws.com/{name}", registryId=ACCOUNT)
     elif type_ == "docker-build:index:Image":
         outputs["digest"] = "sha256:" + "0" * 64
     elif type_ == "aws:ec2/vpc:Vpc":
@@ -85,8 +85,12 @@ def _fake_outputs(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, An
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
+    def __init__(self, region: str = "us-east-1") -> None:
+        self.region = region
+        """The AWS region the provider is configured for: regional outputs (ECR URLs, zones) use it."""
+
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
-        return f"{args.name}-id", _fake_outputs(args.typ, args.name, args.inputs)
+        return f"{args.name}-id", _fake_outputs(args.typ, args.name, args.inputs, self.region)
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
@@ -98,12 +102,12 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if args.token == "aws:index/getPartition:getPartition":
             return {"partition": "aws", "dnsSuffix": "amazonaws.com"}, []
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
-            names = [f"us-east-1{letter}" for letter in "abcdef"]
-            return {"names": names, "zoneIds": [f"use1-az{index}" for index in range(1, 7)], "id": "us-east-1"}, []
+            names = [f"{self.region}{letter}" for letter in "abcdef"]
+            return {"names": names, "zoneIds": [f"az{index}" for index in range(1, 7)], "id": self.region}, []
         if args.token == "aws:ecr/getAuthorizationToken:getAuthorizationToken":
             return {"userName": "AWS", "password": "mock-token", "authorizationToken": "", "proxyEndpoint": "", "expiresAt": "", "id": ACCOUNT}, []
         if args.token == "aws:index/getRegion:getRegion":
-            return {"name": "us-east-1", "region": "us-east-1"}, []
+            return {"name": self.region, "region": self.region}, []
         return {}, []
 
 

@@ -14,7 +14,7 @@ def run_under_mocks(config: StackConfig, project: str = "eks-ddp", stack: str = 
     asyncio.set_event_loop(asyncio.new_event_loop())
     pulumi.runtime.settings.reset_options()
     pulumi.runtime.set_all_config({})
-    mocks = RecordingMocks()
+    mocks = RecordingMocks(config.region)
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=True, monitor=monitor)
     pulumi.runtime.test(lambda: build(config, name=project))()

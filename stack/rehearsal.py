@@ -54,6 +54,11 @@ def differences(first: list[Registration], second: list[Registration]) -> list[s
 def rehearse(stack: str, root: Path = stack_file.ROOT, today: date | None = None) -> list[str]:
     """One line per rule the stack breaks; empty when its first `pulumi up` would go through."""
     values, region = stack_file.load(stack, root)
+    return rehearse_values(values, region, stack, today)
+
+
+def rehearse_values(values: dict[str, Any], region: str | None, stack: str = "dev", today: date | None = None) -> list[str]:
+    """The same for stack config values (`eks-ddp:*` keys without the prefix) and a region."""
     config = parse(values, region)
     first, second = run_under_mocks(config, stack=stack), run_under_mocks(config, stack=stack)
     deployment = Deployment(first, config.region, DEPLOYER_ROLE_ARN, today or date.today())

@@ -1,0 +1,164 @@
+"""The deploy rehearsal: every stack file passes every engine rule, each rule fails on its defect,
+and two runs of a stack register identical inputs."""
+
+import copy
+from collections.abc import Callable
+from datetime import date
+from typing import Any
+
+import pytest
+
+from infra.mocking import DEPLOYER_ROLE_ARN, Registration
+from stack import rehearsal, stack_file
+from stack.config import parse
+from stack.engine_rules import Deployment, check
+from stack.mocked import run_under_mocks
+
+DEV, REGION = stack_file.load("dev")
+TODAY = date(2026, 11, 22)
+# The paths the dev stack does not take: a GPU Capacity Block group (32 EFA cards), Graviton4 EFA
+# nodes (missing from the old device plugin chart's list), and the x86 fabric check outside us-east-1.
+VARIANT = {
+    **DEV,
+    "vpc": {"cidr": "10.0.0.0/16", "availabilityZones": ["eu-west-1a", "eu-west-1b"]},
+    "nodeGroups": [
+        {"name": "system", "instanceType": "m7g.large", "desiredSize": 2},
+        {"name": "gpus", "instanceType": "p5e.48xlarge", "availabilityZone": "eu-west-1a", "maxSize": 2,
+         "capacityType": "CAPACITY_BLOCK", "capacityReservationId": "cr-0123456789abcdef0",
+         "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]},
+        {"name": "workers", "instanceType": "c8g.48xlarge", "availabilityZone": "eu-west-1a", "maxSize": 4},
+    ],
+    "adminPrincipalArns": [DEPLOYER_ROLE_ARN, "arn:aws:iam::123456789012:role/platform-admin"],
+    "job": {**DEV["job"], "nodeGroup": "workers"},
+}
+
+
+def test_every_stack_file_passes_every_rule() -> None:
+    stacks = stack_file.stacks()
+    assert "dev" in stacks
+    for stack in stacks:
+        assert rehearsal.rehearse(stack, today=TODAY) == [], stack
+
+
+def test_the_paths_the_dev_stack_does_not_take_pass_too() -> None:
+    assert rehearsal.rehearse_values(VARIANT, "eu-west-1", today=TODAY) == []
+
+
+def test_two_runs_of_each_stack_register_identical_inputs() -> None:
+    for values, region in ((DEV, REGION), (VARIANT, "eu-west-1")):
+        config = parse(values, region)
+        first, second = run_under_mocks(config), run_under_mocks(config)
+        assert len(first) > 50 and rehearsal.differences(first, second) == []
+
+
+def test_a_value_that_changes_between_runs_is_reported() -> None:
+    config = parse(DEV, REGION)
+    first, second = run_under_mocks(config), run_under_mocks(config)
+    changed = next(r for r in second if r.type == "docker-build:index:Image")
+    changed.inputs["tags"] = ["repository:built-at-0930"]
+    (line,) = rehearsal.differences(first, second)
+    assert line.startswith("idempotence: Image eks-ddp-image-build tags: differs between two runs")
+
+
+def _named(registrations: list[Registration], name: str) -> dict[str, Any]:
+    return next(r for r in registrations if r.name == name).inputs
+
+
+def _remove_skip_await(runs: list[Registration]) -> None:
+    del _named(runs, "eks-ddp-data-job")["metadata"]["annotations"]
+
+
+def _bind_immediately(runs: list[Registration]) -> None:
+    _named(runs, "eks-ddp-fsx-class")["volumeBindingMode"] = "Immediate"
+
+
+def _default_helm_timeout(runs: list[Registration]) -> None:
+    del _named(runs, "eks-ddp-metrics-server-chart")["timeout"]
+
+
+def _ttl(runs: list[Registration]) -> None:
+    _named(runs, "eks-ddp-train-job")["spec"]["runPolicy"]["ttlSecondsAfterFinished"] = 86400
+
+
+def _capacity_block_type_on_the_group(runs: list[Registration]) -> None:
+    group = _named(runs, "eks-ddp-gpus-nodes")
+    group["instanceTypes"] = ["p5e.48xlarge"]
+    del _named(runs, "eks-ddp-gpus-template")["instanceType"]
+
+
+def _sixteen_interfaces_on_p5e(runs: list[Registration]) -> None:
+    template = _named(runs, "eks-ddp-gpus-template")
+    template["networkInterfaces"] = template["networkInterfaces"][:16]
+
+
+def _chart_default_instance_list(runs: list[Registration]) -> None:
+    del _named(runs, "eks-ddp-efa-device-plugin-chart")["values"]["supportedInstanceLabels"]
+
+
+def _list_without_c8g(runs: list[Registration]) -> None:
+    labels = _named(runs, "eks-ddp-efa-device-plugin-chart")["values"]["supportedInstanceLabels"]
+    labels["values"] = [name for name in labels["values"] if not name.startswith("c8g")]
+
+
+def _hugepages(runs: list[Registration]) -> None:
+    spec = _named(runs, "eks-ddp-train-job")["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    spec["containers"][0]["resources"]["requests"]["hugepages-2Mi"] = "5120Mi"
+
+
+def _fabric_image_from_us_east_1(runs: list[Registration]) -> None:
+    container = _named(runs, "eks-ddp-efa-check-job")["spec"]["template"]["spec"]["containers"][0]
+    container["image"] = container["image"].replace("eu-west-1", "us-east-1")
+
+
+def _access_entry_for_the_deployer(runs: list[Registration]) -> None:
+    _named(runs, "eks-ddp-cluster-admin-0")["principalArn"] = DEPLOYER_ROLE_ARN
+
+
+def _old_ami_pin(runs: list[Registration]) -> None:
+    _named(runs, "eks-ddp-workers-nodes")["releaseVersion"] = "1.35.0-20260401"
+
+
+DEFECTS: list[tuple[Callable[[list[Registration]], None], str]] = [
+    (_remove_skip_await, "awaits: Job eks-ddp-data-job metadata.annotations: pulumi up waits for the Job to complete"),
+    (_bind_immediately, "awaits: PersistentVolumeClaim eks-ddp-fsx-claim spec.storageClassName: an Immediate claim"),
+    (_default_helm_timeout, "awaits: Release eks-ddp-metrics-server-chart timeout: Helm waits"),
+    (_ttl, "ttl: PyTorchJob eks-ddp-train-job spec.runPolicy.ttlSecondsAfterFinished"),
+    (_capacity_block_type_on_the_group, "launch-template: LaunchTemplate eks-ddp-gpus-template instanceType: a Capacity Block"),
+    (_sixteen_interfaces_on_p5e, "efa-interfaces: NodeGroup eks-ddp-gpus-nodes launchTemplate.networkInterfaces: 16 EFA"),
+    (_chart_default_instance_list, "efa-device-plugin: Release eks-ddp-efa-device-plugin-chart values.supportedInstanceLabels"),
+    (_list_without_c8g, "efa-device-plugin: NodeGroup eks-ddp-workers-nodes instanceTypes: c8g.48xlarge is not in"),
+    (_hugepages, "schedulable: PyTorchJob eks-ddp-train-job resources.requests.hugepages-2Mi"),
+    (_fabric_image_from_us_east_1, "image-region: Job eks-ddp-efa-check-job containers[fabric-check].image"),
+    (_access_entry_for_the_deployer, "access-entry: AccessEntry eks-ddp-cluster-admin-0 principalArn"),
+    (_old_ami_pin, "efa-ami: NodeGroup eks-ddp-workers-nodes releaseVersion: 1.35.0-20260401 predates 20260505"),
+]
+
+
+@pytest.fixture(scope="module")
+def variant_run() -> list[Registration]:
+    return run_under_mocks(parse(VARIANT, "eu-west-1"))
+
+
+@pytest.mark.parametrize(("inject", "expected"), DEFECTS, ids=[inject.__name__.strip("_") for inject, _ in DEFECTS])
+def test_each_rule_reports_its_defect(variant_run: list[Registration], inject: Callable[[list[Registration]], None],
+                                      expected: str) -> None:
+    broken = copy.deepcopy(variant_run)
+    inject(broken)
+    findings = [str(finding) for finding in check(Deployment(broken, "eu-west-1", DEPLOYER_ROLE_ARN, TODAY))]
+    assert any(line.startswith(expected) for line in findings), findings
+
+
+def test_a_version_past_standard_support_is_reported(variant_run: list[Registration]) -> None:
+    findings = check(Deployment(variant_run, "eu-west-1", DEPLOYER_ROLE_ARN, date(2027, 3, 28)))
+    assert [str(f) for f in findings] == [
+        "kubernetes-version: Cluster eks-ddp-cluster-eks version: 1.35 is not in EKS standard support on 2027-03-28 "
+        "(1.34 until 2026-12-02, 1.35 until 2027-03-27)"
+    ]
+
+
+def test_the_command_prints_one_line_per_broken_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    assert rehearsal.main(["--stack", "dev", "--on", "2027-04-01"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["dev: kubernetes-version: Cluster eks-ddp-cluster-eks version: 1.35 is not in EKS standard support on "
+                   "2027-04-01 (1.34 until 2026-12-02, 1.35 until 2027-03-27)"]
+    assert rehearsal.main(["--stack", "dev", "--on", "2026-11-22"]) == 0
