@@ -4,14 +4,16 @@ import pulumi
 
 from stack.config import parse
 from stack.program import build
+from stack.project_config import PROJECT, check_declared, declarations
 
 config = pulumi.Config()
-STRUCTURED = ("vpc", "nodeGroups", "storage", "job", "adminPrincipalArns")
-values = {key: config.get_object(key) for key in STRUCTURED}
-values |= {key: config.get(key) for key in ("clusterName", "kubernetesVersion", "image", "fabricCheckImage", "trainingNamespace")}
-values |= {"fabricCheck": config.get_bool("fabricCheck"), "checkpointExpiryDays": config.get_int("checkpointExpiryDays")}
+declared = declarations()
+# Every key the CLI passed (it applies Pulumi.yaml's defaults and type checks first): a misspelled one is refused.
+check_declared(pulumi.get_stack(), pulumi.runtime.config.CONFIG.get(), declared)
+readers = {"string": config.get, "integer": config.get_int, "boolean": config.get_bool}
+values = {key: readers.get(spec.get("type", ""), config.get_object)(key) for key, spec in declarations().items()}
 settings = parse({key: value for key, value in values.items() if value is not None}, pulumi.Config("aws").get("region"))
-deployed = build(settings, name=pulumi.get_project())
+deployed = build(settings, name=PROJECT)
 
 platform = deployed.platform
 pulumi.export("kubeconfig", platform.kubeconfig)
@@ -25,4 +27,7 @@ if settings.job is not None:
     job, namespace = settings.job.job.name, platform.training_namespace
     pulumi.export("watchJob", f"kubectl -n {namespace} get pytorchjob {job} -w")
     pulumi.export("jobLogs", f"kubectl -n {namespace} logs -f {job}-master-0")
-    pulumi.export("evaluation", f"kubectl -n {namespace} logs job/{job}-evaluate")
+    if settings.job.prepare_data:
+        pulumi.export("watchData", f"kubectl -n {namespace} logs -f job/{job}-data")
+    if settings.job.evaluate:
+        pulumi.export("evaluation", f"kubectl -n {namespace} logs -f job/{job}-evaluate")

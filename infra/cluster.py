@@ -21,13 +21,9 @@ ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPoli
 SYSTEM_LABEL = {"eks-ddp/node-group": "system"}
 
 
-class ClusterArgs(TypedDict):
-    vpc_id: pulumi.Input[str]
-    """The VPC (from Network)."""
-    private_subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]]
-    """Private subnets for the control plane's interfaces and the system nodes."""
-    public_subnet_ids: NotRequired[pulumi.Input[Sequence[pulumi.Input[str]]]]
-    """Public subnets for internet-facing load balancers."""
+class ClusterOptions(TypedDict):
+    """The cluster's own settings, independent of the network it runs in (checked before anything exists)."""
+
     cluster_name: NotRequired[str]
     """The EKS cluster's name (default: the component's name)."""
     kubernetes_version: NotRequired[str]
@@ -48,11 +44,20 @@ class ClusterArgs(TypedDict):
     """Tags for every taggable resource."""
 
 
+class ClusterArgs(ClusterOptions):
+    vpc_id: pulumi.Input[str]
+    """The VPC (from Network)."""
+    private_subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]]
+    """Private subnets for the control plane's interfaces and the system nodes."""
+    public_subnet_ids: NotRequired[pulumi.Input[Sequence[pulumi.Input[str]]]]
+    """Public subnets for internet-facing load balancers."""
+
+
 def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version.split("-")[0])[:3])
 
 
-def validate(name: str, args: ClusterArgs) -> None:
+def validate(name: str, args: ClusterOptions) -> None:
     cluster_name = args.get("cluster_name", name)
     if not re.fullmatch(r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}", cluster_name):
         raise InvalidArgument(COMPONENT, "cluster_name", cluster_name, "use 1-100 letters, digits, '-' or '_', starting with a letter or digit")

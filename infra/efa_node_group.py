@@ -151,8 +151,10 @@ def validate_shape(args: NodeGroupShape) -> InstanceType:
         raise InvalidArgument(COMPONENT, "availability_zone", args.get("availability_zone"), "name one zone, such as us-east-1a")
     minimum, maximum = args.get("min_size", 0), args.get("max_size", 2)
     desired = args.get("desired_size", minimum)
-    if minimum < 0 or maximum < 1 or minimum > maximum:
-        raise InvalidArgument(COMPONENT, "min_size/max_size", (minimum, maximum), "need 0 <= min_size <= max_size and max_size >= 1")
+    if maximum < 1:
+        raise InvalidArgument(COMPONENT, "max_size", maximum, "use 1 or more")
+    if not 0 <= minimum <= maximum:
+        raise InvalidArgument(COMPONENT, "min_size", minimum, f"need 0 <= min_size <= max_size ({maximum})")
     if not minimum <= desired <= maximum:
         raise InvalidArgument(COMPONENT, "desired_size", desired, f"must lie between min_size={minimum} and max_size={maximum}")
     capacity = args.get("capacity_type", CapacityType.ON_DEMAND)

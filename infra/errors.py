@@ -6,4 +6,4 @@ class InvalidArgument(ValueError):
 
     def __init__(self, component: str, argument: str, value: object, allowed: str) -> None:
         super().__init__(f"{component}: {argument}={value!r} is not allowed; {allowed}")
-        self.argument, self.value, self.allowed = argument, value, allowed
+        self.component, self.argument, self.value, self.allowed = component, argument, value, allowed

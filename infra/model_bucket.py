@@ -15,7 +15,18 @@ from infra.iam import irsa_role, policy
 COMPONENT = "ModelBucket"
 
 
-class ModelBucketArgs(TypedDict):
+class BucketOptions(TypedDict):
+    """The bucket's own settings (checked before anything exists)."""
+
+    service_account_name: NotRequired[str]
+    """Name of the ServiceAccount training pods run as (default `trainer`)."""
+    checkpoint_expiry_days: NotRequired[int]
+    """Delete objects under `checkpoints/` older than this many days (default: keep)."""
+    force_destroy: NotRequired[bool]
+    """Let `pulumi destroy` delete a non-empty bucket (default false: models are kept)."""
+
+
+class ModelBucketArgs(BucketOptions):
     oidc_provider_arn: pulumi.Input[str]
     """The cluster's IAM OIDC provider (Cluster.oidc_provider_arn)."""
     oidc_issuer: pulumi.Input[str]
@@ -24,12 +35,6 @@ class ModelBucketArgs(TypedDict):
     """Kubernetes provider of the cluster (Cluster.provider)."""
     namespace: str
     """Training namespace the ServiceAccount lives in."""
-    service_account_name: NotRequired[str]
-    """Name of the ServiceAccount training pods run as (default `trainer`)."""
-    checkpoint_expiry_days: NotRequired[int]
-    """Delete objects under `checkpoints/` older than this many days (default: keep)."""
-    force_destroy: NotRequired[bool]
-    """Let `pulumi destroy` delete a non-empty bucket (default false: models are kept)."""
     tags: NotRequired[dict[str, str]]
     """Tags for every taggable resource."""
     depends_on: NotRequired[Sequence[pulumi.Resource]]
@@ -55,7 +60,7 @@ def access_policy(bucket_arn: str) -> dict[str, Any]:
     ])
 
 
-def validate(args: ModelBucketArgs) -> None:
+def validate(args: BucketOptions) -> None:
     days = args.get("checkpoint_expiry_days")
     if days is not None and days < 1:
         raise InvalidArgument(COMPONENT, "checkpoint_expiry_days", days, "use a positive number of days, or leave it out to keep checkpoints")

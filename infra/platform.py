@@ -9,16 +9,18 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra.cluster import Cluster, ClusterArgs
+from infra.cluster import Cluster, ClusterArgs, ClusterOptions
+from infra.cluster import validate as validate_cluster
 from infra.cluster_autoscaler import ClusterAutoscaler
 from infra.efa_device_plugin import EfaDevicePlugin
-from infra.efa_node_group import EfaNodeGroup, EfaNodeGroupArgs, NodeGroupShape
+from infra.efa_node_group import EfaNodeGroup, EfaNodeGroupArgs, NodeGroupShape, validate_shape
 from infra.efs_storage import EfsStorage
 from infra.errors import InvalidArgument
 from infra.fsx_storage import FsxLustreStorage, FsxLustreStorageArgs, FsxOptions
 from infra.fsx_storage import validate as validate_fsx
 from infra.metrics_server import MetricsServer
 from infra.model_bucket import ModelBucket
+from infra.model_bucket import validate as validate_bucket
 from infra.network import Network, NetworkArgs
 from infra.network import validate as validate_network
 from infra.training_operator import TrainingOperator
@@ -77,23 +79,34 @@ class TrainingPlatformArgs(TypedDict):
     """Tags for every taggable resource."""
 
 
-def validate(args: TrainingPlatformArgs) -> None:
+CLUSTER_OPTIONS = ("cluster_name", "kubernetes_version", "admin_principal_arns", "private_endpoint_only",
+                   "system_instance_type", "system_node_count")
+
+
+def validate(name: str, args: TrainingPlatformArgs) -> None:
+    """Every check of every child component, so bad arguments fail before any resource is registered."""
     network = args.get("network", {})
     validate_network(network)
+    cluster: ClusterOptions = {"cluster_name": name, **{key: args[key] for key in CLUSTER_OPTIONS if key in args}}  # type: ignore[misc]
+    validate_cluster(name, cluster)
     zones = list(network.get("availability_zones", [])) or list(network.get("existing_private_subnet_ids", {}))
     names: set[str] = set()
     for index, group in enumerate(args.get("node_groups", [])):
         where = f"node_groups[{index}]"
-        name = group.get("name", "")
-        if not re.fullmatch(r"[a-z]([-a-z0-9]{0,28}[a-z0-9])?", name):
-            raise InvalidArgument(COMPONENT, f"{where}.name", name, "use a DNS label of at most 30 characters")
-        if name in names or name == "system":
-            raise InvalidArgument(COMPONENT, f"{where}.name", name, "names must be unique and not `system` (the cluster's own group)")
-        names.add(name)
+        group_name = group.get("name", "")
+        if not re.fullmatch(r"[a-z]([-a-z0-9]{0,28}[a-z0-9])?", group_name):
+            raise InvalidArgument(COMPONENT, f"{where}.name", group_name, "use a DNS label of at most 30 characters")
+        if group_name in names or group_name == "system":
+            raise InvalidArgument(COMPONENT, f"{where}.name", group_name, "names must be unique and not `system` (the cluster's own group)")
+        names.add(group_name)
         if not zones:
             raise InvalidArgument(COMPONENT, "network.availability_zones", None, "name the zones so node groups can each pick one")
         if group.get("availability_zone") not in zones:
             raise InvalidArgument(COMPONENT, f"{where}.availability_zone", group.get("availability_zone"), f"use one of the network's zones: {', '.join(zones)}")
+        try:
+            validate_shape(group)
+        except InvalidArgument as error:
+            raise InvalidArgument(COMPONENT, f"{where}.{error.argument}", error.value, error.allowed) from None
     storage = args.get("storage", StorageKind.FSX)
     if storage not in tuple(StorageKind):
         raise InvalidArgument(COMPONENT, "storage", storage, f"use one of {[kind.value for kind in StorageKind]}")
@@ -105,6 +118,8 @@ def validate(args: TrainingPlatformArgs) -> None:
         validate_fsx(args.get("fsx", {}))
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", args.get("training_namespace", "training")):
         raise InvalidArgument(COMPONENT, "training_namespace", args.get("training_namespace"), "use a DNS label")
+    if args.get("model_bucket", True) and "checkpoint_expiry_days" in args:
+        validate_bucket({"checkpoint_expiry_days": args["checkpoint_expiry_days"]})
 
 
 class TrainingPlatform(pulumi.ComponentResource):
@@ -132,7 +147,7 @@ class TrainingPlatform(pulumi.ComponentResource):
     """The training operator: PyTorchJobs must depend on it."""
 
     def __init__(self, name: str, args: TrainingPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        validate(args)
+        validate(name, args)
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = dict(args.get("tags", {}))

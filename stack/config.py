@@ -1,23 +1,23 @@
 """Stack configuration: raw `eks-ddp:*` values in, typed objects out, errors naming the key.
 
-Pure: `__main__.py` passes what pulumi.Config read; the offline preview and the
-local demo pass what they read from `Pulumi.<stack>.yaml`.
+Pure: `__main__.py` passes what pulumi.Config read; the offline preview, the local demo
+and the rehearsal pass what they read from `Pulumi.<stack>.yaml`. Every key is checked
+here, strictly typed (a string is not a boolean), and then by the components' own
+validation, before any resource is registered; errors name the stack key
+(`eks-ddp:nodeGroups[1].instanceType`), the value and what is allowed.
 """
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra import efa_node_group, fsx_storage, network
-from infra.efa_node_group import NodeGroupShape
+from infra import platform
 from infra.errors import InvalidArgument
-from infra.fsx_storage import FsxOptions
-from infra.network import NetworkArgs
 from infra.platform import NodeGroupSpec, StorageKind, TrainingPlatformArgs
-from workloads.pytorchjob import DATASETS, TrainingJob, validate_name
+from stack.project_config import PROJECT, closest
+from workloads.pytorchjob import DATASETS, DOWNLOADABLE_DATASETS, TrainingJob, validate_name
 
-PROJECT = "eks-ddp"
 SYSTEM_GROUP = "system"
 
 
@@ -47,175 +47,201 @@ class StackConfig:
     fabric_check_image: str | None
 
 
-_CAMEL = {"capacity_gib": "capacityGiB", "min_size/max_size": "minSize"}
-
-
-def _camel(argument: str) -> str:
-    if argument in _CAMEL:
-        return _CAMEL[argument]
-    head, *rest = argument.split("_")
-    return head + "".join(part.title() for part in rest)
+# Each section's keys: stack key -> (argument name, type). bool is not an int here.
+TOP_LEVEL = {
+    "clusterName": ("cluster_name", str), "kubernetesVersion": ("kubernetes_version", str),
+    "adminPrincipalArns": ("admin_principal_arns", list), "trainingNamespace": ("training_namespace", str),
+    "checkpointExpiryDays": ("checkpoint_expiry_days", int), "vpc": ("vpc", dict), "nodeGroups": ("node_groups", list),
+    "storage": ("storage", dict), "job": ("job", dict), "image": ("image", str), "fabricCheck": ("fabric_check", bool),
+    "fabricCheckImage": ("fabric_check_image", str),
+}
+VPC = {"cidr": ("cidr", str), "availabilityZones": ("availability_zones", list), "natGateways": ("nat_gateways", str)}
+SYSTEM = {"name": ("name", str), "instanceType": ("system_instance_type", str), "desiredSize": ("system_node_count", int)}
+NODE_GROUP = {
+    "name": ("name", str), "instanceType": ("instance_type", str), "availabilityZone": ("availability_zone", str),
+    "efa": ("efa", bool), "minSize": ("min_size", int), "maxSize": ("max_size", int), "desiredSize": ("desired_size", int),
+    "capacityType": ("capacity_type", str), "capacityReservationId": ("capacity_reservation_id", str),
+    "labels": ("labels", dict), "taints": ("taints", list), "rootVolumeGiB": ("root_volume_gib", int),
+    "releaseVersion": ("release_version", str),
+}
+TAINT = {"key": ("key", str), "value": ("value", str), "effect": ("effect", str)}
+STORAGE = {
+    "kind": ("kind", str), "deploymentType": ("deployment_type", str), "capacityGiB": ("capacity_gib", int),
+    "perUnitStorageThroughput": ("per_unit_storage_throughput", int), "s3ImportPath": ("s3_import_path", str),
+    "s3ExportPath": ("s3_export_path", str),
+}
+JOB = {
+    "name": ("name", str), "nodeGroup": ("node_group", str), "dataset": ("dataset", str), "epochs": ("epochs", int),
+    "batchSize": ("batch_size", int), "replicas": ("replicas", int), "elasticMinReplicas": ("elastic_min_replicas", int),
+    "prepareData": ("prepare_data", bool), "evaluate": ("evaluate", bool),
+}
+# Keys that existed once, and why they went.
+RETIRED = {"hugepagesMiB": "removed: no node group allocates hugepages or announces them to the autoscaler, "
+                           "so pods requesting them stayed Pending"}
+TYPE_WORDS = {str: "a string", int: "a whole number", bool: "true or false (unquoted)", list: "a list", dict: "a map"}
 
 
 def _key(name: str) -> str:
     return f"{PROJECT}:{name}"
 
 
-def _expect(value: Any, kind: type, key: str, allowed: str) -> Any:
-    if not isinstance(value, kind):
-        raise ConfigError(key, value, allowed)
-    return value
+def _is(value: Any, kind: type) -> bool:
+    return isinstance(value, kind) and not (kind is int and isinstance(value, bool))
 
 
-def _check_keys(values: Mapping[str, Any], key: str, known: set[str]) -> None:
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ConfigError(f"{key}.{unknown[0]}", values[unknown[0]], f"known keys are {', '.join(sorted(known))}")
+def _fields(raw: Any, key: str, table: Mapping[str, tuple[str, type]]) -> dict[str, Any]:
+    """A section's values by argument name: only known keys, each of its declared type."""
+    if not _is(raw, dict):
+        raise ConfigError(key, raw, "give a map")
+    fields = {}
+    for name, value in raw.items():
+        where = f"{key}.{name}" if key != PROJECT else _key(name)
+        if name in RETIRED:
+            raise ConfigError(where, value, RETIRED[name])
+        if name not in table:
+            raise ConfigError(where, value, f"known keys are {', '.join(sorted(table))}{closest(name, table)}")
+        argument, kind = table[name]
+        if value is not None and not _is(value, kind):
+            raise ConfigError(where, value, f"give {TYPE_WORDS[kind]}")
+        if value is not None:
+            fields[argument] = value
+    return fields
 
 
-def _network(raw: Any) -> NetworkArgs:
-    key = _key("vpc")
-    values = _expect(raw or {}, dict, key, "give a map with cidr and availabilityZones")
-    _check_keys(values, key, {"cidr", "availabilityZones", "natGateways"})
-    args: NetworkArgs = {}
-    if "cidr" in values:
-        args["cidr"] = _expect(values["cidr"], str, f"{key}.cidr", "give a CIDR such as 10.0.0.0/16")
-    if "availabilityZones" in values:
-        zones = _expect(values["availabilityZones"], list, f"{key}.availabilityZones", "give a list of zone names")
-        args["availability_zones"] = [_expect(zone, str, f"{key}.availabilityZones", "zone names are strings") for zone in zones]
-    if "natGateways" in values:
-        args["nat_gateways"] = values["natGateways"]  # a str Enum: network.validate checks the value
-    try:
-        network.validate(args)
-    except InvalidArgument as error:
-        raise ConfigError(f"{key}.{_camel(error.argument)}", args.get(error.argument), str(error).split("; ", 1)[1]) from None  # type: ignore[misc]
-    return args
+def _strings(values: list[Any], key: str) -> list[str]:
+    for index, value in enumerate(values):
+        if not _is(value, str):
+            raise ConfigError(f"{key}[{index}]", value, "give a string")
+    return values
 
 
-_GROUP_KEYS = {"name", "instanceType", "availabilityZone", "efa", "minSize", "maxSize", "desiredSize", "capacityType",
-               "capacityReservationId", "labels", "taints", "rootVolumeGiB", "releaseVersion"}
+@dataclass(frozen=True)
+class _Layout:
+    """Where each argument came from in the stack file, to name the key in component errors."""
+
+    system_index: int | None
+    group_indexes: list[int]
+
+    def stack_key(self, error: InvalidArgument) -> str:
+        argument = error.argument
+        group = re.fullmatch(r"node_groups\[(\d+)\]\.(\w+)", argument)
+        if group:
+            return f"{_key('nodeGroups')}[{self.group_indexes[int(group.group(1))]}].{_camel(NODE_GROUP, group.group(2))}"
+        if argument in ("system_instance_type", "system_node_count"):
+            where = f"{_key('nodeGroups')}[{self.system_index}]" if self.system_index is not None else _key("nodeGroups")
+            return f"{where}.{_camel(SYSTEM, argument)}"
+        if error.component == "Network" or argument.startswith("network."):
+            return f"{_key('vpc')}.{_camel(VPC, argument.removeprefix('network.'))}"
+        if error.component == "FsxLustreStorage":
+            return f"{_key('storage')}.{_camel(STORAGE, argument)}"
+        if argument == "storage":
+            return f"{_key('storage')}.kind"
+        return _key(_camel(TOP_LEVEL, argument))
 
 
-def _node_group(raw: Any, index: int, zones: list[str]) -> NodeGroupSpec:
-    key = f"{_key('nodeGroups')}[{index}]"
-    values = _expect(raw, dict, key, "each node group is a map")
-    _check_keys(values, key, _GROUP_KEYS)
-    name = values.get("name")
-    zone = values.get("availabilityZone")
-    if zone not in zones:
-        raise ConfigError(f"{key}.availabilityZone", zone, f"use one of eks-ddp:vpc.availabilityZones ({', '.join(zones) or 'none named'})")
-    spec: dict[str, Any] = {"name": name, "instance_type": values.get("instanceType"), "availability_zone": zone}
-    for camel, snake in (("efa", "efa"), ("minSize", "min_size"), ("maxSize", "max_size"), ("desiredSize", "desired_size"),
-                         ("capacityType", "capacity_type"), ("capacityReservationId", "capacity_reservation_id"), ("labels", "labels"),
-                         ("rootVolumeGiB", "root_volume_gib"), ("releaseVersion", "release_version")):
-        if camel in values:
-            spec[snake] = values[camel]
-    if "taints" in values:
-        spec["taints"] = [{"key": t.get("key"), "value": t.get("value", ""), "effect": t.get("effect")} for t in _expect(values["taints"], list, f"{key}.taints", "a list")]
-    shape: NodeGroupShape = {k: v for k, v in spec.items() if k != "name"}  # type: ignore[assignment]
-    try:
-        efa_node_group.validate_shape(shape)
-    except InvalidArgument as error:
-        field = error.argument.split("/")[0]
-        raise ConfigError(f"{key}.{_camel(field)}", spec.get(field), str(error).split("; ", 1)[1]) from None
-    if not isinstance(name, str) or not re.fullmatch(r"[a-z]([-a-z0-9]{0,28}[a-z0-9])?", name):
-        raise ConfigError(f"{key}.name", name, "use a DNS label of at most 30 characters")
-    return spec  # type: ignore[return-value]
+def _camel(table: Mapping[str, tuple[str, type]], argument: str) -> str:
+    return next((name for name, (snake, _) in table.items() if snake == argument), argument)
 
 
-def _storage(raw: Any) -> tuple[StorageKind, FsxOptions]:
-    key = _key("storage")
-    values = _expect(raw or {"kind": "fsx"}, dict, key, "give a map with kind")
-    _check_keys(values, key, {"kind", "deploymentType", "capacityGiB", "perUnitStorageThroughput", "s3ImportPath", "s3ExportPath"})
-    kind = values.get("kind", "fsx")
+def _node_groups(raw: list[Any], zones: list[str]) -> tuple[TrainingPlatformArgs, _Layout]:
+    platform_args: TrainingPlatformArgs = {}
+    groups: list[NodeGroupSpec] = []
+    system_index, indexes = None, []
+    for index, item in enumerate(raw):
+        key = f"{_key('nodeGroups')}[{index}]"
+        if _is(item, dict) and item.get("name") == SYSTEM_GROUP:
+            system = _fields(item, key, SYSTEM)
+            system_index = index
+            platform_args.update({k: v for k, v in system.items() if k != "name"})  # type: ignore[typeddict-item]
+            continue
+        group = _fields(item, key, NODE_GROUP)
+        if group.get("availability_zone") not in zones:
+            raise ConfigError(f"{key}.availabilityZone", group.get("availability_zone"),
+                              f"use one of {_key('vpc')}.availabilityZones ({', '.join(zones) or 'none named'})")
+        if "labels" in group:
+            _strings(list(group["labels"].values()), f"{key}.labels")
+        if "taints" in group:
+            group["taints"] = [_fields(taint, f"{key}.taints[{i}]", TAINT) for i, taint in enumerate(group["taints"])]
+        groups.append(group)  # type: ignore[arg-type]
+        indexes.append(index)
+    platform_args["node_groups"] = groups
+    return platform_args, _Layout(system_index, indexes)
+
+
+def _storage(raw: Any) -> tuple[StorageKind, dict[str, Any]]:
+    options = _fields(raw or {}, _key("storage"), STORAGE)
+    kind = options.pop("kind", StorageKind.FSX.value)
     if kind not in [item.value for item in StorageKind]:
-        raise ConfigError(f"{key}.kind", kind, "use fsx, efs or none")
-    options: dict[str, Any] = {}
-    for camel, snake in (("deploymentType", "deployment_type"), ("capacityGiB", "capacity_gib"), ("perUnitStorageThroughput", "per_unit_storage_throughput"),
-                         ("s3ImportPath", "s3_import_path"), ("s3ExportPath", "s3_export_path")):
-        if camel in values:
-            options[snake] = values[camel]
-    if kind == "fsx":
-        try:
-            fsx_storage.validate(options)  # type: ignore[arg-type]  # keys built from the table above
-        except InvalidArgument as error:
-            raise ConfigError(f"{key}.{_camel(error.argument)}", options.get(error.argument), str(error).split("; ", 1)[1]) from None
-    return StorageKind(kind), options  # type: ignore[return-value]
+        raise ConfigError(f"{_key('storage')}.kind", kind, "use fsx, efs or none")
+    if options and kind != StorageKind.FSX.value:
+        name = _camel(STORAGE, sorted(options)[0])
+        raise ConfigError(f"{_key('storage')}.{name}", options[sorted(options)[0]], f"it applies to kind fsx, not {kind}")
+    return StorageKind(kind), options
 
 
-def _job(raw: Any, groups: list[NodeGroupSpec], namespace: str, image: str, claim: str | None, service_account: str | None) -> JobConfig | None:
+def _job(raw: Any, groups: Sequence[NodeGroupSpec], namespace: str, image: str, claim: str | None) -> JobConfig | None:
     if raw is None:
         return None
     key = _key("job")
-    values = _expect(raw, dict, key, "give a map describing the PyTorchJob")
-    _check_keys(values, key, {"name", "nodeGroup", "dataset", "epochs", "batchSize", "replicas", "elasticMinReplicas", "prepareData", "evaluate"})
-    name = values.get("name", "mnist-ddp")
-    problem = validate_name(name) if isinstance(name, str) else "must be a string"
+    fields = _fields(raw, key, JOB)
+    name = fields.get("name", "mnist-ddp")
+    problem = validate_name(name)
     if problem:
         raise ConfigError(f"{key}.name", name, problem)
     by_name = {group["name"]: group for group in groups}
-    target = values.get("nodeGroup")
+    target = fields.get("node_group")
     if target not in by_name:
         raise ConfigError(f"{key}.nodeGroup", target, f"use one of the training node groups: {', '.join(by_name) or 'none defined'}")
-    dataset = values.get("dataset", "mnist")
+    dataset = fields.get("dataset", "mnist")
     if dataset not in DATASETS:
         raise ConfigError(f"{key}.dataset", dataset, f"use one of {', '.join(DATASETS)}")
-    numbers = {}
-    for camel, default in (("epochs", 10), ("batchSize", 128), ("replicas", 2)):
-        value = values.get(camel, default)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"{key}.{camel}", value, "use a whole number >= 1")
-        numbers[camel] = value
+    numbers = {argument: fields.get(argument, default) for argument, default in (("epochs", 10), ("batch_size", 128), ("replicas", 2))}
+    for argument, value in numbers.items():
+        if value < 1:
+            raise ConfigError(f"{key}.{_camel(JOB, argument)}", value, "use a whole number >= 1")
     max_size = by_name[target].get("max_size", 2)
     if numbers["replicas"] > max_size:
         raise ConfigError(f"{key}.replicas", numbers["replicas"], f"node group {target} holds at most maxSize={max_size} pods (one per node)")
+    minimum = fields.get("elastic_min_replicas")
+    if minimum is not None and not 1 <= minimum <= numbers["replicas"]:
+        raise ConfigError(f"{key}.elasticMinReplicas", minimum, f"use 1 to replicas ({numbers['replicas']})")
+    prepare = fields.get("prepare_data", dataset in DOWNLOADABLE_DATASETS)
+    if prepare and dataset not in DOWNLOADABLE_DATASETS:
+        raise ConfigError(f"{key}.prepareData", prepare, f"only {', '.join(DOWNLOADABLE_DATASETS)} are downloaded; {dataset} is not")
     job = TrainingJob(
-        name=name, namespace=namespace, image=image, dataset=dataset, epochs=numbers["epochs"], batch_size=numbers["batchSize"],
-        replicas=numbers["replicas"], elastic_min_replicas=values.get("elasticMinReplicas"), claim_name=claim, service_account=service_account,
+        name=name, namespace=namespace, image=image, dataset=dataset, epochs=numbers["epochs"], batch_size=numbers["batch_size"],
+        replicas=numbers["replicas"], elastic_min_replicas=minimum, claim_name=claim, service_account="trainer",
     )
-    return JobConfig(node_group=target, job=job, prepare_data=bool(values.get("prepareData", dataset in ("mnist", "cifar10"))), evaluate=bool(values.get("evaluate", True)))
-
-
-KNOWN = {"clusterName", "kubernetesVersion", "vpc", "nodeGroups", "storage", "job", "image", "adminPrincipalArns", "fabricCheck",
-         "fabricCheckImage", "trainingNamespace", "checkpointExpiryDays"}
+    return JobConfig(node_group=target, job=job, prepare_data=prepare, evaluate=fields.get("evaluate", True))
 
 
 def parse(values: Mapping[str, Any], region: str | None) -> StackConfig:
     """Typed stack configuration from the `eks-ddp:*` values (keys without the project prefix)."""
-    unknown = sorted(set(values) - KNOWN)
-    if unknown:
-        raise ConfigError(_key(unknown[0]), values[unknown[0]], f"known keys are {', '.join(sorted(KNOWN))}")
+    top = _fields(dict(values), PROJECT, TOP_LEVEL)
     if not region:
         raise ConfigError("aws:region", region, "set the AWS region, e.g. `pulumi config set aws:region us-east-1`")
-    network_args = _network(values.get("vpc"))
-    zones = list(network_args.get("availability_zones", []))
-    raw_groups = _expect(values.get("nodeGroups", []), list, _key("nodeGroups"), "give a list of node groups")
-    platform: TrainingPlatformArgs = {"network": network_args, "tags": {"project": PROJECT}}
-    groups: list[NodeGroupSpec] = []
-    seen: set[str] = set()
-    for index, raw in enumerate(raw_groups):
-        key = f"{_key('nodeGroups')}[{index}]"
-        if isinstance(raw, dict) and raw.get("name") == SYSTEM_GROUP:
-            _check_keys(raw, key, {"name", "instanceType", "desiredSize"})
-            platform["system_instance_type"] = raw.get("instanceType", "m7g.large")
-            platform["system_node_count"] = raw.get("desiredSize", 2)
-            continue
-        group = _node_group(raw, index, zones)
-        if group["name"] in seen:
-            raise ConfigError(f"{key}.name", group["name"], "node group names must be unique")
-        seen.add(group["name"])
-        groups.append(group)
-    platform["node_groups"] = groups
-    for camel, snake in (("clusterName", "cluster_name"), ("kubernetesVersion", "kubernetes_version"), ("adminPrincipalArns", "admin_principal_arns"),
-                         ("trainingNamespace", "training_namespace"), ("checkpointExpiryDays", "checkpoint_expiry_days")):
-        if values.get(camel) not in (None, 0, "", []):  # the project defaults mean "not set"
-            platform[snake] = values[camel]  # type: ignore[literal-required]
-    kind, fsx = _storage(values.get("storage"))
-    platform["storage"], platform["fsx"] = kind, fsx
+    network = _fields(top.get("vpc") or {}, _key("vpc"), VPC)
+    zones = _strings(network.get("availability_zones", []), f"{_key('vpc')}.availabilityZones")
+    platform_args, layout = _node_groups(top.get("node_groups", []), zones)
+    platform_args.update({"network": network, "tags": {"project": PROJECT}})  # type: ignore[typeddict-item]
+    for argument in ("cluster_name", "kubernetes_version", "training_namespace", "checkpoint_expiry_days"):
+        if top.get(argument) not in (None, "", 0):  # the project defaults mean "not set"
+            platform_args[argument] = top[argument]  # type: ignore[literal-required]
+    if top.get("admin_principal_arns"):
+        platform_args["admin_principal_arns"] = _strings(top["admin_principal_arns"], _key("adminPrincipalArns"))
+    kind, fsx = _storage(top.get("storage"))
+    platform_args["storage"] = kind
+    if kind == StorageKind.FSX:
+        platform_args["fsx"] = fsx  # type: ignore[typeddict-item]
+    try:
+        platform.validate(PROJECT, platform_args)
+    except InvalidArgument as error:
+        raise ConfigError(layout.stack_key(error), error.value, error.allowed) from None
     claim = None if kind == StorageKind.NONE else "shared"
-    image = values.get("image") or None
-    job = _job(values.get("job"), groups, platform.get("training_namespace", "training"), image or "(built by the stack)", claim, "trainer")
+    image = top.get("image") or None
+    namespace = platform_args.get("training_namespace", "training")
+    job = _job(top.get("job"), platform_args.get("node_groups", []), namespace, image or "(built by the stack)", claim)
     return StackConfig(
-        region=region, platform=platform, job=job, image_uri=image,
-        fabric_check=bool(values.get("fabricCheck", True)), fabric_check_image=values.get("fabricCheckImage") or None,
+        region=region, platform=platform_args, job=job, image_uri=image,
+        fabric_check=top.get("fabric_check", True), fabric_check_image=top.get("fabric_check_image") or None,
     )

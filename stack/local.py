@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from infra.catalogue import lookup
+from infra.errors import InvalidArgument
 from infra.efa_node_group import EFA_LABEL
 from stack import stack_file
 from stack.config import ConfigError, parse
+from stack.project_config import StackFileError
 from workloads import batch_jobs, pytorchjob
 from workloads.pytorchjob import SHARED_MOUNT
 from workloads.target import NodeTarget
@@ -127,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir)  # the default directory belongs to this command
     try:
         return run(args.stack, workdir, args.project_dir)
-    except (FileNotFoundError, ConfigError) as error:
+    except (FileNotFoundError, ConfigError, InvalidArgument, StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 

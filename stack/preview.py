@@ -21,6 +21,7 @@ from infra.errors import InvalidArgument
 from infra.mocking import Registration
 from stack import cost, stack_file
 from stack.config import ConfigError, StackConfig, parse
+from stack.project_config import StackFileError
 from stack.mocked import run_under_mocks
 
 MANIFEST_KEYS = ("apiVersion", "kind", "metadata", "spec", "provisioner", "parameters", "mountOptions", "reclaimPolicy",
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         values, region = stack_file.load(args.stack)
         config = parse(values, region)
         registrations = run_under_mocks(config, stack=args.stack)
-    except (FileNotFoundError, ConfigError, InvalidArgument) as error:
+    except (FileNotFoundError, ConfigError, InvalidArgument, StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     objects = kubernetes_objects(registrations)

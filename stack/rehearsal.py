@@ -21,6 +21,7 @@ from infra.errors import InvalidArgument
 from infra.mocking import DEPLOYER_ROLE_ARN, Registration
 from stack import stack_file
 from stack.config import ConfigError, parse
+from stack.project_config import StackFileError
 from stack.engine_rules import RULES, Deployment, check
 from stack.mocked import run_under_mocks
 
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         try:
             findings = rehearse(stack, args.project_dir, args.on)
-        except (FileNotFoundError, ConfigError, InvalidArgument) as error:
+        except (FileNotFoundError, ConfigError, InvalidArgument, StackFileError) as error:
             findings = [f"config: {error}"]
         for finding in findings:
             print(f"{stack}: {finding}")

@@ -2,7 +2,10 @@
 with a message that names the key or argument and says what is allowed."""
 
 import copy
+import shutil
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pulumi_kubernetes as k8s
@@ -16,6 +19,7 @@ from infra.network import Network
 from infra.platform import TrainingPlatform
 from stack import stack_file
 from stack.config import ConfigError, parse
+from stack.project_config import StackFileError
 from tests.pulumi_harness import Recorded
 from trainer import cli
 from workloads.components import PyTorchJob
@@ -26,9 +30,10 @@ GROUP = {"cluster_name": "c", "vpc_id": "v", "cluster_security_group_id": "s", "
 OIDC = {"oidc_provider_arn": "arn:aws:iam::1:oidc-provider/x", "oidc_issuer": "x"}
 
 
-def _config(path: str, value: object) -> Callable[[], object]:
+def _config(path: str, value: object, **job: object) -> Callable[[], object]:
     def attempt() -> object:
         values: Any = copy.deepcopy(DEV)
+        values["job"].update(job)
         target = values
         *parents, last = path.split(".")
         for part in parents:
@@ -38,6 +43,17 @@ def _config(path: str, value: object) -> Callable[[], object]:
         else:
             target[last] = value
         return parse(values, REGION)
+    return attempt
+
+
+def _stack_file(line: str) -> Callable[[], object]:
+    def attempt() -> object:
+        with tempfile.TemporaryDirectory() as directory:
+            root = Path(directory)
+            shutil.copy(stack_file.ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+            (root / "Pulumi.scratch.yaml").write_text(f"config:\n  aws:region: us-east-1\n  {line}\n")
+            values, region = stack_file.load("scratch", root)
+            return parse(values, region)
     return attempt
 
 
@@ -73,6 +89,29 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("config: unknown dataset", _config("job.dataset", "imagenet"), "eks-ddp:job.dataset: 'imagenet' is not allowed; use one of digits, mnist, cifar10, synthetic"),
     ("config: misspelt key", _config("nodeGroups.1.maxsize", 3), "eks-ddp:nodeGroups[1].maxsize: 3 is not allowed; known keys are"),
     ("config: bad NAT layout", _config("vpc.natGateways", "many"), "eks-ddp:vpc.natGateways: 'many' is not allowed"),
+    # Checked by the components after resources were registered, now in the stack config first.
+    ("config: Kubernetes version 1.x", _config("kubernetesVersion", "1.x"), "eks-ddp:kubernetesVersion: '1.x' is not allowed; use one of 1.34, 1.35"),
+    ("config: Kubernetes version out of support", _config("kubernetesVersion", "1.33"), "eks-ddp:kubernetesVersion: '1.33' is not allowed"),
+    ("config: x86 system nodes", _config("nodeGroups.0.instanceType", "c5.2xlarge"), "eks-ddp:nodeGroups[0].instanceType: 'c5.2xlarge' is not allowed; use a Graviton type"),
+    ("config: no system nodes", _config("nodeGroups.0.desiredSize", 0), "eks-ddp:nodeGroups[0].desiredSize: 0 is not allowed; use 1 to 10"),
+    ("config: admin that is not an IAM ARN", _config("adminPrincipalArns", ["alice"]), "eks-ddp:adminPrincipalArns: 'alice' is not allowed; give IAM role or user ARNs"),
+    ("config: cluster name", _config("clusterName", "-eks"), "eks-ddp:clusterName: '-eks' is not allowed; use 1-100 letters"),
+    ("config: namespace not a DNS label", _config("trainingNamespace", "Training_NS"), "eks-ddp:trainingNamespace: 'Training_NS' is not allowed; use a DNS label"),
+    ("config: negative checkpoint expiry", _config("checkpointExpiryDays", -3), "eks-ddp:checkpointExpiryDays: -3 is not allowed; use a positive number of days"),
+    ("config: elastic minimum above replicas", _config("job.elasticMinReplicas", 5), "eks-ddp:job.elasticMinReplicas: 5 is not allowed; use 1 to replicas (2)"),
+    ("config: data preparation for an offline dataset", _config("job.prepareData", True, dataset="digits"), "eks-ddp:job.prepareData: True is not allowed; only mnist, cifar10 are downloaded"),
+    ("config: AMI pin before EFA", _config("nodeGroups.1.releaseVersion", "1.35.0-20260401"), "eks-ddp:nodeGroups[1].releaseVersion: '1.35.0-20260401' is not allowed; EFA on AL2023_ARM_64_STANDARD needs the AMI release of 20260505"),
+    ("config: hugepages (retired)", _config("job.hugepagesMiB", 5120), "eks-ddp:job.hugepagesMiB: 5120 is not allowed; removed: no node group allocates hugepages"),
+    ("config: FSx options on EFS", _config("storage.kind", "efs"), "eks-ddp:storage.capacityGiB: 1200 is not allowed; it applies to kind fsx, not efs"),
+    # Strict types: a string is not a boolean, a boolean is not a number.
+    ("config: boolean written as a string", _config("nodeGroups.1.efa", "false"), "eks-ddp:nodeGroups[1].efa: 'false' is not allowed; give true or false (unquoted)"),
+    ("config: number written as a string", _config("job.epochs", "10"), "eks-ddp:job.epochs: '10' is not allowed; give a whole number"),
+    ("config: boolean for a number", _config("nodeGroups.1.maxSize", True), "eks-ddp:nodeGroups[1].maxSize: True is not allowed; give a whole number"),
+    ("config: label value not a string", _config("nodeGroups.1.labels", {"tier": 1}), "eks-ddp:nodeGroups[1].labels[0]: 1 is not allowed; give a string"),
+    ("config: misspelt key, with the closest", _config("nodeGroups.1.desiredsize", 2), "eks-ddp:nodeGroups[1].desiredsize: 2 is not allowed; known keys are availabilityZone"),
+    # The stack file, as the Pulumi CLI checks it against Pulumi.yaml's config schema.
+    ("config: undeclared key in the stack file", _stack_file("eks-ddp:storgae: {kind: efs}"), "Stack 'scratch' sets eks-ddp:storgae, which Pulumi.yaml does not declare (did you mean storage?)"),
+    ("config: declared type in the stack file", _stack_file("eks-ddp:fabricCheck: 'yes'"), "Stack 'scratch' with configuration key 'eks-ddp:fabricCheck' must be of type 'boolean'"),
     # Component arguments: errors name the component and the argument.
     ("component: Kubernetes version 1.x", _component(lambda: Cluster("c", {"vpc_id": "v", "private_subnet_ids": [], "kubernetes_version": "1.x"})), "Cluster: kubernetes_version='1.x' is not allowed; use one of 1.34, 1.35"),
     ("component: one availability zone", _component(lambda: Network("n", {"availability_zones": ["us-east-1a"]})), "Network: availability_zones=['us-east-1a'] is not allowed; name at least 2 distinct zones"),
@@ -108,7 +147,7 @@ def test_bad_input_fails_first_and_says_why(pulumi_mocks: Recorded, capsys: pyte
                 code = exit_.code
             assert code == 2
             return
-        with pytest.raises((ConfigError, InvalidArgument)) as raised:
+        with pytest.raises((ConfigError, InvalidArgument, StackFileError)) as raised:
             attempt()
         assert message in str(raised.value), str(raised.value)
 

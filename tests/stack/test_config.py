@@ -1,11 +1,18 @@
 """Bad stack configuration names the key, the value and what is allowed."""
 
 import copy
+import json
+import runpy
+import shutil
+from pathlib import Path
 
+import pulumi
 import pytest
 
 from stack import stack_file
 from stack.config import ConfigError, parse
+from stack.project_config import PROJECT, StackFileError
+from tests.pulumi_harness import Recorded
 
 DEV, REGION = stack_file.load("dev")
 
@@ -61,3 +68,32 @@ def test_bad_configuration_names_the_key(path: str, value: object, message: str)
 def test_missing_region_is_named() -> None:
     with pytest.raises(ConfigError, match="aws:region: None is not allowed"):
         parse(DEV, None)
+
+
+def test_pulumi_yaml_declares_exactly_the_keys_the_program_reads() -> None:
+    from stack.config import TOP_LEVEL
+    from stack.project_config import declarations
+
+    assert set(declarations()) == set(TOP_LEVEL)
+
+
+def _scratch_stack(tmp_path: Path, lines: str) -> tuple[dict[str, object], str | None]:
+    shutil.copy(stack_file.ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    (tmp_path / "Pulumi.scratch.yaml").write_text(f"config:\n  aws:region: eu-west-1\n{lines}")
+    return stack_file.load("scratch", tmp_path)
+
+
+def test_values_the_cli_accepts_reach_the_program_as_the_sdk_reads_them(tmp_path: Path) -> None:
+    """The CLI lets a typed key be a string ("false", "7"); Config.get_bool / get_int parse it."""
+    values, region = _scratch_stack(tmp_path, "  eks-ddp:fabricCheck: 'false'\n  eks-ddp:checkpointExpiryDays: '7'\n")
+    assert region == "eu-west-1" and values["fabricCheck"] is False and values["checkpointExpiryDays"] == 7
+    assert values["kubernetesVersion"] == "1.35"  # the project default
+
+
+def test_the_program_refuses_a_key_pulumi_yaml_does_not_declare(pulumi_mocks: Recorded) -> None:
+    values, region = stack_file.load("dev")
+    config = {f"{PROJECT}:{key}": value if isinstance(value, str) else json.dumps(value) for key, value in values.items()}
+    pulumi.runtime.set_all_config({**config, "eks-ddp:storgae": '{"kind": "efs"}', "aws:region": region or ""})
+    with pytest.raises(StackFileError, match=r"sets eks-ddp:storgae, which Pulumi.yaml does not declare \(did you mean storage\?\)"):
+        runpy.run_path(str(stack_file.ROOT / "__main__.py"))
+    assert pulumi_mocks.monitor.registrations == []

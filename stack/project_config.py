@@ -1,0 +1,88 @@
+"""The `config:` schema of Pulumi.yaml, applied the way the Pulumi CLI applies it.
+
+The CLI checks every explicitly typed project key a stack sets against its declared
+type before the program runs (pulumi/pulumi sdk/go/common/workspace/config.go
+`validateStackConfigValues`, project.go `ValidateConfigValue`, v3.2xx): a string must
+be a string; an integer an integer or a string that parses as one; a boolean a
+boolean or the string "true" or "false"; an array a list whose items have the
+declared item type. Untyped keys (objects) are not checked by the CLI; the stack
+config parser checks them. The CLI no longer refuses undeclared project keys (older
+releases did); this module does, naming the closest declared key, because the
+program would otherwise never read a misspelled one.
+"""
+
+import difflib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PROJECT = "eks-ddp"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class StackFileError(ValueError):
+    """A stack file the Pulumi CLI (or this program) would refuse: names the stack and the key."""
+
+
+def declarations(root: Path = ROOT) -> dict[str, dict[str, Any]]:
+    """Pulumi.yaml's config declarations by key, without the project prefix."""
+    project = yaml.safe_load((root / "Pulumi.yaml").read_text()) or {}
+    return {key.removeprefix(f"{PROJECT}:"): spec or {} for key, spec in (project.get("config") or {}).items()}
+
+
+def closest(name: str, known: Iterable[str]) -> str:
+    """' (did you mean X?)' for a near miss, else ''."""
+    matches = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {matches[0]}?)" if matches else ""
+
+
+def _full_type(spec: dict[str, Any]) -> str:
+    items = spec.get("items")
+    return f"array<{_full_type(items)}>" if items else str(spec.get("type"))
+
+
+def _matches(spec: dict[str, Any], value: Any) -> bool:
+    """project.go ValidateConfigValue: what the CLI accepts for a declared type."""
+    kind = spec.get("type")
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "integer":
+        if isinstance(value, str):
+            return value.lstrip("+-").isdigit()
+        return isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and value.is_integer()
+    if kind == "boolean":
+        return isinstance(value, bool) or value in ("true", "false")
+    items = spec.get("items")
+    return isinstance(value, list) and items is not None and all(_matches(items, item) for item in value)
+
+
+def check_declared(stack: str, keys: Iterable[str], declared: dict[str, dict[str, Any]]) -> None:
+    """Refuse a project key Pulumi.yaml does not declare (`keys` with or without the project prefix)."""
+    for key in sorted(keys):
+        if key.startswith(f"{PROJECT}:") or ":" not in key:
+            name = key.removeprefix(f"{PROJECT}:")
+            if name not in declared:
+                raise StackFileError(f"Stack '{stack}' sets {PROJECT}:{name}, which Pulumi.yaml does not declare"
+                                     f"{closest(name, declared)}; declared keys are {', '.join(sorted(declared))}")
+
+
+def check(stack: str, values: dict[str, Any], root: Path = ROOT) -> None:
+    """Refuse what `pulumi up` would refuse for `stack`'s project keys (values without the prefix)."""
+    declared = declarations(root)
+    check_declared(stack, values, declared)
+    for key, value in sorted(values.items()):
+        spec = declared[key]
+        if "type" in spec and not _matches(spec, value):
+            raise StackFileError(f"Stack '{stack}' with configuration key '{PROJECT}:{key}' must be of type "
+                                 f"'{_full_type(spec)}' (got {value!r})")
+
+
+def as_program_reads(spec: dict[str, Any], value: Any) -> Any:
+    """A CLI-accepted value as the program receives it (Config.get_bool / get_int parse the strings)."""
+    if spec.get("type") == "boolean" and isinstance(value, str):
+        return value == "true"
+    if spec.get("type") == "integer" and isinstance(value, (str, float)):
+        return int(value)
+    return value
