@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-eks-ddp
 
-.PHONY: demo preview test typecheck unit bench clean
+.PHONY: demo preview rehearse test typecheck unit bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml trainer/requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[infra,dev]'
 	touch $@
 
 ## demo: run the dev stack's rendered PyTorchJob (2 replicas) and EvaluationJob on this machine
@@ -19,6 +19,10 @@ demo: $(STAMP)
 ## preview: what `pulumi up` would create for the dev stack, offline, with its hourly cost
 preview: $(STAMP)
 	$(BIN)/python -m stack.preview --stack dev
+
+## rehearse: every stack file's first `pulumi up` against the engines' rules, offline (also part of `make test`)
+rehearse: $(STAMP)
+	$(BIN)/python -m stack.rehearsal
 
 ## test: type-check everything, then run the whole test suite
 test: typecheck unit

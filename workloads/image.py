@@ -2,17 +2,19 @@
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_docker_build as docker_build
+from docker.utils.build import exclude_paths
 
 from infra.catalogue import Architecture
 
-REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
-IMAGE_INPUTS = ("pyproject.toml", "trainer")
+# The build context: the trainer alone (its requirements.txt, Dockerfile and .dockerignore).
+CONTEXT = Path(__file__).resolve().parent.parent / "trainer"
 PLATFORMS = {Architecture.ARM64: docker_build.Platform.LINUX_ARM64, Architecture.X86_64: docker_build.Platform.LINUX_AMD64}
 
 
@@ -27,12 +29,23 @@ class TrainerImageArgs(TypedDict):
     """Tags for the repository."""
 
 
-def source_tag(root: Path = REPOSITORY_ROOT) -> str:
-    """A tag from the image's inputs: tags are immutable, so a new build needs new content."""
-    digest = hashlib.sha256()
-    for path in sorted(p for name in IMAGE_INPUTS for p in ([root / name] if (root / name).is_file() else (root / name).rglob("*")) if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(path.read_bytes())
+def context_files(context: Path = CONTEXT) -> list[str]:
+    """The files a build sends: the context minus what its .dockerignore excludes (Docker's own rules)."""
+    ignore = context / ".dockerignore"
+    patterns = [line.strip() for line in ignore.read_text().splitlines() if line.strip() and not line.startswith("#")] if ignore.exists() else []
+    return sorted(path for path in exclude_paths(str(context), patterns, dockerfile="Dockerfile") if (context / path).is_file())
+
+
+def content_tag(platforms: Sequence[str], context: Path = CONTEXT) -> str:
+    """A tag from exactly what the build sends and the platforms it builds for.
+
+    The repository's tags are immutable: the same tag for different content (another file,
+    another architecture) would fail the push, and a new tag for the same content would
+    rebuild and push for nothing.
+    """
+    digest = hashlib.sha256(" ".join(sorted(platforms)).encode())
+    for path in context_files(context):
+        digest.update(path.encode() + b"\0" + (context / path).read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -60,13 +73,14 @@ class TrainerImage(pulumi.ComponentResource):
         )
         aws.ecr.LifecyclePolicy(f"{name}-lifecycle", repository=repository.name, policy=lifecycle_policy(args.get("keep_images", 20)), opts=child)
         token = aws.ecr.get_authorization_token_output(registry_id=repository.registry_id, opts=pulumi.InvokeOutputOptions(parent=self))
+        platforms = [PLATFORMS[architecture] for architecture in dict.fromkeys(args["architectures"])]
         image = docker_build.Image(
             f"{name}-build",
-            context={"location": str(REPOSITORY_ROOT)},
-            dockerfile={"location": str(REPOSITORY_ROOT / "trainer" / "Dockerfile")},
-            platforms=[PLATFORMS[architecture] for architecture in dict.fromkeys(args["architectures"])],
+            context={"location": str(CONTEXT)},
+            dockerfile={"location": str(CONTEXT / "Dockerfile")},
+            platforms=platforms,
             push=True,
-            tags=[pulumi.Output.concat(repository.repository_url, ":", source_tag())],
+            tags=[pulumi.Output.concat(repository.repository_url, ":", content_tag([p.value for p in platforms]))],
             registries=[{"address": repository.repository_url, "username": token.user_name, "password": token.password}],
             opts=child,
         )

@@ -11,7 +11,7 @@ from infra.errors import InvalidArgument
 from infra.training_operator import TrainingOperator
 from tests.pulumi_harness import Recorded
 from workloads.components import DataPrepJob, EvaluationJob, FabricCheckJob, PyTorchJob
-from workloads.image import TrainerImage, lifecycle_policy, source_tag
+from workloads.image import CONTEXT, TrainerImage, content_tag, lifecycle_policy
 from workloads.pytorchjob import TrainingJob
 
 GROUP: EfaNodeGroupArgs = {
@@ -108,8 +108,8 @@ def test_trainer_image_repository_is_scanned_immutable_and_pruned(pulumi_mocks: 
     assert rules == json.loads(lifecycle_policy(20))["rules"]
     build = pulumi_mocks.named("image-build").inputs
     assert build["platforms"] == ["linux/arm64"] and build["push"] is True
-    assert build["tags"] == [f"123456789012.dkr.ecr.us-east-1.amazonaws.com/image-repository:{source_tag()}"]
-    assert build["dockerfile"]["location"].endswith("trainer/Dockerfile")
+    assert build["tags"] == [f"123456789012.dkr.ecr.us-east-1.amazonaws.com/image-repository:{content_tag(['linux/arm64'])}"]
+    assert build["context"]["location"] == str(CONTEXT) and build["dockerfile"]["location"] == str(CONTEXT / "Dockerfile")
 
 
 def test_given_image_uri_builds_nothing(pulumi_mocks: Recorded) -> None:
