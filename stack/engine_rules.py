@@ -7,8 +7,8 @@ or document), and reports the resource and the key it objects to.
 """
 
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
@@ -42,6 +42,12 @@ class Deployment:
     region: str
     deployer_arn: str
     today: date
+    network_cards: Mapping[str, int] = field(default_factory=dict)
+    """EC2's network cards per instance type (the catalogue's where EC2's data is not at hand)."""
+
+    def cards(self, instance_type: str) -> int | None:
+        facts = catalogue.lookup(instance_type)
+        return self.network_cards.get(instance_type, facts.network_cards if facts else None)
 
     def of_type(self, type_: str) -> list[Registration]:
         return sorted((r for r in self.registrations if r.type == type_), key=lambda r: r.name)
@@ -207,15 +213,15 @@ def efa_interfaces_per_network_card(deployment: Deployment) -> Iterator[Finding]
 
     Source: EC2 user guide "Maximize network bandwidth on accelerated instances" (EFA on every
     card: `efa` at card 0 device 0, `efa-only` at device index 1 elsewhere); the cards per type
-    in infra.catalogue, which tests/infra/test_catalogue.py checks against EC2's data.
+    from EC2's data (`Deployment.network_cards`), not from the catalogue the stack was built from.
     """
     for node_group in deployment.of_type("aws:eks/nodeGroup:NodeGroup"):
         template = _launch_template(deployment, node_group)
-        count = _efa_interfaces(template)
-        facts = catalogue.lookup(_instance_type(node_group, template) or "")
-        if count and facts is not None and count != facts.network_cards:
+        count, instance_type = _efa_interfaces(template), _instance_type(node_group, template) or ""
+        cards = deployment.cards(instance_type)
+        if count and cards is not None and count != cards:
             yield Finding("efa-interfaces", _where(node_group), "launchTemplate.networkInterfaces",
-                          f"{count} EFA interfaces on {facts.name}, which has {facts.network_cards} network cards")
+                          f"{count} EFA interfaces on {instance_type}, which has {cards} network cards")
 
 
 def _node_labels(node_group: Registration, template: Registration | None) -> dict[str, str]:
@@ -382,4 +388,5 @@ RULES: tuple[Rule, ...] = (
 
 
 def check(deployment: Deployment) -> list[Finding]:
-    return [finding for rule in RULES for finding in rule(deployment)]
+    """Every rule's findings, each once (a Master and its Workers share a pod template)."""
+    return list(dict.fromkeys(finding for rule in RULES for finding in rule(deployment)))

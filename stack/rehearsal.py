@@ -24,6 +24,7 @@ from stack.config import ConfigError, parse
 from stack.project_config import StackFileError
 from stack.engine_rules import RULES, Deployment, check
 from stack.mocked import run_under_mocks
+from stack.reference_data import NETWORK_CARDS, read_network_cards
 
 
 def _comparable(value: Any) -> Any:
@@ -62,7 +63,7 @@ def rehearse_values(values: dict[str, Any], region: str | None, stack: str = "de
     """The same for stack config values (`eks-ddp:*` keys without the prefix) and a region."""
     config = parse(values, region)
     first, second = run_under_mocks(config, stack=stack), run_under_mocks(config, stack=stack)
-    deployment = Deployment(first, config.region, DEPLOYER_ROLE_ARN, today or date.today())
+    deployment = Deployment(first, config.region, DEPLOYER_ROLE_ARN, today or date.today(), read_network_cards())
     return [str(finding) for finding in check(deployment)] + differences(first, second)
 
 
@@ -85,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         status = f"{len(findings)} broken rule(s)" if findings else "every rule holds"
         print(f"stack {stack}: {len(RULES)} rules and idempotence, {status} ({time.perf_counter() - started:.1f} s)",
               file=sys.stderr)
+    if not NETWORK_CARDS.exists():
+        print(f"note: {NETWORK_CARDS} is absent: EFA interfaces were checked against infra.catalogue", file=sys.stderr)
         broken += bool(findings)
     return 1 if broken or not stacks else 0
 

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from infra.catalogue import EFA_INSTANCE_TYPES, SYSTEM_INSTANCE_TYPES
+from stack.reference_data import REFERENCE, read_network_cards
 
-REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference"
 # karpenter-provider-aws v1.14.1's generated VPC limits have no hpc7g rows; EC2's EFA
 # documentation and the device plugin's list (below) both name them, with one card.
 ABSENT_FROM_VPC_LIMITS = {"hpc7g.4xlarge", "hpc7g.8xlarge", "hpc7g.16xlarge"}
@@ -20,8 +20,7 @@ def _reference(name: str) -> Path:
 
 
 def _network_cards() -> dict[str, int]:
-    rows = [line.split("\t") for line in _reference("network-cards.tsv").read_text().splitlines() if not line.startswith("#")]
-    return {row[0]: int(row[1]) for row in rows if row and row[0]}
+    return read_network_cards(_reference("network-cards.tsv"))
 
 
 def test_network_cards_match_ec2() -> None:

@@ -148,6 +148,15 @@ def test_each_rule_reports_its_defect(variant_run: list[Registration], inject: C
     assert any(line.startswith(expected) for line in findings), findings
 
 
+def test_efa_interfaces_are_checked_against_ec2s_data_not_the_catalogue(variant_run: list[Registration]) -> None:
+    """A wrong catalogue (p5e with 16 cards, as it once was) builds 16 interfaces and agrees with itself."""
+    broken = copy.deepcopy(variant_run)
+    _sixteen_interfaces_on_p5e(broken)
+    findings = [str(f) for f in check(Deployment(broken, "eu-west-1", DEPLOYER_ROLE_ARN, TODAY, {"p5e.48xlarge": 32}))]
+    assert findings == ["efa-interfaces: NodeGroup eks-ddp-gpus-nodes launchTemplate.networkInterfaces: 16 EFA interfaces "
+                        "on p5e.48xlarge, which has 32 network cards"]
+
+
 def test_a_version_past_standard_support_is_reported(variant_run: list[Registration]) -> None:
     findings = check(Deployment(variant_run, "eu-west-1", DEPLOYER_ROLE_ARN, date(2027, 3, 28)))
     assert [str(f) for f in findings] == [
