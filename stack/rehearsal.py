@@ -68,7 +68,8 @@ def rehearse_values(values: dict[str, Any], region: str | None, stack: str = "de
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stack.rehearsal", description=__doc__.split("\n", 1)[0] if __doc__ else None)
+    summary = __doc__.split("\n", 1)[0] if __doc__ else None
+    parser = argparse.ArgumentParser(prog="python -m stack.rehearsal", description=summary)
     parser.add_argument("--stack", action="append", help="a stack to rehearse (repeatable; default every Pulumi.*.yaml)")
     parser.add_argument("--project-dir", type=Path, default=stack_file.ROOT, help="directory with Pulumi.yaml")
     parser.add_argument("--on", type=date.fromisoformat, help="rehearse as of this date, YYYY-MM-DD (default today)")
@@ -86,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         status = f"{len(findings)} broken rule(s)" if findings else "every rule holds"
         print(f"stack {stack}: {len(RULES)} rules and idempotence, {status} ({time.perf_counter() - started:.1f} s)",
               file=sys.stderr)
+        broken += bool(findings)
     if not NETWORK_CARDS.exists():
         print(f"note: {NETWORK_CARDS} is absent: EFA interfaces were checked against infra.catalogue", file=sys.stderr)
-        broken += bool(findings)
     return 1 if broken or not stacks else 0
 
 
