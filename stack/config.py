@@ -49,35 +49,65 @@ class StackConfig:
 
 # Each section's keys: stack key -> (argument name, type). bool is not an int here.
 TOP_LEVEL = {
-    "clusterName": ("cluster_name", str), "kubernetesVersion": ("kubernetes_version", str),
-    "adminPrincipalArns": ("admin_principal_arns", list), "trainingNamespace": ("training_namespace", str),
-    "checkpointExpiryDays": ("checkpoint_expiry_days", int), "vpc": ("vpc", dict), "nodeGroups": ("node_groups", list),
-    "storage": ("storage", dict), "job": ("job", dict), "image": ("image", str), "fabricCheck": ("fabric_check", bool),
+    "clusterName": ("cluster_name", str),
+    "kubernetesVersion": ("kubernetes_version", str),
+    "adminPrincipalArns": ("admin_principal_arns", list),
+    "trainingNamespace": ("training_namespace", str),
+    "checkpointExpiryDays": ("checkpoint_expiry_days", int),
+    "vpc": ("vpc", dict),
+    "nodeGroups": ("node_groups", list),
+    "storage": ("storage", dict),
+    "job": ("job", dict),
+    "image": ("image", str),
+    "fabricCheck": ("fabric_check", bool),
     "fabricCheckImage": ("fabric_check_image", str),
 }
 VPC = {"cidr": ("cidr", str), "availabilityZones": ("availability_zones", list), "natGateways": ("nat_gateways", str)}
-SYSTEM = {"name": ("name", str), "instanceType": ("system_instance_type", str), "desiredSize": ("system_node_count", int)}
+SYSTEM = {
+    "name": ("name", str),
+    "instanceType": ("system_instance_type", str),
+    "desiredSize": ("system_node_count", int),
+}
 NODE_GROUP = {
-    "name": ("name", str), "instanceType": ("instance_type", str), "availabilityZone": ("availability_zone", str),
-    "efa": ("efa", bool), "minSize": ("min_size", int), "maxSize": ("max_size", int), "desiredSize": ("desired_size", int),
-    "capacityType": ("capacity_type", str), "capacityReservationId": ("capacity_reservation_id", str),
-    "labels": ("labels", dict), "taints": ("taints", list), "rootVolumeGiB": ("root_volume_gib", int),
+    "name": ("name", str),
+    "instanceType": ("instance_type", str),
+    "availabilityZone": ("availability_zone", str),
+    "efa": ("efa", bool),
+    "minSize": ("min_size", int),
+    "maxSize": ("max_size", int),
+    "desiredSize": ("desired_size", int),
+    "capacityType": ("capacity_type", str),
+    "capacityReservationId": ("capacity_reservation_id", str),
+    "labels": ("labels", dict),
+    "taints": ("taints", list),
+    "rootVolumeGiB": ("root_volume_gib", int),
     "releaseVersion": ("release_version", str),
 }
 TAINT = {"key": ("key", str), "value": ("value", str), "effect": ("effect", str)}
 STORAGE = {
-    "kind": ("kind", str), "deploymentType": ("deployment_type", str), "capacityGiB": ("capacity_gib", int),
-    "perUnitStorageThroughput": ("per_unit_storage_throughput", int), "s3ImportPath": ("s3_import_path", str),
+    "kind": ("kind", str),
+    "deploymentType": ("deployment_type", str),
+    "capacityGiB": ("capacity_gib", int),
+    "perUnitStorageThroughput": ("per_unit_storage_throughput", int),
+    "s3ImportPath": ("s3_import_path", str),
     "s3ExportPath": ("s3_export_path", str),
 }
 JOB = {
-    "name": ("name", str), "nodeGroup": ("node_group", str), "dataset": ("dataset", str), "epochs": ("epochs", int),
-    "batchSize": ("batch_size", int), "replicas": ("replicas", int), "elasticMinReplicas": ("elastic_min_replicas", int),
-    "prepareData": ("prepare_data", bool), "evaluate": ("evaluate", bool),
+    "name": ("name", str),
+    "nodeGroup": ("node_group", str),
+    "dataset": ("dataset", str),
+    "epochs": ("epochs", int),
+    "batchSize": ("batch_size", int),
+    "replicas": ("replicas", int),
+    "elasticMinReplicas": ("elastic_min_replicas", int),
+    "prepareData": ("prepare_data", bool),
+    "evaluate": ("evaluate", bool),
 }
 # Keys that existed once, and why they went.
-RETIRED = {"hugepagesMiB": "removed: no node group allocates hugepages or announces them to the autoscaler, "
-                           "so pods requesting them stayed Pending"}
+RETIRED = {
+    "hugepagesMiB": "removed: no node group allocates hugepages or announces them to the autoscaler, "
+    "so pods requesting them stayed Pending"
+}
 TYPE_WORDS = {str: "a string", int: "a whole number", bool: "true or false (unquoted)", list: "a list", dict: "a map"}
 
 
@@ -126,9 +156,13 @@ class _Layout:
         argument = error.argument
         group = re.fullmatch(r"node_groups\[(\d+)\]\.(\w+)", argument)
         if group:
-            return f"{_key('nodeGroups')}[{self.group_indexes[int(group.group(1))]}].{_camel(NODE_GROUP, group.group(2))}"
+            return (
+                f"{_key('nodeGroups')}[{self.group_indexes[int(group.group(1))]}].{_camel(NODE_GROUP, group.group(2))}"
+            )
         if argument in ("system_instance_type", "system_node_count"):
-            where = f"{_key('nodeGroups')}[{self.system_index}]" if self.system_index is not None else _key("nodeGroups")
+            where = (
+                f"{_key('nodeGroups')}[{self.system_index}]" if self.system_index is not None else _key("nodeGroups")
+            )
             return f"{where}.{_camel(SYSTEM, argument)}"
         if error.component == "Network" or argument.startswith("network."):
             return f"{_key('vpc')}.{_camel(VPC, argument.removeprefix('network.'))}"
@@ -156,8 +190,11 @@ def _node_groups(raw: list[Any], zones: list[str]) -> tuple[TrainingPlatformArgs
             continue
         group = _fields(item, key, NODE_GROUP)
         if group.get("availability_zone") not in zones:
-            raise ConfigError(f"{key}.availabilityZone", group.get("availability_zone"),
-                              f"use one of {_key('vpc')}.availabilityZones ({', '.join(zones) or 'none named'})")
+            raise ConfigError(
+                f"{key}.availabilityZone",
+                group.get("availability_zone"),
+                f"use one of {_key('vpc')}.availabilityZones ({', '.join(zones) or 'none named'})",
+            )
         if "labels" in group:
             _strings(list(group["labels"].values()), f"{key}.labels")
         if "taints" in group:
@@ -175,7 +212,9 @@ def _storage(raw: Any) -> tuple[StorageKind, dict[str, Any]]:
         raise ConfigError(f"{_key('storage')}.kind", kind, "use fsx, efs or none")
     if options and kind != StorageKind.FSX.value:
         name = _camel(STORAGE, sorted(options)[0])
-        raise ConfigError(f"{_key('storage')}.{name}", options[sorted(options)[0]], f"it applies to kind fsx, not {kind}")
+        raise ConfigError(
+            f"{_key('storage')}.{name}", options[sorted(options)[0]], f"it applies to kind fsx, not {kind}"
+        )
     return StorageKind(kind), options
 
 
@@ -191,26 +230,45 @@ def _job(raw: Any, groups: Sequence[NodeGroupSpec], namespace: str, image: str, 
     by_name = {group["name"]: group for group in groups}
     target = fields.get("node_group")
     if target not in by_name:
-        raise ConfigError(f"{key}.nodeGroup", target, f"use one of the training node groups: {', '.join(by_name) or 'none defined'}")
+        raise ConfigError(
+            f"{key}.nodeGroup", target, f"use one of the training node groups: {', '.join(by_name) or 'none defined'}"
+        )
     dataset = fields.get("dataset", "mnist")
     if dataset not in DATASETS:
         raise ConfigError(f"{key}.dataset", dataset, f"use one of {', '.join(DATASETS)}")
-    numbers = {argument: fields.get(argument, default) for argument, default in (("epochs", 10), ("batch_size", 128), ("replicas", 2))}
+    numbers = {
+        argument: fields.get(argument, default)
+        for argument, default in (("epochs", 10), ("batch_size", 128), ("replicas", 2))
+    }
     for argument, value in numbers.items():
         if value < 1:
             raise ConfigError(f"{key}.{_camel(JOB, argument)}", value, "use a whole number >= 1")
     max_size = by_name[target].get("max_size", 2)
     if numbers["replicas"] > max_size:
-        raise ConfigError(f"{key}.replicas", numbers["replicas"], f"node group {target} holds at most maxSize={max_size} pods (one per node)")
+        raise ConfigError(
+            f"{key}.replicas",
+            numbers["replicas"],
+            f"node group {target} holds at most maxSize={max_size} pods (one per node)",
+        )
     minimum = fields.get("elastic_min_replicas")
     if minimum is not None and not 1 <= minimum <= numbers["replicas"]:
         raise ConfigError(f"{key}.elasticMinReplicas", minimum, f"use 1 to replicas ({numbers['replicas']})")
     prepare = fields.get("prepare_data", dataset in DOWNLOADABLE_DATASETS)
     if prepare and dataset not in DOWNLOADABLE_DATASETS:
-        raise ConfigError(f"{key}.prepareData", prepare, f"only {', '.join(DOWNLOADABLE_DATASETS)} are downloaded; {dataset} is not")
+        raise ConfigError(
+            f"{key}.prepareData", prepare, f"only {', '.join(DOWNLOADABLE_DATASETS)} are downloaded; {dataset} is not"
+        )
     job = TrainingJob(
-        name=name, namespace=namespace, image=image, dataset=dataset, epochs=numbers["epochs"], batch_size=numbers["batch_size"],
-        replicas=numbers["replicas"], elastic_min_replicas=minimum, claim_name=claim, service_account="trainer",
+        name=name,
+        namespace=namespace,
+        image=image,
+        dataset=dataset,
+        epochs=numbers["epochs"],
+        batch_size=numbers["batch_size"],
+        replicas=numbers["replicas"],
+        elastic_min_replicas=minimum,
+        claim_name=claim,
+        service_account="trainer",
     )
     return JobConfig(node_group=target, job=job, prepare_data=prepare, evaluate=fields.get("evaluate", True))
 
@@ -242,6 +300,10 @@ def parse(values: Mapping[str, Any], region: str | None) -> StackConfig:
     namespace = platform_args.get("training_namespace", "training")
     job = _job(top.get("job"), platform_args.get("node_groups", []), namespace, image or "(built by the stack)", claim)
     return StackConfig(
-        region=region, platform=platform_args, job=job, image_uri=image,
-        fabric_check=top.get("fabric_check", True), fabric_check_image=top.get("fabric_check_image") or None,
+        region=region,
+        platform=platform_args,
+        job=job,
+        image_uri=image,
+        fabric_check=top.get("fabric_check", True),
+        fabric_check_image=top.get("fabric_check_image") or None,
     )

@@ -106,7 +106,10 @@ def kubernetes_awaits(deployment: Deployment) -> Iterator[Finding]:
     has none. `pulumi.com/skipAwait: "true"` opts any of them out. Helm releases
     (provider/pkg/provider/helm_release.go) wait 300 s unless `timeout` or `skipAwait` is set.
     """
-    classes = {r.inputs.get("metadata", {}).get("name"): r.inputs for r in deployment.of_type("kubernetes:storage.k8s.io/v1:StorageClass")}
+    classes = {
+        r.inputs.get("metadata", {}).get("name"): r.inputs
+        for r in deployment.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+    }
     for registration in deployment.kubernetes_objects():
         if _annotations(registration).get(SKIP_AWAIT) == "true":
             continue
@@ -116,28 +119,44 @@ def kubernetes_awaits(deployment: Deployment) -> Iterator[Finding]:
             limit = _await_limit(registration, 600)
             if deadline is None or deadline > limit:
                 worst = "no activeDeadlineSeconds: unbounded" if deadline is None else f"up to {deadline:g} s"
-                yield Finding("awaits", _where(registration), "metadata.annotations",
-                              f"pulumi up waits for the Job to complete for {limit:g} s, but it runs {worst}; "
-                              f"set {SKIP_AWAIT}: \"true\" and watch it instead")
+                yield Finding(
+                    "awaits",
+                    _where(registration),
+                    "metadata.annotations",
+                    f"pulumi up waits for the Job to complete for {limit:g} s, but it runs {worst}; "
+                    f'set {SKIP_AWAIT}: "true" and watch it instead',
+                )
         elif kind == "PersistentVolumeClaim":
             storage_class = classes.get(spec.get("storageClassName"), {})
             if storage_class.get("volumeBindingMode") == "WaitForFirstConsumer":
                 continue
             worst = PROVISIONING_SECONDS.get(storage_class.get("provisioner", ""), 0)
             if worst > 300:
-                yield Finding("awaits", _where(registration), "spec.storageClassName",
-                              f"an Immediate claim is awaited until Bound for a fixed 300 s, but "
-                              f"{storage_class.get('provisioner')} takes up to {worst} s; bind WaitForFirstConsumer")
+                yield Finding(
+                    "awaits",
+                    _where(registration),
+                    "spec.storageClassName",
+                    f"an Immediate claim is awaited until Bound for a fixed 300 s, but "
+                    f"{storage_class.get('provisioner')} takes up to {worst} s; bind WaitForFirstConsumer",
+                )
         elif kind in RUN_TO_COMPLETION:
-            yield Finding("awaits", _where(registration), "metadata.annotations",
-                          f"under PULUMI_K8S_AWAIT_ALL=true pulumi up waits 10 minutes for a Ready condition a "
-                          f"{kind} never has; set {SKIP_AWAIT}: \"true\"")
+            yield Finding(
+                "awaits",
+                _where(registration),
+                "metadata.annotations",
+                f"under PULUMI_K8S_AWAIT_ALL=true pulumi up waits 10 minutes for a Ready condition a "
+                f'{kind} never has; set {SKIP_AWAIT}: "true"',
+            )
     for release in deployment.of_type("kubernetes:helm.sh/v3:Release"):
         inputs = release.inputs
         if not inputs.get("skipAwait") and "timeout" not in inputs:
-            yield Finding("awaits", _where(release), "timeout",
-                          "Helm waits for every Deployment and DaemonSet within an implicit 300 s; set a timeout "
-                          "that covers nodes joining during the install, with its reason, or skipAwait")
+            yield Finding(
+                "awaits",
+                _where(release),
+                "timeout",
+                "Helm waits for every Deployment and DaemonSet within an implicit 300 s; set a timeout "
+                "that covers nodes joining during the install, with its reason, or skipAwait",
+            )
 
 
 def no_ttl_on_owned_objects(deployment: Deployment) -> Iterator[Finding]:
@@ -150,16 +169,26 @@ def no_ttl_on_owned_objects(deployment: Deployment) -> Iterator[Finding]:
     for registration in deployment.kubernetes_objects():
         spec = registration.inputs.get("spec", {})
         if "ttlSecondsAfterFinished" in spec:
-            yield Finding("ttl", _where(registration), "spec.ttlSecondsAfterFinished",
-                          "Kubernetes deletes the finished Job that Pulumi still tracks")
+            yield Finding(
+                "ttl",
+                _where(registration),
+                "spec.ttlSecondsAfterFinished",
+                "Kubernetes deletes the finished Job that Pulumi still tracks",
+            )
         if "ttlSecondsAfterFinished" in spec.get("runPolicy", {}):
-            yield Finding("ttl", _where(registration), "spec.runPolicy.ttlSecondsAfterFinished",
-                          "the training operator deletes the finished job that Pulumi still tracks")
+            yield Finding(
+                "ttl",
+                _where(registration),
+                "spec.runPolicy.ttlSecondsAfterFinished",
+                "the training operator deletes the finished job that Pulumi still tracks",
+            )
 
 
 def _launch_template(deployment: Deployment, node_group: Registration) -> Registration | None:
     reference = node_group.inputs.get("launchTemplate") or {}
-    return next((r for r in deployment.of_type("aws:ec2/launchTemplate:LaunchTemplate") if r.id == reference.get("id")), None)
+    return next(
+        (r for r in deployment.of_type("aws:ec2/launchTemplate:LaunchTemplate") if r.id == reference.get("id")), None
+    )
 
 
 def _instance_type(node_group: Registration, template: Registration | None) -> str | None:
@@ -185,22 +214,37 @@ def managed_node_group_launch_templates(deployment: Deployment) -> Iterator[Find
             if inputs.get(key):
                 yield Finding("launch-template", where, key, "managed node groups refuse it in the launch template")
         if inputs.get("instanceInitiatedShutdownBehavior") == "terminate":
-            yield Finding("launch-template", where, "instanceInitiatedShutdownBehavior", "managed node groups refuse terminate")
+            yield Finding(
+                "launch-template", where, "instanceInitiatedShutdownBehavior", "managed node groups refuse terminate"
+            )
         for index, interface in enumerate(inputs.get("networkInterfaces") or []):
             if interface.get("subnetId"):
-                yield Finding("launch-template", where, f"networkInterfaces[{index}].subnetId", "the node group places nodes")
+                yield Finding(
+                    "launch-template", where, f"networkInterfaces[{index}].subnetId", "the node group places nodes"
+                )
         market = (inputs.get("instanceMarketOptions") or {}).get("marketType")
         if market == "spot":
             yield Finding("launch-template", where, "instanceMarketOptions", "use capacityType SPOT on the node group")
         if inputs.get("instanceType") and node_group.inputs.get("instanceTypes"):
-            yield Finding("launch-template", _where(node_group), "instanceTypes", "the launch template already names the type")
+            yield Finding(
+                "launch-template", _where(node_group), "instanceTypes", "the launch template already names the type"
+            )
         if node_group.inputs.get("capacityType") == "CAPACITY_BLOCK":
             if market != "capacity-block":
-                yield Finding("launch-template", where, "instanceMarketOptions.marketType", "a Capacity Block needs capacity-block")
+                yield Finding(
+                    "launch-template",
+                    where,
+                    "instanceMarketOptions.marketType",
+                    "a Capacity Block needs capacity-block",
+                )
             if not inputs.get("instanceType"):
-                yield Finding("launch-template", where, "instanceType", "a Capacity Block group takes its type from the template")
+                yield Finding(
+                    "launch-template", where, "instanceType", "a Capacity Block group takes its type from the template"
+                )
             if node_group.inputs.get("instanceTypes"):
-                yield Finding("launch-template", _where(node_group), "instanceTypes", "a Capacity Block group names no type")
+                yield Finding(
+                    "launch-template", _where(node_group), "instanceTypes", "a Capacity Block group names no type"
+                )
 
 
 def _efa_interfaces(template: Registration | None) -> int:
@@ -220,16 +264,23 @@ def efa_interfaces_per_network_card(deployment: Deployment) -> Iterator[Finding]
         count, instance_type = _efa_interfaces(template), _instance_type(node_group, template) or ""
         cards = deployment.cards(instance_type)
         if count and cards is not None and count != cards:
-            yield Finding("efa-interfaces", _where(node_group), "launchTemplate.networkInterfaces",
-                          f"{count} EFA interfaces on {instance_type}, which has {cards} network cards")
+            yield Finding(
+                "efa-interfaces",
+                _where(node_group),
+                "launchTemplate.networkInterfaces",
+                f"{count} EFA interfaces on {instance_type}, which has {cards} network cards",
+            )
 
 
 def _node_labels(node_group: Registration, template: Registration | None) -> dict[str, str]:
     """The labels a managed node carries: the group's, its architecture and its instance type."""
     ami = node_group.inputs.get("amiType", "")
     arch = next((value for key, value in ARCHITECTURE.items() if key in ami), "")
-    return {**(node_group.inputs.get("labels") or {}), "kubernetes.io/arch": arch,
-            "node.kubernetes.io/instance-type": _instance_type(node_group, template) or ""}
+    return {
+        **(node_group.inputs.get("labels") or {}),
+        "kubernetes.io/arch": arch,
+        "node.kubernetes.io/instance-type": _instance_type(node_group, template) or "",
+    }
 
 
 def _tolerated(taints: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> bool:
@@ -238,9 +289,12 @@ def _tolerated(taints: list[dict[str, Any]], tolerations: list[dict[str, Any]]) 
         effect = effects.get(taint.get("effect", ""), taint.get("effect"))
         if effect == "PreferNoSchedule":
             continue
-        if not any(t.get("key") == taint.get("key") and t.get("effect") in (None, effect)
-                   and (t.get("operator") == "Exists" or str(t.get("value", "")) == str(taint.get("value") or ""))
-                   for t in tolerations):
+        if not any(
+            t.get("key") == taint.get("key")
+            and t.get("effect") in (None, effect)
+            and (t.get("operator") == "Exists" or str(t.get("value", "")) == str(taint.get("value") or ""))
+            for t in tolerations
+        ):
             return False
     return True
 
@@ -252,27 +306,43 @@ def efa_device_plugin_schedules(deployment: Deployment) -> Iterator[Finding]:
     `supportedInstanceLabels` becomes a required node affinity (`node.kubernetes.io/instance-type`
     In the list); without the plugin no pod ever gets `vpc.amazonaws.com/efa`.
     """
-    releases = [r for r in deployment.of_type("kubernetes:helm.sh/v3:Release") if r.inputs.get("chart") == "aws-efa-k8s-device-plugin"]
+    releases = [
+        r
+        for r in deployment.of_type("kubernetes:helm.sh/v3:Release")
+        if r.inputs.get("chart") == "aws-efa-k8s-device-plugin"
+    ]
     for node_group in deployment.of_type("aws:eks/nodeGroup:NodeGroup"):
         template = _launch_template(deployment, node_group)
         if not _efa_interfaces(template):
             continue
         labels, where = _node_labels(node_group, template), _where(node_group)
         if not releases:
-            yield Finding("efa-device-plugin", where, "instanceTypes", "no EFA device plugin: no pod gets vpc.amazonaws.com/efa")
+            yield Finding(
+                "efa-device-plugin", where, "instanceTypes", "no EFA device plugin: no pod gets vpc.amazonaws.com/efa"
+            )
         for release in releases:
             values = release.inputs.get("values", {})
             supported = (values.get("supportedInstanceLabels") or {}).get("values")
             if supported is None:
-                yield Finding("efa-device-plugin", _where(release), "values.supportedInstanceLabels",
-                              f"the chart's own list decides whether {labels['node.kubernetes.io/instance-type']} gets "
-                              "the plugin (v0.5.8's lacks c7gn.metal and c8g); set it from the catalogue")
+                yield Finding(
+                    "efa-device-plugin",
+                    _where(release),
+                    "values.supportedInstanceLabels",
+                    f"the chart's own list decides whether {labels['node.kubernetes.io/instance-type']} gets "
+                    "the plugin (v0.5.8's lacks c7gn.metal and c8g); set it from the catalogue",
+                )
             elif labels["node.kubernetes.io/instance-type"] not in supported:
-                yield Finding("efa-device-plugin", where, "instanceTypes",
-                              f"{labels['node.kubernetes.io/instance-type']} is not in the plugin's supportedInstanceLabels")
+                yield Finding(
+                    "efa-device-plugin",
+                    where,
+                    "instanceTypes",
+                    f"{labels['node.kubernetes.io/instance-type']} is not in the plugin's supportedInstanceLabels",
+                )
             selector = values.get("nodeSelector") or {}
             if any(labels.get(key) != value for key, value in selector.items()):
-                yield Finding("efa-device-plugin", where, "labels", f"the plugin's nodeSelector {selector} does not match")
+                yield Finding(
+                    "efa-device-plugin", where, "labels", f"the plugin's nodeSelector {selector} does not match"
+                )
             if not _tolerated(node_group.inputs.get("taints") or [], values.get("tolerations") or []):
                 yield Finding("efa-device-plugin", where, "taints", "the plugin does not tolerate the group's taints")
 
@@ -288,8 +358,12 @@ def kubernetes_version_in_standard_support(deployment: Deployment) -> Iterator[F
         ends = versions.STANDARD_SUPPORT_ENDS.get(version)
         if ends is None or deployment.today > ends:
             known = ", ".join(f"{minor} until {end}" for minor, end in versions.STANDARD_SUPPORT_ENDS.items())
-            yield Finding("kubernetes-version", _where(cluster), "version",
-                          f"{version} is not in EKS standard support on {deployment.today} ({known})")
+            yield Finding(
+                "kubernetes-version",
+                _where(cluster),
+                "version",
+                f"{version} is not in EKS standard support on {deployment.today} ({known})",
+            )
 
 
 def _pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
@@ -301,15 +375,23 @@ def _pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _extended_requests(pod: dict[str, Any]) -> set[str]:
     containers = [*pod.get("containers", []), *pod.get("initContainers", [])]
-    return {name for c in containers for name in (c.get("resources") or {}).get("requests", {}) if name not in CORE_RESOURCES}
+    return {
+        name
+        for c in containers
+        for name in (c.get("resources") or {}).get("requests", {})
+        if name not in CORE_RESOURCES
+    }
 
 
 def _announced(deployment: Deployment, node_group: Registration) -> set[str]:
     """Resources the autoscaler's node template gives the group's nodes (from the ASG's tags)."""
     prefix = f"{NODE_TEMPLATE}resources/"
-    return {tag.inputs["tag"]["key"].removeprefix(prefix) for tag in deployment.of_type("aws:autoscaling/tag:Tag")
-            if node_group.urn in tag.property_dependencies.get("autoscalingGroupName", [])
-            and tag.inputs["tag"]["key"].startswith(prefix)}
+    return {
+        tag.inputs["tag"]["key"].removeprefix(prefix)
+        for tag in deployment.of_type("aws:autoscaling/tag:Tag")
+        if node_group.urn in tag.property_dependencies.get("autoscalingGroupName", [])
+        and tag.inputs["tag"]["key"].startswith(prefix)
+    }
 
 
 def pods_fit_node_templates(deployment: Deployment) -> Iterator[Finding]:
@@ -320,21 +402,31 @@ def pods_fit_node_templates(deployment: Deployment) -> Iterator[Finding]:
     only the `k8s.io/cluster-autoscaler/node-template/resources/*` its ASG announces; the
     scheduler places a pod only on a node its nodeSelector matches and whose taints it tolerates.
     """
-    groups = [(g, _node_labels(g, _launch_template(deployment, g))) for g in deployment.of_type("aws:eks/nodeGroup:NodeGroup")]
+    groups = [
+        (g, _node_labels(g, _launch_template(deployment, g))) for g in deployment.of_type("aws:eks/nodeGroup:NodeGroup")
+    ]
     for registration in deployment.kubernetes_objects():
         for pod in _pod_specs(registration.inputs):
             if not pod.get("containers"):
                 continue
             selector, tolerations = pod.get("nodeSelector") or {}, pod.get("tolerations") or []
-            fitting = [g for g, labels in groups if all(labels.get(k) == v for k, v in selector.items())
-                       and _tolerated(g.inputs.get("taints") or [], tolerations)]
+            fitting = [
+                g
+                for g, labels in groups
+                if all(labels.get(k) == v for k, v in selector.items())
+                and _tolerated(g.inputs.get("taints") or [], tolerations)
+            ]
             if not fitting:
                 yield Finding("schedulable", _where(registration), "nodeSelector", f"no node group matches {selector}")
                 continue
             for resource in sorted(_extended_requests(pod)):
                 if not any(resource in _announced(deployment, g) for g in fitting):
-                    yield Finding("schedulable", _where(registration), f"resources.requests.{resource}",
-                                  "no matching node group announces it: the pod stays Pending and nothing scales up")
+                    yield Finding(
+                        "schedulable",
+                        _where(registration),
+                        f"resources.requests.{resource}",
+                        "no matching node group announces it: the pod stays Pending and nothing scales up",
+                    )
 
 
 def images_in_stack_region(deployment: Deployment) -> Iterator[Finding]:
@@ -349,8 +441,12 @@ def images_in_stack_region(deployment: Deployment) -> Iterator[Finding]:
             for container in [*pod.get("containers", []), *pod.get("initContainers", [])]:
                 match = pattern.match(str(container.get("image", "")))
                 if match and match.group(1) != deployment.region:
-                    yield Finding("image-region", _where(registration), f"containers[{container.get('name')}].image",
-                                  f"pulled from {match.group(1)}, the stack is in {deployment.region}")
+                    yield Finding(
+                        "image-region",
+                        _where(registration),
+                        f"containers[{container.get('name')}].image",
+                        f"pulled from {match.group(1)}, the stack is in {deployment.region}",
+                    )
 
 
 def no_access_entry_for_the_deployer(deployment: Deployment) -> Iterator[Finding]:
@@ -376,14 +472,25 @@ def efa_ami_releases(deployment: Deployment) -> Iterator[Finding]:
         if release and standard and _efa_interfaces(_launch_template(deployment, node_group)):
             built = str(release).rsplit("-", 1)[-1]
             if built < versions.EFA_STANDARD_AMI_FLOOR:
-                yield Finding("efa-ami", _where(node_group), "releaseVersion",
-                              f"{release} predates {versions.EFA_STANDARD_AMI_FLOOR}, the first STANDARD AMI with EFA")
+                yield Finding(
+                    "efa-ami",
+                    _where(node_group),
+                    "releaseVersion",
+                    f"{release} predates {versions.EFA_STANDARD_AMI_FLOOR}, the first STANDARD AMI with EFA",
+                )
 
 
 RULES: tuple[Rule, ...] = (
-    kubernetes_awaits, no_ttl_on_owned_objects, managed_node_group_launch_templates, efa_interfaces_per_network_card,
-    efa_device_plugin_schedules, kubernetes_version_in_standard_support, pods_fit_node_templates,
-    images_in_stack_region, no_access_entry_for_the_deployer, efa_ami_releases,
+    kubernetes_awaits,
+    no_ttl_on_owned_objects,
+    managed_node_group_launch_templates,
+    efa_interfaces_per_network_card,
+    efa_device_plugin_schedules,
+    kubernetes_version_in_standard_support,
+    pods_fit_node_templates,
+    images_in_stack_region,
+    no_access_entry_for_the_deployer,
+    efa_ami_releases,
 )
 
 

@@ -64,8 +64,10 @@ def check_declared(stack: str, keys: Iterable[str], declared: dict[str, dict[str
         if key.startswith(f"{PROJECT}:") or ":" not in key:
             name = key.removeprefix(f"{PROJECT}:")
             if name not in declared:
-                raise StackFileError(f"Stack '{stack}' sets {PROJECT}:{name}, which Pulumi.yaml does not declare"
-                                     f"{closest(name, declared)}; declared keys are {', '.join(sorted(declared))}")
+                raise StackFileError(
+                    f"Stack '{stack}' sets {PROJECT}:{name}, which Pulumi.yaml does not declare"
+                    f"{closest(name, declared)}; declared keys are {', '.join(sorted(declared))}"
+                )
 
 
 def check(stack: str, values: dict[str, Any], root: Path = ROOT) -> None:
@@ -75,8 +77,10 @@ def check(stack: str, values: dict[str, Any], root: Path = ROOT) -> None:
     for key, value in sorted(values.items()):
         spec = declared[key]
         if "type" in spec and not _matches(spec, value):
-            raise StackFileError(f"Stack '{stack}' with configuration key '{PROJECT}:{key}' must be of type "
-                                 f"'{_full_type(spec)}' (got {value!r})")
+            raise StackFileError(
+                f"Stack '{stack}' with configuration key '{PROJECT}:{key}' must be of type "
+                f"'{_full_type(spec)}' (got {value!r})"
+            )
 
 
 def as_program_reads(spec: dict[str, Any], value: Any) -> Any:

@@ -46,8 +46,11 @@ def differences(first: list[Registration], second: list[Registration]) -> list[s
         old, new = before[urn], after[urn]
         old_inputs, new_inputs = _comparable(old.inputs), _comparable(new.inputs)
         changed = sorted(key for key in set(old_inputs) | set(new_inputs) if old_inputs.get(key) != new_inputs.get(key))
-        lines += [f"idempotence: {old.type.split(':')[-1]} {old.name} {key}: differs between two runs of the same "
-                  f"stack ({old.inputs.get(key)!r} then {new.inputs.get(key)!r})" for key in changed]
+        lines += [
+            f"idempotence: {old.type.split(':')[-1]} {old.name} {key}: differs between two runs of the same "
+            f"stack ({old.inputs.get(key)!r} then {new.inputs.get(key)!r})"
+            for key in changed
+        ]
         if sorted(old.dependencies) != sorted(new.dependencies):
             lines.append(f"idempotence: {old.type.split(':')[-1]} {old.name} dependencies: differ between two runs")
     return lines
@@ -59,7 +62,9 @@ def rehearse(stack: str, root: Path = stack_file.ROOT, today: date | None = None
     return rehearse_values(values, region, stack, today)
 
 
-def rehearse_values(values: dict[str, Any], region: str | None, stack: str = "dev", today: date | None = None) -> list[str]:
+def rehearse_values(
+    values: dict[str, Any], region: str | None, stack: str = "dev", today: date | None = None
+) -> list[str]:
     """The same for stack config values (`eks-ddp:*` keys without the prefix) and a region."""
     config = parse(values, region)
     first, second = run_under_mocks(config, stack=stack), run_under_mocks(config, stack=stack)
@@ -70,7 +75,9 @@ def rehearse_values(values: dict[str, Any], region: str | None, stack: str = "de
 def main(argv: list[str] | None = None) -> int:
     summary = __doc__.split("\n", 1)[0] if __doc__ else None
     parser = argparse.ArgumentParser(prog="python -m stack.rehearsal", description=summary)
-    parser.add_argument("--stack", action="append", help="a stack to rehearse (repeatable; default every Pulumi.*.yaml)")
+    parser.add_argument(
+        "--stack", action="append", help="a stack to rehearse (repeatable; default every Pulumi.*.yaml)"
+    )
     parser.add_argument("--project-dir", type=Path, default=stack_file.ROOT, help="directory with Pulumi.yaml")
     parser.add_argument("--on", type=date.fromisoformat, help="rehearse as of this date, YYYY-MM-DD (default today)")
     args = parser.parse_args(argv)
@@ -85,8 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         for finding in findings:
             print(f"{stack}: {finding}")
         status = f"{len(findings)} broken rule(s)" if findings else "every rule holds"
-        print(f"stack {stack}: {len(RULES)} rules and idempotence, {status} ({time.perf_counter() - started:.1f} s)",
-              file=sys.stderr)
+        print(
+            f"stack {stack}: {len(RULES)} rules and idempotence, {status} ({time.perf_counter() - started:.1f} s)",
+            file=sys.stderr,
+        )
         broken += bool(findings)
     if not NETWORK_CARDS.exists():
         print(f"note: {NETWORK_CARDS} is absent: EFA interfaces were checked against infra.catalogue", file=sys.stderr)

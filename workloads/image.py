@@ -15,7 +15,10 @@ from infra.catalogue import Architecture
 
 # The build context: the trainer alone (its requirements.txt, Dockerfile and .dockerignore).
 CONTEXT = Path(__file__).resolve().parent.parent / "trainer"
-PLATFORMS = {Architecture.ARM64: docker_build.Platform.LINUX_ARM64, Architecture.X86_64: docker_build.Platform.LINUX_AMD64}
+PLATFORMS = {
+    Architecture.ARM64: docker_build.Platform.LINUX_ARM64,
+    Architecture.X86_64: docker_build.Platform.LINUX_AMD64,
+}
 
 
 class TrainerImageArgs(TypedDict):
@@ -32,8 +35,14 @@ class TrainerImageArgs(TypedDict):
 def context_files(context: Path = CONTEXT) -> list[str]:
     """The files a build sends: the context minus what its .dockerignore excludes (Docker's own rules)."""
     ignore = context / ".dockerignore"
-    patterns = [line.strip() for line in ignore.read_text().splitlines() if line.strip() and not line.startswith("#")] if ignore.exists() else []
-    return sorted(path for path in exclude_paths(str(context), patterns, dockerfile="Dockerfile") if (context / path).is_file())
+    patterns = (
+        [line.strip() for line in ignore.read_text().splitlines() if line.strip() and not line.startswith("#")]
+        if ignore.exists()
+        else []
+    )
+    return sorted(
+        path for path in exclude_paths(str(context), patterns, dockerfile="Dockerfile") if (context / path).is_file()
+    )
 
 
 def content_tag(platforms: Sequence[str], context: Path = CONTEXT) -> str:
@@ -50,10 +59,29 @@ def content_tag(platforms: Sequence[str], context: Path = CONTEXT) -> str:
 
 
 def lifecycle_policy(keep: int) -> str:
-    return json.dumps({"rules": [
-        {"rulePriority": 1, "description": "drop untagged layers after a day", "selection": {"tagStatus": "untagged", "countType": "sinceImagePushed", "countUnit": "days", "countNumber": 1}, "action": {"type": "expire"}},
-        {"rulePriority": 2, "description": f"keep the newest {keep} images", "selection": {"tagStatus": "any", "countType": "imageCountMoreThan", "countNumber": keep}, "action": {"type": "expire"}},
-    ]})
+    return json.dumps(
+        {
+            "rules": [
+                {
+                    "rulePriority": 1,
+                    "description": "drop untagged layers after a day",
+                    "selection": {
+                        "tagStatus": "untagged",
+                        "countType": "sinceImagePushed",
+                        "countUnit": "days",
+                        "countNumber": 1,
+                    },
+                    "action": {"type": "expire"},
+                },
+                {
+                    "rulePriority": 2,
+                    "description": f"keep the newest {keep} images",
+                    "selection": {"tagStatus": "any", "countType": "imageCountMoreThan", "countNumber": keep},
+                    "action": {"type": "expire"},
+                },
+            ]
+        }
+    )
 
 
 class TrainerImage(pulumi.ComponentResource):
@@ -68,11 +96,22 @@ class TrainerImage(pulumi.ComponentResource):
             return
         child = pulumi.ResourceOptions(parent=self)
         repository = aws.ecr.Repository(
-            f"{name}-repository", image_scanning_configuration={"scan_on_push": True}, image_tag_mutability="IMMUTABLE",
-            encryption_configurations=[{"encryption_type": "KMS"}], tags=args.get("tags", {}), opts=child,
+            f"{name}-repository",
+            image_scanning_configuration={"scan_on_push": True},
+            image_tag_mutability="IMMUTABLE",
+            encryption_configurations=[{"encryption_type": "KMS"}],
+            tags=args.get("tags", {}),
+            opts=child,
         )
-        aws.ecr.LifecyclePolicy(f"{name}-lifecycle", repository=repository.name, policy=lifecycle_policy(args.get("keep_images", 20)), opts=child)
-        token = aws.ecr.get_authorization_token_output(registry_id=repository.registry_id, opts=pulumi.InvokeOutputOptions(parent=self))
+        aws.ecr.LifecyclePolicy(
+            f"{name}-lifecycle",
+            repository=repository.name,
+            policy=lifecycle_policy(args.get("keep_images", 20)),
+            opts=child,
+        )
+        token = aws.ecr.get_authorization_token_output(
+            registry_id=repository.registry_id, opts=pulumi.InvokeOutputOptions(parent=self)
+        )
         platforms = [PLATFORMS[architecture] for architecture in dict.fromkeys(args["architectures"])]
         image = docker_build.Image(
             f"{name}-build",
@@ -81,7 +120,9 @@ class TrainerImage(pulumi.ComponentResource):
             platforms=platforms,
             push=True,
             tags=[pulumi.Output.concat(repository.repository_url, ":", content_tag([p.value for p in platforms]))],
-            registries=[{"address": repository.repository_url, "username": token.user_name, "password": token.password}],
+            registries=[
+                {"address": repository.repository_url, "username": token.user_name, "password": token.password}
+            ],
             opts=child,
         )
         self.image_uri = pulumi.Output.concat(repository.repository_url, "@", image.digest)

@@ -28,8 +28,11 @@ def test_network_cards_match_ec2() -> None:
     cards = _network_cards()
     catalogue = {**EFA_INSTANCE_TYPES, **SYSTEM_INSTANCE_TYPES}
     assert set(catalogue) - set(cards) == ABSENT_FROM_VPC_LIMITS
-    wrong = {name: (facts.network_cards, cards[name]) for name, facts in catalogue.items()
-             if name in cards and facts.network_cards != cards[name]}
+    wrong = {
+        name: (facts.network_cards, cards[name])
+        for name, facts in catalogue.items()
+        if name in cards and facts.network_cards != cards[name]
+    }
     assert wrong == {}, f"(catalogue, EC2) network cards differ: {wrong}"
 
 

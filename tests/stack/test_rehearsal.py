@@ -23,9 +23,15 @@ VARIANT = {
     "vpc": {"cidr": "10.0.0.0/16", "availabilityZones": ["eu-west-1a", "eu-west-1b"]},
     "nodeGroups": [
         {"name": "system", "instanceType": "m7g.large", "desiredSize": 2},
-        {"name": "gpus", "instanceType": "p5e.48xlarge", "availabilityZone": "eu-west-1a", "maxSize": 2,
-         "capacityType": "CAPACITY_BLOCK", "capacityReservationId": "cr-0123456789abcdef0",
-         "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]},
+        {
+            "name": "gpus",
+            "instanceType": "p5e.48xlarge",
+            "availabilityZone": "eu-west-1a",
+            "maxSize": 2,
+            "capacityType": "CAPACITY_BLOCK",
+            "capacityReservationId": "cr-0123456789abcdef0",
+            "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}],
+        },
         {"name": "workers", "instanceType": "c8g.48xlarge", "availabilityZone": "eu-west-1a", "maxSize": 4},
     ],
     "adminPrincipalArns": [DEPLOYER_ROLE_ARN, "arn:aws:iam::123456789012:role/platform-admin"],
@@ -123,9 +129,18 @@ DEFECTS: list[tuple[Callable[[list[Registration]], None], str]] = [
     (_bind_immediately, "awaits: PersistentVolumeClaim eks-ddp-fsx-claim spec.storageClassName: an Immediate claim"),
     (_default_helm_timeout, "awaits: Release eks-ddp-metrics-server-chart timeout: Helm waits"),
     (_ttl, "ttl: PyTorchJob eks-ddp-train-job spec.runPolicy.ttlSecondsAfterFinished"),
-    (_capacity_block_type_on_the_group, "launch-template: LaunchTemplate eks-ddp-gpus-template instanceType: a Capacity Block"),
-    (_sixteen_interfaces_on_p5e, "efa-interfaces: NodeGroup eks-ddp-gpus-nodes launchTemplate.networkInterfaces: 16 EFA"),
-    (_chart_default_instance_list, "efa-device-plugin: Release eks-ddp-efa-device-plugin-chart values.supportedInstanceLabels"),
+    (
+        _capacity_block_type_on_the_group,
+        "launch-template: LaunchTemplate eks-ddp-gpus-template instanceType: a Capacity Block",
+    ),
+    (
+        _sixteen_interfaces_on_p5e,
+        "efa-interfaces: NodeGroup eks-ddp-gpus-nodes launchTemplate.networkInterfaces: 16 EFA",
+    ),
+    (
+        _chart_default_instance_list,
+        "efa-device-plugin: Release eks-ddp-efa-device-plugin-chart values.supportedInstanceLabels",
+    ),
     (_list_without_c8g, "efa-device-plugin: NodeGroup eks-ddp-workers-nodes instanceTypes: c8g.48xlarge is not in"),
     (_hugepages, "schedulable: PyTorchJob eks-ddp-train-job resources.requests.hugepages-2Mi"),
     (_fabric_image_from_us_east_1, "image-region: Job eks-ddp-efa-check-job containers[fabric-check].image"),
@@ -140,8 +155,9 @@ def variant_run() -> list[Registration]:
 
 
 @pytest.mark.parametrize(("inject", "expected"), DEFECTS, ids=[inject.__name__.strip("_") for inject, _ in DEFECTS])
-def test_each_rule_reports_its_defect(variant_run: list[Registration], inject: Callable[[list[Registration]], None],
-                                      expected: str) -> None:
+def test_each_rule_reports_its_defect(
+    variant_run: list[Registration], inject: Callable[[list[Registration]], None], expected: str
+) -> None:
     broken = copy.deepcopy(variant_run)
     inject(broken)
     findings = [str(finding) for finding in check(Deployment(broken, "eu-west-1", DEPLOYER_ROLE_ARN, TODAY))]
@@ -153,8 +169,10 @@ def test_efa_interfaces_are_checked_against_ec2s_data_not_the_catalogue(variant_
     broken = copy.deepcopy(variant_run)
     _sixteen_interfaces_on_p5e(broken)
     findings = [str(f) for f in check(Deployment(broken, "eu-west-1", DEPLOYER_ROLE_ARN, TODAY, {"p5e.48xlarge": 32}))]
-    assert findings == ["efa-interfaces: NodeGroup eks-ddp-gpus-nodes launchTemplate.networkInterfaces: 16 EFA interfaces "
-                        "on p5e.48xlarge, which has 32 network cards"]
+    assert findings == [
+        "efa-interfaces: NodeGroup eks-ddp-gpus-nodes launchTemplate.networkInterfaces: 16 EFA interfaces "
+        "on p5e.48xlarge, which has 32 network cards"
+    ]
 
 
 def test_a_version_past_standard_support_is_reported(variant_run: list[Registration]) -> None:
@@ -168,6 +186,8 @@ def test_a_version_past_standard_support_is_reported(variant_run: list[Registrat
 def test_the_command_prints_one_line_per_broken_rule(capsys: pytest.CaptureFixture[str]) -> None:
     assert rehearsal.main(["--stack", "dev", "--on", "2027-04-01"]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out == ["dev: kubernetes-version: Cluster eks-ddp-cluster-eks version: 1.35 is not in EKS standard support on "
-                   "2027-04-01 (1.34 until 2026-12-02, 1.35 until 2027-03-27)"]
+    assert out == [
+        "dev: kubernetes-version: Cluster eks-ddp-cluster-eks version: 1.35 is not in EKS standard support on "
+        "2027-04-01 (1.34 until 2026-12-02, 1.35 until 2027-03-27)"
+    ]
     assert rehearsal.main(["--stack", "dev", "--on", "2026-11-22"]) == 0
