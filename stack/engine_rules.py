@@ -94,6 +94,11 @@ PROVISIONING_SECONDS = {
 }
 
 
+def _awaits_endpoints(spec: dict[str, Any]) -> bool:
+    """service.go: a Service is awaited until it has a ready endpoint, unless headless, ExternalName or selectorless."""
+    return spec.get("clusterIP") != "None" and spec.get("type") != "ExternalName" and bool(spec.get("selector"))
+
+
 def kubernetes_awaits(deployment: Deployment) -> Iterator[Finding]:
     """pulumi-kubernetes waits on some kinds before `pulumi up` moves on; the wait must cover the worst case.
 
@@ -103,7 +108,8 @@ def kubernetes_awaits(deployment: Deployment) -> Iterator[Finding]:
     unbounded without one). A PersistentVolumeClaim is awaited until Bound for a fixed 5
     minutes, or only until Pending when its StorageClass binds WaitForFirstConsumer. Custom
     resources are awaited for a Ready condition under PULUMI_K8S_AWAIT_ALL=true; a PyTorchJob
-    has none. `pulumi.com/skipAwait: "true"` opts any of them out. Helm releases
+    has none. A Service (await/service.go) waits for a ready endpoint unless it is headless.
+    `pulumi.com/skipAwait: "true"` opts any of them out. Helm releases
     (provider/pkg/provider/helm_release.go) wait 300 s unless `timeout` or `skipAwait` is set.
     """
     classes = {
@@ -146,6 +152,14 @@ def kubernetes_awaits(deployment: Deployment) -> Iterator[Finding]:
                 "metadata.annotations",
                 f"under PULUMI_K8S_AWAIT_ALL=true pulumi up waits 10 minutes for a Ready condition a "
                 f'{kind} never has; set {SKIP_AWAIT}: "true"',
+            )
+        elif kind == "Service" and _awaits_endpoints(spec):
+            yield Finding(
+                "awaits",
+                _where(registration),
+                "spec.clusterIP",
+                "pulumi up waits up to 10 minutes for a ready endpoint, and the pods behind it belong to a job "
+                "on nodes that may scale from zero; make it headless (clusterIP: None) or skip the await",
             )
     for release in deployment.of_type("kubernetes:helm.sh/v3:Release"):
         inputs = release.inputs

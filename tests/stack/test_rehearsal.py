@@ -82,6 +82,10 @@ def _default_helm_timeout(runs: list[Registration]) -> None:
     del _named(runs, "eks-ddp-metrics-server-chart")["timeout"]
 
 
+def _service_with_a_cluster_ip(runs: list[Registration]) -> None:
+    del _named(runs, "eks-ddp-efa-check-service")["spec"]["clusterIP"]
+
+
 def _ttl(runs: list[Registration]) -> None:
     _named(runs, "eks-ddp-train-job")["spec"]["runPolicy"]["ttlSecondsAfterFinished"] = 86400
 
@@ -128,6 +132,7 @@ DEFECTS: list[tuple[Callable[[list[Registration]], None], str]] = [
     (_remove_skip_await, "awaits: Job eks-ddp-data-job metadata.annotations: pulumi up waits for the Job to complete"),
     (_bind_immediately, "awaits: PersistentVolumeClaim eks-ddp-fsx-claim spec.storageClassName: an Immediate claim"),
     (_default_helm_timeout, "awaits: Release eks-ddp-metrics-server-chart timeout: Helm waits"),
+    (_service_with_a_cluster_ip, "awaits: Service eks-ddp-efa-check-service spec.clusterIP: pulumi up waits"),
     (_ttl, "ttl: PyTorchJob eks-ddp-train-job spec.runPolicy.ttlSecondsAfterFinished"),
     (
         _capacity_block_type_on_the_group,
