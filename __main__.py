@@ -4,14 +4,14 @@ import pulumi
 
 from stack.config import parse
 from stack.program import build
-from stack.project_config import PROJECT, check_declared, declarations
+from stack.project_config import PROJECT, check_declared, configured_keys, declarations
 
 config = pulumi.Config()
 declared = declarations()
 # Every key the CLI passed (it applies Pulumi.yaml's defaults and type checks first): a misspelled one is refused.
-check_declared(pulumi.get_stack(), pulumi.runtime.config.CONFIG.get(), declared)
+check_declared(pulumi.get_stack(), configured_keys(), declared)
 readers = {"string": config.get, "integer": config.get_int, "boolean": config.get_bool}
-values = {key: readers.get(spec.get("type", ""), config.get_object)(key) for key, spec in declarations().items()}
+values = {key: readers.get(spec.get("type", ""), config.get_object)(key) for key, spec in declared.items()}
 settings = parse({key: value for key, value in values.items() if value is not None}, pulumi.Config("aws").get("region"))
 deployed = build(settings, name=PROJECT)
 

@@ -13,6 +13,7 @@ from datetime import date
 from typing import Any
 
 from infra import catalogue, versions
+from infra.efa_node_group import KUBERNETES_EFFECT, TaintEffect
 from infra.mocking import Registration
 
 K8S_PREFIX = "kubernetes:"
@@ -297,17 +298,21 @@ def _node_labels(node_group: Registration, template: Registration | None) -> dic
     }
 
 
+def _tolerates(toleration: dict[str, Any], key: str, value: str, effect: str) -> bool:
+    """kubernetes/api core/v1 toleration.go ToleratesTaint: an empty key with Exists matches every taint."""
+    if toleration.get("effect") not in (None, "", effect):
+        return False
+    if toleration.get("operator") == "Exists":
+        return not toleration.get("key") or toleration.get("key") == key
+    return toleration.get("key") == key and str(toleration.get("value") or "") == value
+
+
 def _tolerated(taints: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> bool:
-    effects = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
+    """Whether a pod may run beside the node group's taints (EKS API effects, such as NO_SCHEDULE)."""
     for taint in taints:
-        effect = effects.get(taint.get("effect", ""), taint.get("effect"))
-        if effect == "PreferNoSchedule":
-            continue
-        if not any(
-            t.get("key") == taint.get("key")
-            and t.get("effect") in (None, effect)
-            and (t.get("operator") == "Exists" or str(t.get("value", "")) == str(taint.get("value") or ""))
-            for t in tolerations
+        effect = KUBERNETES_EFFECT[TaintEffect(taint["effect"])]
+        if effect != "PreferNoSchedule" and not any(
+            _tolerates(t, taint["key"], str(taint.get("value") or ""), effect) for t in tolerations
         ):
             return False
     return True

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pulumi.runtime import config as runtime_config
 
 PROJECT = "eks-ddp"
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,6 +57,15 @@ def _matches(spec: dict[str, Any], value: Any) -> bool:
         return isinstance(value, bool) or value in ("true", "false")
     items = spec.get("items")
     return isinstance(value, list) and items is not None and all(_matches(items, item) for item in value)
+
+
+def configured_keys() -> list[str]:
+    """Every config key the Pulumi engine gave this program.
+
+    The Python language host passes config in the PULUMI_CONFIG environment variable; tests
+    and mocks set it in the runtime's map (pulumi sdk/python/lib/pulumi/runtime/config.py).
+    """
+    return sorted({*runtime_config.get_config_env(), *runtime_config.CONFIG.get()})
 
 
 def check_declared(stack: str, keys: Iterable[str], declared: dict[str, dict[str, Any]]) -> None:

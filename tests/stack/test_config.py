@@ -97,3 +97,14 @@ def test_the_program_refuses_a_key_pulumi_yaml_does_not_declare(pulumi_mocks: Re
     with pytest.raises(StackFileError, match=r"sets eks-ddp:storgae, which Pulumi.yaml does not declare \(did you mean storage\?\)"):
         runpy.run_path(str(stack_file.ROOT / "__main__.py"))
     assert pulumi_mocks.monitor.registrations == []
+
+
+def test_keys_the_language_host_passes_in_the_environment_are_checked_too(
+    pulumi_mocks: Recorded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real `pulumi up` hands the program its config in PULUMI_CONFIG, not in the runtime's map."""
+    values, region = stack_file.load("dev")
+    config = {f"{PROJECT}:{key}": value if isinstance(value, str) else json.dumps(value) for key, value in values.items()}
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps({**config, "eks-ddp:jobs": "{}", "aws:region": region}))
+    with pytest.raises(StackFileError, match=r"sets eks-ddp:jobs, which Pulumi.yaml does not declare \(did you mean job\?\)"):
+        runpy.run_path(str(stack_file.ROOT / "__main__.py"))

@@ -115,6 +115,10 @@ def _hugepages(runs: list[Registration]) -> None:
     spec["containers"][0]["resources"]["requests"]["hugepages-2Mi"] = "5120Mi"
 
 
+def _no_toleration_for_the_gpu_taint(runs: list[Registration]) -> None:
+    _named(runs, "eks-ddp-efa-check-job")["spec"]["template"]["spec"]["tolerations"] = []
+
+
 def _fabric_image_from_us_east_1(runs: list[Registration]) -> None:
     container = _named(runs, "eks-ddp-efa-check-job")["spec"]["template"]["spec"]["containers"][0]
     container["image"] = container["image"].replace("eu-west-1", "us-east-1")
@@ -148,6 +152,7 @@ DEFECTS: list[tuple[Callable[[list[Registration]], None], str]] = [
     ),
     (_list_without_c8g, "efa-device-plugin: NodeGroup eks-ddp-workers-nodes instanceTypes: c8g.48xlarge is not in"),
     (_hugepages, "schedulable: PyTorchJob eks-ddp-train-job resources.requests.hugepages-2Mi"),
+    (_no_toleration_for_the_gpu_taint, "schedulable: Job eks-ddp-efa-check-job nodeSelector: no node group matches"),
     (_fabric_image_from_us_east_1, "image-region: Job eks-ddp-efa-check-job containers[fabric-check].image"),
     (_access_entry_for_the_deployer, "access-entry: AccessEntry eks-ddp-cluster-admin-0 principalArn"),
     (_old_ami_pin, "efa-ami: NodeGroup eks-ddp-workers-nodes releaseVersion: 1.35.0-20260401 predates 20260505"),
@@ -178,6 +183,12 @@ def test_efa_interfaces_are_checked_against_ec2s_data_not_the_catalogue(variant_
         "efa-interfaces: NodeGroup eks-ddp-gpus-nodes launchTemplate.networkInterfaces: 16 EFA interfaces "
         "on p5e.48xlarge, which has 32 network cards"
     ]
+
+
+def test_a_toleration_without_a_key_tolerates_every_taint(variant_run: list[Registration]) -> None:
+    tolerated = copy.deepcopy(variant_run)
+    _named(tolerated, "eks-ddp-efa-check-job")["spec"]["template"]["spec"]["tolerations"] = [{"operator": "Exists"}]
+    assert check(Deployment(tolerated, "eu-west-1", DEPLOYER_ROLE_ARN, TODAY)) == []
 
 
 def test_a_version_past_standard_support_is_reported(variant_run: list[Registration]) -> None:
