@@ -39,15 +39,16 @@ VARIANT = {
 }
 
 
-def test_every_stack_file_passes_every_rule() -> None:
+def test_every_stack_file_passes_every_rule_today() -> None:
+    """On the day it runs: a Kubernetes version that has left standard support fails `make test`."""
     stacks = stack_file.stacks()
     assert "dev" in stacks
     for stack in stacks:
-        assert rehearsal.rehearse(stack, today=TODAY) == [], stack
+        assert rehearsal.rehearse(stack) == [], stack
 
 
 def test_the_paths_the_dev_stack_does_not_take_pass_too() -> None:
-    assert rehearsal.rehearse_values(VARIANT, "eu-west-1", today=TODAY) == []
+    assert rehearsal.rehearse_values(VARIANT, "eu-west-1") == []
 
 
 def test_two_runs_of_each_stack_register_identical_inputs() -> None:
