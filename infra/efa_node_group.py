@@ -33,9 +33,15 @@ class CapacityType(str, Enum):
 
 
 class TaintEffect(str, Enum):
+    """A taint's effect, in the EKS API's spelling; the Kubernetes spelling (`NoSchedule`) is accepted too."""
+
     NO_SCHEDULE = "NO_SCHEDULE"
     NO_EXECUTE = "NO_EXECUTE"
     PREFER_NO_SCHEDULE = "PREFER_NO_SCHEDULE"
+
+    @classmethod
+    def _missing_(cls, value: object) -> "TaintEffect | None":
+        return next((effect for effect, spelling in KUBERNETES_EFFECT.items() if spelling == value), None)
 
 
 KUBERNETES_EFFECT = {TaintEffect.NO_SCHEDULE: "NoSchedule", TaintEffect.NO_EXECUTE: "NoExecute", TaintEffect.PREFER_NO_SCHEDULE: "PreferNoSchedule"}
@@ -174,12 +180,21 @@ def validate_shape(args: NodeGroupShape) -> InstanceType:
     if not 20 <= volume <= 16384:
         raise InvalidArgument(COMPONENT, "root_volume_gib", volume, "use 20 to 16384 GiB")
     for taint in args.get("taints", []):
-        if not taint.get("key") or taint.get("effect") not in tuple(TaintEffect):
-            raise InvalidArgument(COMPONENT, "taints", dict(taint), f"each taint needs a key and an effect in {[item.value for item in TaintEffect]}")
+        if not taint.get("key") or not _is_effect(taint.get("effect")):
+            spellings = ", ".join(f"{effect.value} ({KUBERNETES_EFFECT[effect]})" for effect in TaintEffect)
+            raise InvalidArgument(COMPONENT, "taints", dict(taint), f"each taint needs a key and an effect: one of {spellings}")
     _validate_release_version(args.get("release_version"), instance, args.get("efa", True))
     if EFA_LABEL in args.get("labels", {}):
         raise InvalidArgument(COMPONENT, "labels", dict(args.get("labels", {})), f"{EFA_LABEL} is set by the component from `efa`")
     return instance
+
+
+def _is_effect(value: object) -> bool:
+    try:
+        TaintEffect(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _validate_release_version(release: str | None, instance: InstanceType, efa: bool) -> None:

@@ -110,7 +110,7 @@ def test_without_efa_no_fabric_resources(pulumi_mocks: Recorded) -> None:
         ({"capacity_reservation_id": "reservation-1"}, "use an id such as cr-"),
         ({"metadata_hop_limit": 0}, "metadata_hop_limit=0 is not allowed"),
         ({"root_volume_gib": 8}, "root_volume_gib=8 is not allowed"),
-        ({"taints": [{"key": "a", "effect": "NoSchedule"}]}, "each taint needs a key and an effect"),
+        ({"taints": [{"key": "a", "effect": "noschedule"}]}, "each taint needs a key and an effect: one of NO_SCHEDULE (NoSchedule)"),
         ({"labels": {"vpc.amazonaws.com/efa.present": "false"}}, "is set by the component"),
         ({"release_version": "1.35.0-20260401"}, "EFA on AL2023_ARM_64_STANDARD needs the AMI release of 20260505 or later"),
         ({"release_version": "latest"}, "release_version='latest' is not allowed; use an EKS AMI release such as"),
@@ -132,3 +132,12 @@ def test_release_pins_before_the_efa_ami_are_fine_without_efa_or_on_gpu_amis(pul
         EfaNodeGroup("pinned", _args(release_version="1.35.0-20260505")),
     ])
     assert pulumi_mocks.named("pinned-nodes").inputs["releaseVersion"] == "1.35.0-20260505"
+
+
+def test_taint_effects_in_the_kubernetes_spelling_are_accepted(pulumi_mocks: Recorded) -> None:
+    """Users write `NoSchedule`, as kubectl shows it; EKS's API wants NO_SCHEDULE."""
+    taints = [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
+    pulumi_mocks.run(lambda: EfaNodeGroup("gpu", _args(instance_type="p5.48xlarge", taints=taints)))
+    assert pulumi_mocks.named("gpu-nodes").inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
+    tags = {r.inputs["tag"]["key"]: r.inputs["tag"]["value"] for r in pulumi_mocks.of_type("aws:autoscaling/tag:Tag")}
+    assert tags["k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"] == "true:NoSchedule"

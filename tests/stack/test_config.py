@@ -46,7 +46,7 @@ def test_dev_stack_parses() -> None:
         ("nodeGroups.1.availabilityZone", "us-east-1c", "eks-ddp:nodeGroups[1].availabilityZone: 'us-east-1c' is not allowed; use one of eks-ddp:vpc.availabilityZones"),
         ("nodeGroups.1.colour", "blue", "eks-ddp:nodeGroups[1].colour: 'blue' is not allowed; known keys are"),
         ("vpc.natGateways", "two", "eks-ddp:vpc.natGateways: 'two' is not allowed; use one of ['single', 'one_per_zone']"),
-        ("nodeGroups.1.taints", [{"key": "training", "effect": "NoSchedule"}], "eks-ddp:nodeGroups[1].taints: "),
+        ("nodeGroups.1.taints", [{"key": "training", "effect": "Never"}], "eks-ddp:nodeGroups[1].taints: "),
         ("vpc.cidr", "10.0.0.0/26", "eks-ddp:vpc.cidr: '10.0.0.0/26' is not allowed; the prefix must be /16 to /24"),
         ("storage.capacityGiB", 1000, "eks-ddp:storage.capacityGiB: 1000 is not allowed; use 1200, 2400 or a multiple of 2400 GiB"),
         ("storage.kind", "nfs", "eks-ddp:storage.kind: 'nfs' is not allowed; use fsx, efs or none"),
@@ -108,3 +108,9 @@ def test_keys_the_language_host_passes_in_the_environment_are_checked_too(
     monkeypatch.setenv("PULUMI_CONFIG", json.dumps({**config, "eks-ddp:jobs": "{}", "aws:region": region}))
     with pytest.raises(StackFileError, match=r"sets eks-ddp:jobs, which Pulumi.yaml does not declare \(did you mean job\?\)"):
         runpy.run_path(str(stack_file.ROOT / "__main__.py"))
+
+
+def test_taints_may_use_the_kubernetes_spelling() -> None:
+    config = parse(_with("nodeGroups.1.taints", [{"key": "training", "value": "true", "effect": "NoSchedule"}]), REGION)
+    (group,) = config.platform.get("node_groups", [])
+    assert [dict(taint) for taint in group.get("taints", [])] == [{"key": "training", "value": "true", "effect": "NoSchedule"}]
