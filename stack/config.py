@@ -295,6 +295,11 @@ def parse(values: Mapping[str, Any], region: str | None) -> StackConfig:
         platform.validate(PROJECT, platform_args)
     except InvalidArgument as error:
         raise ConfigError(layout.stack_key(error), error.value, error.allowed) from None
+    if kind == StorageKind.NONE and top.get("job") is not None:
+        raise ConfigError(
+            f"{_key('storage')}.kind", kind.value, "a job keeps its data, checkpoints and model on shared storage: "
+            f"use fsx or efs, or leave out {_key('job')}",
+        )
     claim = None if kind == StorageKind.NONE else "shared"
     image = top.get("image") or None
     namespace = platform_args.get("training_namespace", "training")

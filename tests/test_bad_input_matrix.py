@@ -103,6 +103,8 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("config: AMI pin before EFA", _config("nodeGroups.1.releaseVersion", "1.35.0-20260401"), "eks-ddp:nodeGroups[1].releaseVersion: '1.35.0-20260401' is not allowed; EFA on AL2023_ARM_64_STANDARD needs the AMI release of 20260505"),
     ("config: hugepages (retired)", _config("job.hugepagesMiB", 5120), "eks-ddp:job.hugepagesMiB: 5120 is not allowed; removed: no node group allocates hugepages"),
     ("config: FSx options on EFS", _config("storage.kind", "efs"), "eks-ddp:storage.capacityGiB: 1200 is not allowed; it applies to kind fsx, not efs"),
+    ("config: a job without shared storage", _config("storage", {"kind": "none"}), "eks-ddp:storage.kind: 'none' is not allowed; a job keeps its data, checkpoints and model on shared storage: use fsx or efs"),
+    ("workload: a job without a claim", _job(claim_name=None), "PyTorchJob: job.claim_name=None is not allowed; the trainer keeps data, checkpoints and the model under /shared"),
     # Strict types: a string is not a boolean, a boolean is not a number.
     ("config: boolean written as a string", _config("nodeGroups.1.efa", "false"), "eks-ddp:nodeGroups[1].efa: 'false' is not allowed; give true or false (unquoted)"),
     ("config: number written as a string", _config("job.epochs", "10"), "eks-ddp:job.epochs: '10' is not allowed; give a whole number"),

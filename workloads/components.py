@@ -66,6 +66,10 @@ def validate_job(component: str, job: TrainingJob, group: EfaNodeGroup) -> None:
         raise InvalidArgument(component, "job.dataset", job.dataset, f"use one of {', '.join(pytorchjob.DATASETS)}")
     if job.epochs < 1 or job.batch_size < 1:
         raise InvalidArgument(component, "job.epochs/batch_size", (job.epochs, job.batch_size), "both must be >= 1")
+    if not job.claim_name:
+        raise InvalidArgument(component, "job.claim_name", job.claim_name,
+                              f"the trainer keeps data, checkpoints and the model under {pytorchjob.SHARED_MOUNT}: "
+                              "give a ReadWriteMany claim (the platform's storage_claim_name)")
 
 
 class PyTorchJob(pulumi.ComponentResource):
