@@ -12,11 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra import platform
+from infra import catalogue, platform
 from infra.errors import InvalidArgument
 from infra.platform import NodeGroupSpec, StorageKind, TrainingPlatformArgs
 from stack.project_config import PROJECT, closest
 from workloads.pytorchjob import DATASETS, DOWNLOADABLE_DATASETS, TrainingJob, validate_name
+from workloads.target import too_small
 
 SYSTEM_GROUP = "system"
 
@@ -243,6 +244,9 @@ def _job(raw: Any, groups: Sequence[NodeGroupSpec], namespace: str, image: str, 
     for argument, value in numbers.items():
         if value < 1:
             raise ConfigError(f"{key}.{_camel(JOB, argument)}", value, "use a whole number >= 1")
+    small = too_small(catalogue.lookup(by_name[target]["instance_type"]))  # type: ignore[arg-type]  # validated above
+    if small:
+        raise ConfigError(f"{key}.nodeGroup", target, small)
     max_size = by_name[target].get("max_size", 2)
     if numbers["replicas"] > max_size:
         raise ConfigError(

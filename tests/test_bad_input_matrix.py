@@ -46,6 +46,16 @@ def _config(path: str, value: object, **job: object) -> Callable[[], object]:
     return attempt
 
 
+def _small_group_job() -> Callable[[], object]:
+    def attempt() -> object:
+        values: Any = copy.deepcopy(DEV)
+        values["nodeGroups"].append({"name": "small", "instanceType": "m7g.large", "efa": False,
+                                     "availabilityZone": "us-east-1a", "maxSize": 2})
+        values["job"]["nodeGroup"] = "small"
+        return parse(values, REGION)
+    return attempt
+
+
 def _stack_file(line: str) -> Callable[[], object]:
     def attempt() -> object:
         with tempfile.TemporaryDirectory() as directory:
@@ -103,6 +113,7 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("config: AMI pin before EFA", _config("nodeGroups.1.releaseVersion", "1.35.0-20260401"), "eks-ddp:nodeGroups[1].releaseVersion: '1.35.0-20260401' is not allowed; EFA on AL2023_ARM_64_STANDARD needs the AMI release of 20260505"),
     ("config: hugepages (retired)", _config("job.hugepagesMiB", 5120), "eks-ddp:job.hugepagesMiB: 5120 is not allowed; removed: no node group allocates hugepages"),
     ("config: FSx options on EFS", _config("storage.kind", "efs"), "eks-ddp:storage.capacityGiB: 1200 is not allowed; it applies to kind fsx, not efs"),
+    ("config: a job on 2-vCPU nodes", _small_group_job(), "eks-ddp:job.nodeGroup: 'small' is not allowed; m7g.large (2 vCPUs, 8 GiB) leaves no whole CPU"),
     ("config: a job without shared storage", _config("storage", {"kind": "none"}), "eks-ddp:storage.kind: 'none' is not allowed; a job keeps its data, checkpoints and model on shared storage: use fsx or efs"),
     ("workload: a job without a claim", _job(claim_name=None), "PyTorchJob: job.claim_name=None is not allowed; the trainer keeps data, checkpoints and the model under /shared"),
     # Strict types: a string is not a boolean, a boolean is not a number.

@@ -10,7 +10,7 @@ from infra.errors import InvalidArgument
 from infra.training_operator import TrainingOperator
 from workloads import batch_jobs, pytorchjob
 from workloads.pytorchjob import TrainingJob
-from workloads.target import NodeTarget
+from workloads.target import NodeTarget, too_small
 
 
 def target_of(group: EfaNodeGroup) -> NodeTarget:
@@ -66,6 +66,9 @@ def validate_job(component: str, job: TrainingJob, group: EfaNodeGroup) -> None:
         raise InvalidArgument(component, "job.dataset", job.dataset, f"use one of {', '.join(pytorchjob.DATASETS)}")
     if job.epochs < 1 or job.batch_size < 1:
         raise InvalidArgument(component, "job.epochs/batch_size", (job.epochs, job.batch_size), "both must be >= 1")
+    problem = too_small(group.instance)
+    if problem:
+        raise InvalidArgument(component, "node_group", group.instance_type, problem)
     if not job.claim_name:
         raise InvalidArgument(component, "job.claim_name", job.claim_name,
                               f"the trainer keeps data, checkpoints and the model under {pytorchjob.SHARED_MOUNT}: "

@@ -39,6 +39,14 @@ def pod_memory_gib(instance: InstanceType) -> int:
     return int(instance.memory_gib * 0.85) - 2
 
 
+def too_small(instance: InstanceType) -> str | None:
+    """Why a training pod cannot fit `instance`, or None: it needs a whole CPU and a GiB after the node's reserve."""
+    if pod_cpus(instance) < 1 or pod_memory_gib(instance) < 1:
+        return (f"{instance.name} ({instance.vcpus} vCPUs, {instance.memory_gib} GiB) leaves no whole CPU and GiB for a "
+                "training pod after the node's reserve for kubelet and daemon sets; use a type with at least 4 vCPUs")
+    return None
+
+
 def resources(target: NodeTarget) -> dict[str, dict[str, str]]:
     """Requests equal to limits (Guaranteed QoS): whole CPUs, memory, EFA interfaces, GPUs.
 

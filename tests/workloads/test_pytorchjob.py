@@ -103,3 +103,12 @@ def test_pods_fetch_or_verify_their_data_before_training() -> None:
     assert init["command"] == ["python", "-m", "trainer", "prepare-data", "--dataset", "mnist", "--data-dir", "/shared/data/mnist"]
     offline = render(TrainingJob(name="d", namespace="training", image="img", dataset="digits"), GRAVITON)
     assert "initContainers" not in offline["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+
+
+def test_training_pods_always_fit_their_node_with_a_whole_cpu() -> None:
+    """2-vCPU types once rendered cpu "0" and OMP_NUM_THREADS "0"; the smallest accepted type gets 2 CPUs."""
+    from infra.catalogue import SYSTEM_INSTANCE_TYPES
+    from workloads.target import pod_cpus, too_small
+
+    assert too_small(SYSTEM_INSTANCE_TYPES["m7g.large"]) is not None and too_small(SYSTEM_INSTANCE_TYPES["t4g.large"]) is not None
+    assert too_small(SYSTEM_INSTANCE_TYPES["m7g.xlarge"]) is None and pod_cpus(SYSTEM_INSTANCE_TYPES["m7g.xlarge"]) == 2
