@@ -131,20 +131,32 @@ def broadcast_buffers_(module: torch.nn.Module) -> None:
             dist.broadcast(buffer, src=0)
 
 
-_TRANSPORT_FAILURES = ("gloo", "nccl", "connection reset", "connection closed", "timed out", "socket")
+# What the transports say when the rank at the other end is gone, and nothing else: gloo's
+# tcp pair (gloo/transport/tcp/pair.cc), NCCL's ncclRemoteError, the collective timeout of
+# gloo and of the NCCL watchdog, and the c10d store losing its master.
+_PEER_GONE = (
+    "connection closed by peer", "connection reset by peer", "broken pipe", "remote process exited",
+    "ncclremoteerror", "timed out waiting", "watchdog caught collective operation timeout",
+)
+
+
+def is_peer_loss(error: BaseException) -> bool:
+    """Whether a failed collective means another rank vanished (retryable), not a bug or bad configuration."""
+    message = str(error).lower()
+    return isinstance(error, dist.DistNetworkError) or any(sign in message for sign in _PEER_GONE)
 
 
 @contextmanager
 def peers_guarded() -> Iterator[None]:
     """Turn a collective that failed because a peer died into PeerLost, a clear and retryable error.
 
-    gloo reports a vanished peer as a plain RuntimeError from its transport; other
-    RuntimeErrors (bugs) pass through untouched.
+    Only transport failures count: a configuration error (an NCCL invalid usage, a CPU tensor
+    on an NCCL group) or a bug surfaces as itself, not as a lost peer to retry forever.
     """
     try:
         yield
     except (dist.DistError, RuntimeError) as error:
-        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        if not dist.is_initialized() or not (isinstance(error, dist.DistError) or any(word in message.lower() for word in _TRANSPORT_FAILURES)):
+        if not dist.is_initialized() or not is_peer_loss(error):
             raise
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise PeerLost(f"lost contact with another rank ({message}); rerun the job to resume from the last checkpoint") from error
