@@ -3,9 +3,13 @@
 Every file is streamed to a temporary name in the data directory while its SHA-256
 is computed, and renamed to its real name only when size and hash match the
 published values, so a name in the data directory always holds a verified file.
-Verified files are never fetched again.
+Verified files are never fetched again. Preparers of one directory take turns under an
+exclusive `flock` (FSx for Lustre mounted with `flock` and EFS both honour it across
+nodes): a DataPrepJob and every training pod's init container may start together, and
+each later one finds the verified tree and leaves it alone.
 """
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -15,6 +19,8 @@ import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tqdm import tqdm
@@ -102,13 +108,36 @@ def _extract(archive: Path, remote: RemoteFile, data_dir: Path, directory: str) 
     return f"{directory}/: unpacked"
 
 
+@contextmanager
+def exclusive(data_dir: Path) -> Iterator[bool]:
+    """Hold the directory's preparation lock; yields whether another preparer held it first."""
+    lock = data_dir.parent / f".{data_dir.name}.prepare-data.lock"
+    with lock.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            waited = False
+        except BlockingIOError:
+            print(f"prepare-data: waiting for another preparer of {data_dir}", file=sys.stderr, flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            waited = True
+        try:
+            yield waited
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def prepare(source: DatasetSource, data_dir: Path, base_url: str | None = None) -> list[str]:
     """Make `data_dir` hold the verified files of `source`; returns one line per action."""
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UsageError(f"--data-dir {data_dir}: cannot create ({error.strerror or error})") from None
-    base = base_url or source.default_url
+    with exclusive(data_dir) as waited:
+        report = [f"{data_dir}: waited for another preparer"] if waited else []
+        return report + _prepare_locked(source, data_dir, base_url or source.default_url)
+
+
+def _prepare_locked(source: DatasetSource, data_dir: Path, base: str) -> list[str]:
     report = []
     for remote in source.files:
         destination = data_dir / remote.name

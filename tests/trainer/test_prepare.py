@@ -1,6 +1,7 @@
 """prepare-data against a real HTTP server on 127.0.0.1 serving generated files."""
 
 import hashlib
+import multiprocessing
 import io
 import tarfile
 import threading
@@ -122,3 +123,37 @@ def test_cli_rejects_a_corrupted_mirror_with_one_line(server: Server, tmp_path: 
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert "train-images-idx3-ubyte.gz does not match its published checksum" in result.stderr
     assert list(data_dir.iterdir()) == []
+
+
+def _prepare_in_a_process(source: DatasetSource, data_dir: Path, results: "multiprocessing.Queue[tuple[int, str]]") -> None:
+    try:
+        results.put((0, " | ".join(prepare(source, data_dir))))
+    except Exception as error:  # the process's exit status, as a CLI would give it
+        results.put((1, f"{type(error).__name__}: {error}"))
+
+
+def test_four_preparers_at_once_leave_one_verified_tree_and_all_succeed(server: Server, tmp_path: Path) -> None:
+    """A DataPrepJob and three training pods' init containers starting together on one shared directory."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for index in range(200):
+            content = bytes([index]) * 20_000
+            info = tarfile.TarInfo(f"batches/part_{index}")
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    remote = _publish(server, "batches.tar.gz", buffer.getvalue())
+    source = DatasetSource("generated", server.url, (remote,), extracts_to="batches")
+    data_dir = tmp_path / "shared" / "data"
+    context = multiprocessing.get_context("fork")
+    results: "multiprocessing.Queue[tuple[int, str]]" = context.Queue()
+    workers = [context.Process(target=_prepare_in_a_process, args=(source, data_dir, results)) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    outcomes = [results.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=30)
+    assert [code for code, _ in outcomes] == [0, 0, 0, 0], outcomes
+    assert server.requests.count("/files/batches.tar.gz") == 1  # fetched once, by whoever came first
+    assert sum("waited for another preparer" in report for _, report in outcomes) >= 1
+    assert sorted(p.name for p in (data_dir / "batches").iterdir()) == sorted([EXTRACTED_MARKER, *(f"part_{i}" for i in range(200))])
+    assert [p.name for p in data_dir.iterdir() if p.name.startswith(".")] == []  # no scratch left behind
