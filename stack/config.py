@@ -103,6 +103,7 @@ JOB = {
     "elasticMinReplicas": ("elastic_min_replicas", int),
     "prepareData": ("prepare_data", bool),
     "evaluate": ("evaluate", bool),
+    "survivesNodeLosses": ("node_losses", int),
 }
 # Keys that existed once, and why they went.
 RETIRED = {
@@ -254,6 +255,9 @@ def _job(raw: Any, groups: Sequence[NodeGroupSpec], namespace: str, image: str, 
             numbers["replicas"],
             f"node group {target} holds at most maxSize={max_size} pods (one per node)",
         )
+    losses = fields.get("node_losses", 1)
+    if not 0 <= losses <= 10:
+        raise ConfigError(f"{key}.survivesNodeLosses", losses, "use 0 to 10 node losses")
     minimum = fields.get("elastic_min_replicas")
     if minimum is not None and not 1 <= minimum <= numbers["replicas"]:
         raise ConfigError(f"{key}.elasticMinReplicas", minimum, f"use 1 to replicas ({numbers['replicas']})")
@@ -271,6 +275,7 @@ def _job(raw: Any, groups: Sequence[NodeGroupSpec], namespace: str, image: str, 
         batch_size=numbers["batch_size"],
         replicas=numbers["replicas"],
         elastic_min_replicas=minimum,
+        node_losses=losses,
         claim_name=claim,
         service_account="trainer",
     )

@@ -114,6 +114,7 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("config: hugepages (retired)", _config("job.hugepagesMiB", 5120), "eks-ddp:job.hugepagesMiB: 5120 is not allowed; removed: no node group allocates hugepages"),
     ("config: FSx options on EFS", _config("storage.kind", "efs"), "eks-ddp:storage.capacityGiB: 1200 is not allowed; it applies to kind fsx, not efs"),
     ("config: a job on 2-vCPU nodes", _small_group_job(), "eks-ddp:job.nodeGroup: 'small' is not allowed; m7g.large (2 vCPUs, 8 GiB) leaves no whole CPU"),
+    ("config: negative node losses", _config("job.survivesNodeLosses", -1), "eks-ddp:job.survivesNodeLosses: -1 is not allowed; use 0 to 10"),
     ("config: a job without shared storage", _config("storage", {"kind": "none"}), "eks-ddp:storage.kind: 'none' is not allowed; a job keeps its data, checkpoints and model on shared storage: use fsx or efs"),
     ("workload: a job without a claim", _job(claim_name=None), "PyTorchJob: job.claim_name=None is not allowed; the trainer keeps data, checkpoints and the model under /shared"),
     # Strict types: a string is not a boolean, a boolean is not a number.

@@ -15,6 +15,12 @@ CONTAINER = "pytorch"  # the operator finds the training container by this name
 SHARED_MOUNT = "/shared"
 MASTER_PORT = 23456  # what the operator gives MASTER_PORT in static jobs
 CHECKPOINT_GRACE_SECONDS = 120
+# How long torchrun waits for every pod to join. Its static rendezvous gives up after 600 s
+# (torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py), but a pod can wait for a
+# node scaled up from zero: the Cluster Autoscaler allows 15 minutes to provision one
+# (--max-node-provision-time), then the image is pulled. `timeout` is the static rendezvous'
+# key, `join_timeout` the c10d one (elastic jobs); each ignores the other.
+RENDEZVOUS_TIMEOUT_SECONDS = 1800
 # The trainer's `train --dataset` and `prepare-data --dataset` choices (workloads know its command line, not its code).
 DATASETS = ("digits", "mnist", "cifar10", "synthetic")
 DOWNLOADABLE_DATASETS = ("mnist", "cifar10")
@@ -40,7 +46,8 @@ class TrainingJob:
     service_account: str | None = "trainer"
     checkpoint_every: int = 50
     extra_args: tuple[str, ...] = field(default_factory=tuple)
-    backoff_limit: int = 3
+    node_losses: int = 1
+    """Node losses (spot interruptions, failed nodes) the job survives before the operator fails it."""
 
     @property
     def elastic(self) -> bool:
@@ -90,6 +97,7 @@ def processes_per_pod(target: NodeTarget) -> int:
 
 def _pod_template(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     env = [
+        {"name": "PET_RDZV_CONF", "value": f"timeout={RENDEZVOUS_TIMEOUT_SECONDS},join_timeout={RENDEZVOUS_TIMEOUT_SECONDS}"},
         {"name": "GLOO_SOCKET_IFNAME", "value": "eth0"},
         {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"},
         {"name": "NCCL_DEBUG", "value": "WARN"},
@@ -128,6 +136,17 @@ def _pod_template(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     return {"metadata": {"labels": {"app.kubernetes.io/name": "eks-ddp-trainer", "eks-ddp/job": job.name}}, "spec": spec}
 
 
+def restart_budget(job: TrainingJob) -> int:
+    """`backoffLimit` for surviving `job.node_losses` node losses, in the operator's own counting.
+
+    The training operator v1.9 (pkg/controller.v1/common/job.go, PastBackoffLimit) adds up the
+    restarts of every container of every pod, init containers included. When one node is lost,
+    the torchrun of every other pod exits 1 and restarts, and the lost pod's replacement may
+    restart while it waits for the others: up to one restart per replica per node loss.
+    """
+    return max(1, job.node_losses) * job.replicas
+
+
 def render(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     """The PyTorchJob for `job` on `target`'s node group."""
     template = _pod_template(job, target)
@@ -141,7 +160,7 @@ def render(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "nprocPerNode": str(processes_per_pod(target)),  # never "auto": on CPU it means the host's vCPUs
         # No ttlSecondsAfterFinished: the job belongs to Pulumi, which deletes it (pulumi destroy or a new job name).
-        "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": job.backoff_limit},
+        "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": restart_budget(job)},
         "pytorchReplicaSpecs": replica_specs,
     }
     if job.elastic:
