@@ -11,7 +11,7 @@ from infra import helm, versions
 from infra.cluster import SYSTEM_LABEL
 from infra.errors import InvalidArgument
 from infra.iam import irsa_role, policy
-from infra.shared_claim import SharedStorageArgs, storage_class_and_claim
+from infra.shared_claim import SHARED_UID, SharedStorageArgs, storage_class_and_claim
 
 COMPONENT = "EfsStorage"
 CONTROLLER_ACCOUNT = "efs-csi-controller-sa"
@@ -65,7 +65,11 @@ class EfsStorage(pulumi.ComponentResource):
             "node": {"tolerateAllTaints": True},
         }, depends_on=[*targets, *args.get("depends_on", [])])
         self.claim_name = args.get("claim_name", "shared")
-        parameters: dict[str, pulumi.Input[str]] = {"provisioningMode": "efs-ap", "fileSystemId": file_system.id, "directoryPerms": "700"}
+        parameters: dict[str, pulumi.Input[str]] = {
+            "provisioningMode": "efs-ap", "fileSystemId": file_system.id, "directoryPerms": "700",
+            # The access point's POSIX user: every operation through it, root's included, runs as this user.
+            "uid": str(SHARED_UID), "gid": str(SHARED_UID),
+        }
         storage_class_and_claim(name, self, args["provider"], "efs.csi.aws.com", parameters, args["namespace"], self.claim_name, 100, [driver])
         self.file_system_id = file_system.id
         self.register_outputs({"file_system_id": self.file_system_id})

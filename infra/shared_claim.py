@@ -7,6 +7,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 
+# The POSIX user training pods run as: the trainer image's user (trainer/Dockerfile; a test checks).
+SHARED_UID = 1000
+
+
 class SharedStorageArgs(TypedDict):
     """What every shared file system needs from the cluster."""
 

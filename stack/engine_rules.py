@@ -448,6 +448,61 @@ def pods_fit_node_templates(deployment: Deployment) -> Iterator[Finding]:
                     )
 
 
+# Provisioners whose CSIDriver never applies fsGroup to a ReadWriteMany volume, with the source.
+FS_GROUP_NOT_APPLIED = {
+    # kubernetes-sigs/aws-fsx-csi-driver chart 1.11.0 values.yaml: fsGroupPolicy ReadWriteOnceWithFSType.
+    "fsx.csi.aws.com",
+}
+
+
+def _claims(deployment: Deployment) -> dict[str, str]:
+    """Claim name -> the provisioner of its StorageClass."""
+    classes = {
+        str(r.inputs.get("metadata", {}).get("name")): str(r.inputs.get("provisioner", ""))
+        for r in deployment.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+    }
+    return {
+        str(r.inputs["metadata"]["name"]): classes.get(str(r.inputs.get("spec", {}).get("storageClassName")), "")
+        for r in deployment.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+    }
+
+
+def shared_volume_ownership(deployment: Deployment) -> Iterator[Finding]:
+    """A non-root pod on a new FSx for Lustre volume cannot create its directories unless a root step makes them.
+
+    Sources: a new FSx for Lustre file system's root directory belongs to root (FSx for Lustre
+    user guide, "File system access"); Kubernetes applies fsGroup only where the CSIDriver's
+    fsGroupPolicy allows (kubernetes-csi docs, "Support for fsGroup"), and the FSx chart's is
+    ReadWriteOnceWithFSType, never a ReadWriteMany Lustre claim.
+    """
+    claims = _claims(deployment)
+    for registration in deployment.kubernetes_objects():
+        for pod in _pod_specs(registration.inputs):
+            volumes = {
+                v["name"]
+                for v in pod.get("volumes", [])
+                if claims.get(str((v.get("persistentVolumeClaim") or {}).get("claimName")), "") in FS_GROUP_NOT_APPLIED
+            }
+            if not volumes or (pod.get("securityContext") or {}).get("runAsUser") == 0:
+                continue
+            first = next(
+                (
+                    c
+                    for c in [*pod.get("initContainers", []), *pod.get("containers", [])]
+                    if volumes & {m["name"] for m in c.get("volumeMounts", [])}
+                ),
+                {},
+            )
+            if (first.get("securityContext") or {}).get("runAsUser") != 0:
+                yield Finding(
+                    "volume-ownership",
+                    _where(registration),
+                    "initContainers",
+                    f"{first.get('name')} is the first to use the FSx volume and does not run as root: the "
+                    "volume's root is root's and fsGroup is never applied to it, so mkdir fails",
+                )
+
+
 def images_in_stack_region(deployment: Deployment) -> Iterator[Finding]:
     """An ECR image from another region is a cross-region pull at every scale-up, and fails where ECR is partitioned.
 
@@ -507,6 +562,7 @@ RULES: tuple[Rule, ...] = (
     efa_device_plugin_schedules,
     kubernetes_version_in_standard_support,
     pods_fit_node_templates,
+    shared_volume_ownership,
     images_in_stack_region,
     no_access_entry_for_the_deployer,
     efa_ami_releases,

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from workloads.pytorchjob import SHARED_MOUNT, TrainingJob, prepare_data_command
+from workloads.pytorchjob import RUN_AS_TRAINER, SHARED_MOUNT, TrainingJob, prepare_data_command, volume_permissions
 from workloads.target import NodeTarget
 
 # x86 nodes: an AWS Deep Learning Container ships libfabric with the EFA provider
@@ -64,6 +64,8 @@ def _trainer_pod(job: TrainingJob, target: NodeTarget, command: list[str]) -> di
             "resources": {"requests": {"cpu": "1", "memory": "4Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}},
         }],
         "volumes": volumes,
+        "securityContext": RUN_AS_TRAINER,
+        "initContainers": [volume_permissions(job)] if job.claim_name else [],
         "nodeSelector": target.node_selector(),
         "tolerations": target.tolerations(),
     }
@@ -88,12 +90,12 @@ def render_evaluation(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     """
     pod = _trainer_pod(job, target, evaluation_command(job))
     summary = f"{job.paths()['output']}/summary.json"
-    pod["initContainers"] = [{
+    pod["initContainers"].append({
         "name": "wait-for-training", "image": job.image,
         "command": ["sh", "-c", f'until [ -f "{summary}" ]; do echo "waiting for {summary}"; sleep 30; done'],
         "volumeMounts": pod["containers"][0]["volumeMounts"],
         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
-    }]
+    })
     manifest = _job(f"{job.name}-evaluate", job.namespace, pod, {"eks-ddp/job": job.name, "eks-ddp/step": "evaluate"})
     manifest["spec"]["activeDeadlineSeconds"] = EVALUATION_DEADLINE_SECONDS
     return manifest

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.shared_claim import SHARED_UID
 from workloads.target import NodeTarget, pod_cpus, resources
 
 API_VERSION, KIND = "kubeflow.org/v1", "PyTorchJob"
@@ -15,6 +16,12 @@ CONTAINER = "pytorch"  # the operator finds the training container by this name
 SHARED_MOUNT = "/shared"
 MASTER_PORT = 23456  # what the operator gives MASTER_PORT in static jobs
 CHECKPOINT_GRACE_SECONDS = 120
+# A new FSx for Lustre file system's root belongs to root, and the FSx CSI chart's
+# `fsGroupPolicy: ReadWriteOnceWithFSType` (aws-fsx-csi-driver chart 1.11.0 values.yaml) means
+# Kubernetes never applies fsGroup to a ReadWriteMany Lustre volume: a small root step makes the
+# job's directories and gives them to the trainer's user, which every other container runs as.
+PERMISSIONS_IMAGE = "public.ecr.aws/docker/library/busybox:1.37.0"
+RUN_AS_TRAINER = {"runAsUser": SHARED_UID, "runAsGroup": SHARED_UID, "runAsNonRoot": True}
 # How long torchrun waits for every pod to join. Its static rendezvous gives up after 600 s
 # (torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py), but a pod can wait for a
 # node scaled up from zero: the Cluster Autoscaler allows 15 minutes to provision one
@@ -85,6 +92,24 @@ def trainer_command(job: TrainingJob) -> list[str]:
     ]
 
 
+def shared_directories(job: TrainingJob) -> list[str]:
+    """What the job's containers create files in (the data parent holds the preparers' lock)."""
+    paths = job.paths()
+    return [f"{SHARED_MOUNT}/data", paths["data"], paths["output"], paths["checkpoints"]]
+
+
+def volume_permissions(job: TrainingJob) -> dict[str, Any]:
+    """The init container that runs first, as root, and hands the job's directories to the trainer's user."""
+    directories = " ".join(shared_directories(job))
+    return {
+        "name": "volume-permissions", "image": PERMISSIONS_IMAGE,
+        "command": ["sh", "-c", f"mkdir -p {directories} && chown {SHARED_UID}:{SHARED_UID} {directories}"],
+        "securityContext": {"runAsUser": 0, "runAsNonRoot": False},
+        "volumeMounts": [{"name": "shared", "mountPath": SHARED_MOUNT}],
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "32Mi"}},
+    }
+
+
 def prepare_data_command(job: TrainingJob) -> list[str]:
     """Idempotent: verified files are not fetched again."""
     return ["python", "-m", "trainer", "prepare-data", "--dataset", job.dataset, "--data-dir", job.paths()["data"]]
@@ -120,6 +145,7 @@ def _pod_template(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
             "volumeMounts": mounts,
         }],
         "volumes": volumes,
+        "securityContext": RUN_AS_TRAINER,
         "nodeSelector": target.node_selector(),
         "tolerations": target.tolerations(),
         # Room for the SIGTERM checkpoint before the kubelet's SIGKILL.
@@ -127,12 +153,14 @@ def _pod_template(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     }
     if job.service_account:
         spec["serviceAccountName"] = job.service_account
+    if job.claim_name:
+        spec["initContainers"] = [volume_permissions(job)]
     if job.claim_name and job.dataset in DOWNLOADABLE_DATASETS:
         # Pods may start before the DataPrepJob finishes: fetch (or just verify) the data first.
-        spec["initContainers"] = [{
+        spec["initContainers"].append({
             "name": "prepare-data", "image": job.image, "command": prepare_data_command(job), "volumeMounts": mounts,
             "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
-        }]
+        })
     return {"metadata": {"labels": {"app.kubernetes.io/name": "eks-ddp-trainer", "eks-ddp/job": job.name}}, "spec": spec}
 
 

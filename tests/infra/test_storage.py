@@ -80,7 +80,9 @@ def test_efs_is_encrypted_with_a_mount_target_per_subnet(pulumi_mocks: Recorded)
     (rule,) = pulumi_mocks.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
     assert (rule.inputs["fromPort"], rule.inputs["toPort"], rule.inputs["referencedSecurityGroupId"]) == (2049, 2049, "sg-cluster")
     (storage_class,) = pulumi_mocks.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
-    assert storage_class.inputs["parameters"] == {"provisioningMode": "efs-ap", "fileSystemId": "efs-fs-id", "directoryPerms": "700"}
+    assert storage_class.inputs["parameters"] == {
+        "provisioningMode": "efs-ap", "fileSystemId": "efs-fs-id", "directoryPerms": "700", "uid": "1000", "gid": "1000",
+    }  # the access point acts as the trainer's user
 
 
 def test_efs_needs_a_subnet(pulumi_mocks: Recorded) -> None:

@@ -17,9 +17,11 @@ def test_torch_pin_matches_the_requirements() -> None:
     assert match is not None and f"torch=={match.group(1)}" in REQUIREMENTS
 
 
-def test_runs_as_a_non_root_user() -> None:
+def test_runs_as_the_non_root_user_the_pods_and_the_volume_expect() -> None:
+    from infra.shared_claim import SHARED_UID
+
     users = re.findall(r"^USER (\S+)$", DOCKERFILE, re.MULTILINE)
-    assert users and users[-1].split(":")[0] not in ("0", "root")
+    assert users and users[-1] == f"{SHARED_UID}:{SHARED_UID}" and f"useradd --uid {SHARED_UID} " in DOCKERFILE
 
 
 def test_installs_the_trainer_set_only() -> None:

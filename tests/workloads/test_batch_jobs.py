@@ -40,7 +40,8 @@ def test_fabric_check_runs_two_efa_pods_on_different_nodes() -> None:
 
 def test_evaluation_waits_for_the_training_summary() -> None:
     manifest = render_evaluation(JOB, TARGET)
-    (init,) = manifest["spec"]["template"]["spec"]["initContainers"]
+    permissions, init = manifest["spec"]["template"]["spec"]["initContainers"]
+    assert permissions["name"] == "volume-permissions"
     assert "/shared/runs/mnist-ddp/summary.json" in init["command"][2] and init["command"][:2] == ["sh", "-c"]
     assert manifest["spec"]["activeDeadlineSeconds"] == 2 * 24 * 3600
 
@@ -51,3 +52,20 @@ def test_the_default_fabric_image_comes_from_the_stacks_own_region() -> None:
     assert default_fabric_image("x86_64", "ap-east-1").startswith("871362719292.dkr.ecr.ap-east-1.amazonaws.com/")  # type: ignore[union-attr]
     assert default_fabric_image("x86_64", "cn-north-1").startswith("727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/")  # type: ignore[union-attr]
     assert default_fabric_image("arm64", "us-east-1") is None
+
+
+def test_every_pod_on_the_claim_gets_its_directories_from_a_root_step_and_runs_as_the_trainer() -> None:
+    """A new Lustre file system's root is root's and fsGroup is never applied to it: mkdir as uid 1000 failed."""
+    from workloads.pytorchjob import render
+
+    pods = [render_data_preparation(JOB, TARGET)["spec"]["template"]["spec"], render_evaluation(JOB, TARGET)["spec"]["template"]["spec"]]
+    pods += [replica["template"]["spec"] for replica in render(JOB, TARGET)["spec"]["pytorchReplicaSpecs"].values()]
+    for pod in pods:
+        first = pod["initContainers"][0]
+        assert first["name"] == "volume-permissions" and first["securityContext"]["runAsUser"] == 0
+        script = first["command"][2]
+        for directory in ("/shared/data", "/shared/data/mnist", "/shared/runs/mnist-ddp", "/shared/checkpoints/mnist-ddp"):
+            assert directory in script
+        assert "chown 1000:1000" in script
+        assert pod["securityContext"] == {"runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": True}
+        assert all("securityContext" not in c for c in [*pod["containers"], *pod["initContainers"][1:]])

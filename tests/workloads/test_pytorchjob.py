@@ -100,10 +100,13 @@ def test_dataset_choices_match_the_trainers_command_line() -> None:
 
 def test_pods_fetch_or_verify_their_data_before_training() -> None:
     pod = render(JOB, GRAVITON)["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
-    (init,) = pod["initContainers"]
+    permissions, init = pod["initContainers"]
+    assert permissions["name"] == "volume-permissions"  # first: the directories exist and are the trainer's
     assert init["command"] == ["python", "-m", "trainer", "prepare-data", "--dataset", "mnist", "--data-dir", "/shared/data/mnist"]
     offline = render(TrainingJob(name="d", namespace="training", image="img", dataset="digits"), GRAVITON)
-    assert "initContainers" not in offline["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert [c["name"] for c in offline["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["initContainers"]] == [
+        "volume-permissions"
+    ]
 
 
 def test_training_pods_always_fit_their_node_with_a_whole_cpu() -> None:
