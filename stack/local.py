@@ -5,9 +5,13 @@ replica's container command then runs as a local process with the environment
 the training operator injects (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK and
 torchrun's PET_* variables). Only four things change, each printed: the claim's
 mount path maps to a local directory, the dataset becomes the offline `digits`,
-threads fit this machine, and the socket interface becomes loopback. Then the
-EvaluationJob's command runs the same way. Init containers (fetch the data, wait
-for training to finish) are not run: here the steps run in order, offline.
+threads fit this machine, and the socket interface becomes loopback. Every
+replica's init containers run first, side by side (the root step that hands the
+claim's directories to the trainer's user included; `prepare-data` is skipped,
+the offline dataset needs no download), and, when run as root, every container
+runs as the pod's user on a claim directory that belongs to root (stack.local_pods).
+Then the EvaluationJob runs the same way (its wait for training is skipped: here
+the steps run in order).
 """
 
 import argparse
@@ -25,6 +29,7 @@ from infra.errors import InvalidArgument
 from infra.efa_node_group import EFA_LABEL
 from stack import stack_file
 from stack.config import ConfigError, parse
+from stack.local_pods import InitStep, as_user, init_steps, localize, pod_user, run_init_steps, user_home
 from stack.project_config import StackFileError
 from workloads import batch_jobs, pytorchjob
 from workloads.pytorchjob import SHARED_MOUNT
@@ -51,13 +56,18 @@ def render_for(stack: str, project_dir: Path = stack_file.ROOT) -> tuple[dict[st
     instance = lookup(spec["instance_type"])
     assert instance is not None  # parse() checked it
     efa = spec.get("efa", True)
-    target = NodeTarget(instance, instance.network_cards if efa else 0, {**({EFA_LABEL: "true"} if efa else {}), **spec.get("labels", {})}, [dict(t) for t in spec.get("taints", [])])
+    target = NodeTarget(
+        instance,
+        instance.network_cards if efa else 0,
+        {**({EFA_LABEL: "true"} if efa else {}), **spec.get("labels", {})},
+        [dict(t) for t in spec.get("taints", [])],
+    )
     return pytorchjob.render(config.job.job, target), batch_jobs.render_evaluation(config.job.job, target)
 
 
 def _localize(command: list[str], shared: Path) -> list[str]:
     """Map the claim's mount path, pick the offline dataset, and find the executables here."""
-    local = [argument.replace(SHARED_MOUNT, str(shared), 1) if argument.startswith(SHARED_MOUNT) else argument for argument in command]
+    local = [localize(argument, shared) for argument in command]
     if "--dataset" in local:
         local[local.index("--dataset") + 1] = OFFLINE_DATASET
     executables = {"torchrun": str(Path(sys.executable).with_name("torchrun")), "python": sys.executable}
@@ -75,10 +85,18 @@ def replicas(manifest: dict[str, Any], shared: Path, port: int) -> list[Replica]
         container = specs[kind]["template"]["spec"]["containers"][0]
         env = {variable["name"]: variable["value"] for variable in container.get("env", [])}
         env.update(
-            OMP_NUM_THREADS=str(threads), GLOO_SOCKET_IFNAME="lo",
-            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
-            PET_MASTER_ADDR="127.0.0.1", PET_MASTER_PORT=str(port), PET_NNODES=str(world), PET_NODE_RANK=str(rank),
-            PET_NPROC_PER_NODE=manifest["spec"]["nprocPerNode"], PYTHONUNBUFFERED="1",
+            OMP_NUM_THREADS=str(threads),
+            GLOO_SOCKET_IFNAME="lo",
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            WORLD_SIZE=str(world),
+            RANK=str(rank),
+            PET_MASTER_ADDR="127.0.0.1",
+            PET_MASTER_PORT=str(port),
+            PET_NNODES=str(world),
+            PET_NODE_RANK=str(rank),
+            PET_NPROC_PER_NODE=manifest["spec"]["nprocPerNode"],
+            PYTHONUNBUFFERED="1",
         )
         result.append(Replica(kind, index, _localize(container["command"], shared), env))
     return result
@@ -93,17 +111,45 @@ def _free_port() -> int:
 def run(stack: str, workdir: Path, project_dir: Path = stack_file.ROOT) -> int:
     job, evaluation = render_for(stack, project_dir)
     if "elasticPolicy" in job["spec"]:
-        raise ConfigError("eks-ddp:job.elasticMinReplicas", job["spec"]["elasticPolicy"]["minReplicas"], "the local run covers static jobs")
+        raise ConfigError(
+            "eks-ddp:job.elasticMinReplicas",
+            job["spec"]["elasticPolicy"]["minReplicas"],
+            "the local run covers static jobs",
+        )
     shared = workdir / "shared"
-    shared.mkdir(parents=True, exist_ok=True)
+    shared.mkdir(parents=True, exist_ok=True)  # the claim's root: this process's, root's when run as root
     name = job["metadata"]["name"]
     processes = replicas(job, shared, _free_port())
-    print(f"Running PyTorchJob {name} of stack {stack} locally: {len(processes)} replicas "
-          f"(dataset -> {OFFLINE_DATASET}, {SHARED_MOUNT} -> {shared}, OMP_NUM_THREADS={processes[0].env['OMP_NUM_THREADS']}, sockets on lo)")
+    pods = [job["spec"]["pytorchReplicaSpecs"][replica.kind]["template"]["spec"] for replica in processes]
+    uid = pod_user(pods[0])
+    base = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+    }
+    base.update(user_home(workdir, uid))
+    print(
+        f"Running PyTorchJob {name} of stack {stack} locally: {len(processes)} replicas "
+        f"(dataset -> {OFFLINE_DATASET}, {SHARED_MOUNT} -> {shared}, OMP_NUM_THREADS={processes[0].env['OMP_NUM_THREADS']}, sockets on lo)"
+    )
+    steps = [init_steps(pod, shared, skipped={"prepare-data"}) for pod in pods]
+    print(
+        f"Init containers, side by side in {len(pods)} pods: {_describe(steps[0])}; prepare-data skipped (offline dataset); "
+        f"containers run as {f'uid {uid}' if uid is not None else 'this user'} on {shared} (owner uid {shared.stat().st_uid})"
+    )
+    if run_init_steps(steps, base, uid):
+        print(f"error: an init container of PyTorchJob {name} failed", file=sys.stderr)
+        return 1
     print(f"$ {' '.join(processes[0].command)}", flush=True)
-    base = {key: value for key, value in os.environ.items() if key not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
     running = [
-        subprocess.Popen(replica.command, env={**base, **replica.env}, stdout=None if replica.kind == "Master" else subprocess.DEVNULL, stderr=None if replica.kind == "Master" else subprocess.PIPE, text=True)
+        subprocess.Popen(
+            replica.command,
+            env={**base, **replica.env},
+            stdout=None if replica.kind == "Master" else subprocess.DEVNULL,
+            stderr=None if replica.kind == "Master" else subprocess.PIPE,
+            text=True,
+            **as_user(uid),
+        )
         for replica in processes
     ]
     codes = [process.wait() for process in running]
@@ -113,16 +159,33 @@ def run(stack: str, workdir: Path, project_dir: Path = stack_file.ROOT) -> int:
                 sys.stderr.write(f"--- {replica.kind}-{replica.index} exited {code}:\n{process.stderr.read()[-3000:]}")
         print(f"error: PyTorchJob {name} failed (exit codes {codes})", file=sys.stderr)
         return 1
-    command = _localize(evaluation["spec"]["template"]["spec"]["containers"][0]["command"], shared)
-    print(f"\nRunning Job {evaluation['metadata']['name']} locally:\n$ {' '.join(command)}", flush=True)
-    return subprocess.run(command, env=base).returncode
+    pod = evaluation["spec"]["template"]["spec"]
+    command = _localize(pod["containers"][0]["command"], shared)
+    print(
+        f"\nRunning Job {evaluation['metadata']['name']} locally (wait-for-training skipped: training has finished):"
+        f"\n$ {' '.join(command)}",
+        flush=True,
+    )
+    if run_init_steps([init_steps(pod, shared, skipped={"wait-for-training"})], base, uid):
+        return 1
+    return subprocess.run(command, env=base, **as_user(uid)).returncode
+
+
+def _describe(steps: list[InitStep]) -> str:
+    return ", ".join(f"{step.name}{' (as root)' if step.as_root else ''}" for step in steps) or "none"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stack.local", description="Run a stack's PyTorchJob and EvaluationJob on this machine.")
+    parser = argparse.ArgumentParser(
+        prog="python -m stack.local", description="Run a stack's PyTorchJob and EvaluationJob on this machine."
+    )
     parser.add_argument("--stack", default="dev")
-    parser.add_argument("--workdir", type=Path, help="where the claim's files go (default runs/local/<stack>, emptied first)")
-    parser.add_argument("--project-dir", type=Path, default=stack_file.ROOT, help="directory with Pulumi.yaml and the stack files")
+    parser.add_argument(
+        "--workdir", type=Path, help="where the claim's files go (default runs/local/<stack>, emptied first)"
+    )
+    parser.add_argument(
+        "--project-dir", type=Path, default=stack_file.ROOT, help="directory with Pulumi.yaml and the stack files"
+    )
     args = parser.parse_args(argv)
     workdir = args.workdir or Path("runs") / "local" / args.stack
     if args.workdir is None and workdir.exists():

@@ -1,6 +1,7 @@
 """`make demo`'s path: the stack's rendered PyTorchJob run locally, on a tiny configuration."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -31,11 +32,22 @@ def test_replicas_get_the_operators_environment(tmp_path: Path) -> None:
     master, worker = replicas(job, tmp_path, 29500)
     assert (master.kind, worker.kind) == ("Master", "Worker")
     for rank, replica in enumerate((master, worker)):
-        assert {key: replica.env[key] for key in ("WORLD_SIZE", "RANK", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE", "MASTER_PORT")} == {
-            "WORLD_SIZE": "2", "RANK": str(rank), "PET_NNODES": "2", "PET_NODE_RANK": str(rank), "PET_NPROC_PER_NODE": "1", "MASTER_PORT": "29500",
+        assert {
+            key: replica.env[key]
+            for key in ("WORLD_SIZE", "RANK", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE", "MASTER_PORT")
+        } == {
+            "WORLD_SIZE": "2",
+            "RANK": str(rank),
+            "PET_NNODES": "2",
+            "PET_NODE_RANK": str(rank),
+            "PET_NPROC_PER_NODE": "1",
+            "MASTER_PORT": "29500",
         }
     rendered = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
-    expected = [argument.replace("/shared", str(tmp_path), 1) if argument.startswith("/shared") else argument for argument in rendered]
+    expected = [
+        argument.replace("/shared", str(tmp_path), 1) if argument.startswith("/shared") else argument
+        for argument in rendered
+    ]
     expected[0] = str(Path(sys.executable).with_name("torchrun"))
     expected[expected.index("--dataset") + 1] = "digits"
     assert master.command == expected  # the rendered command, with only the documented changes
@@ -43,10 +55,47 @@ def test_replicas_get_the_operators_environment(tmp_path: Path) -> None:
 
 def test_tiny_stack_job_runs_locally_and_is_evaluated(tmp_path: Path) -> None:
     project, workdir = _tiny_project(tmp_path), tmp_path / "work"
-    command = [sys.executable, "-m", "stack.local", "--stack", "tiny", "--project-dir", str(project), "--workdir", str(workdir)]
+    command = [
+        sys.executable,
+        "-m",
+        "stack.local",
+        "--stack",
+        "tiny",
+        "--project-dir",
+        str(project),
+        "--workdir",
+        str(workdir),
+    ]
     result = subprocess.run(command, cwd=ROOT, env=trainer_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((workdir / "shared" / "runs" / "mnist-ddp" / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["epochs"] == 3 and summary["dataset"] == "digits"
     assert "Accuracy for class: 0" in result.stdout
-    assert json.loads((workdir / "shared" / "runs" / "mnist-ddp" / "evaluation.json").read_text())["accuracy"] == pytest.approx(summary["test_accuracy"])
+    # The pods' root step ran first, side by side, and handed the job's directories to the trainer's user.
+    assert "Init containers, side by side in 2 pods: volume-permissions (as root)" in result.stdout
+    if os.geteuid() == 0:
+        assert (workdir / "shared").stat().st_uid == 0
+        assert all(
+            (workdir / "shared" / d).stat().st_uid == 1000
+            for d in ("data", "data/mnist", "runs/mnist-ddp", "checkpoints/mnist-ddp")
+        )
+    assert json.loads((workdir / "shared" / "runs" / "mnist-ddp" / "evaluation.json").read_text())[
+        "accuracy"
+    ] == pytest.approx(summary["test_accuracy"])
+
+
+def test_init_containers_run_locally_with_the_claim_mapped(tmp_path: Path) -> None:
+    from stack.local_pods import init_steps
+
+    job, evaluation = render_for("dev")
+    pod = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    (step,) = init_steps(pod, tmp_path, skipped={"prepare-data"})
+    assert step.name == "volume-permissions" and step.as_root and step.command[:2] == ["sh", "-c"]
+    assert (
+        f"mkdir -p {tmp_path}/data {tmp_path}/data/mnist {tmp_path}/runs/mnist-ddp" in step.command[2]
+        and "/shared" not in step.command[2]
+    )
+    assert [s.name for s in init_steps(evaluation["spec"]["template"]["spec"], tmp_path, skipped=set())] == [
+        "volume-permissions",
+        "wait-for-training",
+    ]
