@@ -16,6 +16,10 @@ CONTAINER = "pytorch"  # the operator finds the training container by this name
 SHARED_MOUNT = "/shared"
 MASTER_PORT = 23456  # what the operator gives MASTER_PORT in static jobs
 CHECKPOINT_GRACE_SECONDS = 120
+# torchrun forwards SIGTERM to its workers, then SIGKILLs them after TORCH_ELASTIC_SHUTDOWN_TIMEOUT
+# (30 s by default; torch/distributed/launcher/api.py): it must leave them the pod's grace period,
+# less the seconds torchrun and the kubelet need to wind down after the workers exit.
+WORKER_SHUTDOWN_SECONDS = CHECKPOINT_GRACE_SECONDS - 15
 # A new FSx for Lustre file system's root belongs to root, and the FSx CSI chart's
 # `fsGroupPolicy: ReadWriteOnceWithFSType` (aws-fsx-csi-driver chart 1.11.0 values.yaml) means
 # Kubernetes never applies fsGroup to a ReadWriteMany Lustre volume: a small root step makes the
@@ -123,6 +127,7 @@ def processes_per_pod(target: NodeTarget) -> int:
 def _pod_template(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     env = [
         {"name": "PET_RDZV_CONF", "value": f"timeout={RENDEZVOUS_TIMEOUT_SECONDS},join_timeout={RENDEZVOUS_TIMEOUT_SECONDS}"},
+        {"name": "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "value": str(WORKER_SHUTDOWN_SECONDS)},
         {"name": "GLOO_SOCKET_IFNAME", "value": "eth0"},
         {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"},
         {"name": "NCCL_DEBUG", "value": "WARN"},

@@ -126,3 +126,6 @@ def test_the_restart_budget_counts_node_losses_and_rendezvous_outlasts_a_scale_u
     assert manifest["spec"]["runPolicy"]["backoffLimit"] == 6
     env = {e["name"]: e["value"] for e in manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"]}
     assert env["PET_RDZV_CONF"] == "timeout=1800,join_timeout=1800"
+    # torchrun SIGKILLs its workers 30 s after SIGTERM unless told otherwise: the pod grants 120 s for the checkpoint.
+    grace = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert 30 < int(env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"]) < grace
