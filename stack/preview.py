@@ -20,7 +20,7 @@ from infra.catalogue import PRICES_AS_OF
 from infra.errors import InvalidArgument
 from infra.mocking import Registration
 from stack import cost, stack_file
-from stack.config import ConfigError, StackConfig, parse
+from stack.config import ConfigError, parse
 from stack.project_config import StackFileError
 from stack.mocked import run_under_mocks
 
