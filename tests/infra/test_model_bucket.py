@@ -6,7 +6,7 @@ import pytest
 from infra.errors import InvalidArgument
 from infra.iam import irsa_trust
 from infra.mocking import ACCOUNT, OIDC_ISSUER
-from infra.model_bucket import ModelBucket, ModelBucketArgs
+from infra.model_bucket import ModelBucket
 from tests.pulumi_harness import Recorded
 
 PROVIDER_ARN = f"arn:aws:iam::{ACCOUNT}:oidc-provider/{OIDC_ISSUER}"

@@ -5,7 +5,7 @@ import pytest
 
 from infra.efs_storage import EfsStorage
 from infra.errors import InvalidArgument
-from infra.fsx_storage import FsxLustreStorage, FsxLustreStorageArgs, valid_capacity
+from infra.fsx_storage import FsxLustreStorage, valid_capacity
 from infra.mocking import ACCOUNT, OIDC_ISSUER
 from tests.pulumi_harness import Recorded
 
