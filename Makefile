@@ -1,5 +1,7 @@
 # The two set-up commands the README promises: `make demo` and `make test`.
-PYTHON ?= python3
+# A Python every user can start (Debian's), not one under a private home such as pyenv's in /root:
+# make demo runs the pods' containers as their user, uid 1000, who must be able to start it.
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3.11) python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-eks-ddp

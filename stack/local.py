@@ -121,7 +121,7 @@ def run(stack: str, workdir: Path, project_dir: Path = stack_file.ROOT) -> int:
     name = job["metadata"]["name"]
     processes = replicas(job, shared, _free_port())
     pods = [job["spec"]["pytorchReplicaSpecs"][replica.kind]["template"]["spec"] for replica in processes]
-    uid = pod_user(pods[0])
+    uid = pod_user(pods[0], workdir)
     base = {
         key: value
         for key, value in os.environ.items()

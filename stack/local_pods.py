@@ -41,31 +41,21 @@ def init_steps(pod: dict[str, Any], shared: Path, skipped: set[str]) -> list[Ini
     ]
 
 
-def pod_user(pod: dict[str, Any]) -> int | None:
-    """The uid the pod's containers run as, when this process may switch to it (it is root) and it can run here."""
+def pod_user(pod: dict[str, Any], workdir: Path) -> int | None:
+    """The uid the pod's containers run as, when this process may switch to it (it is root) and that user
+    can start the trainer and reach `workdir`."""
     uid = (pod.get("securityContext") or {}).get("runAsUser")
     if uid is None or os.geteuid() != 0:
         return None
+    probe = f"import os, trainer.cli; os.listdir({str(workdir.resolve())!r})"
     try:
-        usable = (
-            subprocess.run(
-                [sys.executable, "-c", "import trainer.cli"],
-                user=uid,
-                group=uid,
-                extra_groups=[],
-                capture_output=True,
-                cwd="/",
-            ).returncode
-            == 0
-        )
+        result = subprocess.run([sys.executable, "-c", probe], user=uid, group=uid, extra_groups=[], capture_output=True)
+        usable = result.returncode == 0
     except PermissionError:  # the interpreter itself lies under a private directory
         usable = False
     if not usable:
-        print(
-            f"note: {sys.executable} cannot be run by uid {uid} from here (a parent directory is private): "
-            "containers run as root",
-            flush=True,
-        )
+        print(f"note: uid {uid} cannot start {sys.executable} or reach {workdir} (a parent directory is private): "
+              "containers run as root", flush=True)
         return None
     return uid
 

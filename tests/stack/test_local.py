@@ -2,6 +2,8 @@
 
 import json
 import os
+import tempfile
+from collections.abc import Iterator
 import shutil
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import yaml
 
 from stack import stack_file
 from stack.local import replicas, render_for
+from stack.local_pods import pod_user
 from tests.conftest import ROOT, trainer_env
 
 pytestmark = pytest.mark.slow
@@ -53,35 +56,48 @@ def test_replicas_get_the_operators_environment(tmp_path: Path) -> None:
     assert master.command == expected  # the rendered command, with only the documented changes
 
 
-def test_tiny_stack_job_runs_locally_and_is_evaluated(tmp_path: Path) -> None:
-    project, workdir = _tiny_project(tmp_path), tmp_path / "work"
-    command = [
-        sys.executable,
-        "-m",
-        "stack.local",
-        "--stack",
-        "tiny",
-        "--project-dir",
-        str(project),
-        "--workdir",
-        str(workdir),
-    ]
+@pytest.fixture
+def open_workdir() -> Iterator[Path]:
+    """A work directory the pods' user (uid 1000) can reach: pytest's own tmp_path is private to root."""
+    workdir = Path(tempfile.mkdtemp(prefix="eks-ddp-local-"))
+    workdir.chmod(0o755)
+    yield workdir
+    shutil.rmtree(workdir)
+
+
+def test_tiny_stack_job_runs_locally_and_is_evaluated(tmp_path: Path, open_workdir: Path) -> None:
+    project, workdir = _tiny_project(tmp_path), open_workdir / "work"
+    job, _ = render_for("dev")
+    uid = pod_user(job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"], open_workdir)
+    command = [sys.executable, "-m", "stack.local", "--stack", "tiny", "--project-dir", str(project), "--workdir", str(workdir)]
     result = subprocess.run(command, cwd=ROOT, env=trainer_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((workdir / "shared" / "runs" / "mnist-ddp" / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["epochs"] == 3 and summary["dataset"] == "digits"
     assert "Accuracy for class: 0" in result.stdout
+    assert json.loads((workdir / "shared" / "runs" / "mnist-ddp" / "evaluation.json").read_text())["accuracy"] == pytest.approx(summary["test_accuracy"])
     # The pods' root step ran first, side by side, and handed the job's directories to the trainer's user.
     assert "Init containers, side by side in 2 pods: volume-permissions (as root)" in result.stdout
     if os.geteuid() == 0:
         assert (workdir / "shared").stat().st_uid == 0
-        assert all(
-            (workdir / "shared" / d).stat().st_uid == 1000
-            for d in ("data", "data/mnist", "runs/mnist-ddp", "checkpoints/mnist-ddp")
-        )
-    assert json.loads((workdir / "shared" / "runs" / "mnist-ddp" / "evaluation.json").read_text())[
-        "accuracy"
-    ] == pytest.approx(summary["test_accuracy"])
+        assert all((workdir / "shared" / d).stat().st_uid == 1000 for d in ("data", "data/mnist", "runs/mnist-ddp", "checkpoints/mnist-ddp"))
+        # As in the cluster, the trainer wrote as uid 1000 where that user can start this interpreter.
+        assert (workdir / "shared" / "runs" / "mnist-ddp" / "model.pt").stat().st_uid == (uid if uid is not None else 0)
+
+
+def test_a_missing_permissions_step_fails_the_demo_as_it_fails_the_cluster(
+    tmp_path: Path, open_workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stack import local
+
+    job, evaluation = render_for("dev")
+    if pod_user(job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"], open_workdir) is None:
+        pytest.skip("needs root and an interpreter uid 1000 can start (make's default, Debian's /usr/bin/python3.11)")
+    for pod in [replica["template"]["spec"] for replica in job["spec"]["pytorchReplicaSpecs"].values()]:
+        pod["initContainers"] = [c for c in pod["initContainers"] if c["name"] != "volume-permissions"]
+    monkeypatch.setattr(local, "render_for", lambda stack, project_dir: (job, evaluation))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert local.run("dev", open_workdir / "work", _tiny_project(tmp_path)) == 1
 
 
 def test_init_containers_run_locally_with_the_claim_mapped(tmp_path: Path) -> None:
