@@ -29,7 +29,16 @@ from infra.errors import InvalidArgument
 from infra.efa_node_group import EFA_LABEL
 from stack import stack_file
 from stack.config import ConfigError, parse
-from stack.local_pods import InitStep, as_user, init_steps, localize, pod_user, run_init_steps, user_home
+from stack.local_pods import (
+    InitStep,
+    as_user,
+    init_steps,
+    localize,
+    pod_user,
+    run_init_steps,
+    user_home,
+    wait_for_pods,
+)
 from stack.project_config import StackFileError
 from workloads import batch_jobs, pytorchjob
 from workloads.pytorchjob import SHARED_MOUNT
@@ -152,7 +161,7 @@ def run(stack: str, workdir: Path, project_dir: Path = stack_file.ROOT) -> int:
         )
         for replica in processes
     ]
-    codes = [process.wait() for process in running]
+    codes = wait_for_pods(running, pods[0].get("terminationGracePeriodSeconds", 30))
     if any(codes):
         for replica, process, code in zip(processes, running, codes, strict=True):
             if code and process.stderr is not None:

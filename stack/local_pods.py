@@ -9,6 +9,7 @@ belongs to root, so a missing permissions step fails here as it would on FSx.
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,3 +85,22 @@ def run_init_steps(pods: list[list[InitStep]], env: dict[str, str], uid: int | N
     codes = [process.wait() for process in running]
     remaining = [steps[1:] for steps in pods if len(steps) > 1]
     return next((code for code in codes if code), 0) or (run_init_steps(remaining, env, uid) if remaining else 0)
+
+
+def wait_for_pods(running: list[subprocess.Popen[str]], grace_seconds: float) -> list[int]:
+    """Every pod's exit code. When one fails, the others get SIGTERM, then SIGKILL after the grace period,
+    as the kubelet does: here nothing restarts the failed pod, so the rest would wait for it forever."""
+    while any(process.poll() is None for process in running):
+        if any(process.poll() not in (None, 0) for process in running):
+            for process in running:
+                if process.poll() is None:
+                    process.terminate()
+            deadline = time.monotonic() + grace_seconds
+            for process in running:
+                try:
+                    process.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    process.kill()
+            break
+        time.sleep(0.2)
+    return [process.wait() for process in running]
