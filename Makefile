@@ -1,7 +1,8 @@
 # The two set-up commands the README promises: `make demo` and `make test`.
-# A Python every user can start (Debian's), not one under a private home such as pyenv's in /root:
-# make demo runs the pods' containers as their user, uid 1000, who must be able to start it.
-PYTHON ?= $(firstword $(wildcard /usr/bin/python3.11) python3)
+# make demo runs the pods' containers as their user, uid 1000, when uid 1000 can start this Python (not one
+# under a private home such as pyenv's in /root). Debian's 3.11.2 cannot serve here: its tarfile lacks the
+# extraction filters (3.11.4) that prepare-data relies on.
+PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-eks-ddp
