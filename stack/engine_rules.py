@@ -53,9 +53,6 @@ class Deployment:
     def of_type(self, type_: str) -> list[Registration]:
         return sorted((r for r in self.registrations if r.type == type_), key=lambda r: r.name)
 
-    def by_urn(self, urn: str) -> Registration | None:
-        return next((r for r in self.registrations if r.urn == urn), None)
-
     def kubernetes_objects(self) -> list[Registration]:
         return [r for r in self.registrations if r.type.startswith(K8S_PREFIX) and "kind" in r.inputs]
 
