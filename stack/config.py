@@ -261,6 +261,17 @@ def _job(raw: Any, groups: Sequence[NodeGroupSpec], namespace: str, image: str, 
     minimum = fields.get("elastic_min_replicas")
     if minimum is not None and not 1 <= minimum <= numbers["replicas"]:
         raise ConfigError(f"{key}.elasticMinReplicas", minimum, f"use 1 to replicas ({numbers['replicas']})")
+    if minimum is not None:
+        # The trainer keeps the full-sized job's global batch on fewer pods (trainer/sampling.py): every pod
+        # count the job may run on must share it evenly, or a resize would be refused at run time.
+        batch, replicas = numbers["batch_size"], numbers["replicas"]
+        uneven = [pods for pods in range(minimum, replicas) if batch * replicas % pods]
+        if uneven:
+            raise ConfigError(
+                f"{key}.elasticMinReplicas", minimum,
+                f"{uneven[-1]} pods cannot share the job's global batch (batchSize {batch} x {replicas} replicas) "
+                f"evenly; use elasticMinReplicas {uneven[-1] + 1} or more, or a batchSize that {uneven[-1]} pods can share",
+            )
     prepare = fields.get("prepare_data", dataset in DOWNLOADABLE_DATASETS)
     if prepare and dataset not in DOWNLOADABLE_DATASETS:
         raise ConfigError(

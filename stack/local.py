@@ -31,7 +31,6 @@ from stack import stack_file
 from stack.config import ConfigError, parse
 from stack.local_pods import (
     InitStep,
-    as_user,
     init_steps,
     localize,
     pod_user,
@@ -83,12 +82,23 @@ def _localize(command: list[str], shared: Path) -> list[str]:
     return [executables.get(local[0], local[0]), *local[1:]]
 
 
-def replicas(manifest: dict[str, Any], shared: Path, port: int) -> list[Replica]:
-    """One local process per pod, with the operator's environment for a static job."""
+def _pods(manifest: dict[str, Any]) -> list[tuple[str, int]]:
     specs = manifest["spec"]["pytorchReplicaSpecs"]
-    ordered = [("Master", 0)] + [("Worker", index) for index in range(specs.get("Worker", {}).get("replicas", 0))]
-    world = len(ordered)
-    threads = max(1, (os.cpu_count() or 1) // world)
+    return [("Master", 0)] + [("Worker", index) for index in range(specs.get("Worker", {}).get("replicas", 0))]
+
+
+def processes_per_pod(manifest: dict[str, Any]) -> int:
+    """torchrun's processes per pod here: the cluster's (one per GPU), but no more than this machine's CPUs
+    shared among the pods. The trainer keeps the job's global batch whatever the count (gradient accumulation)."""
+    return max(1, min(int(manifest["spec"]["nprocPerNode"]), (os.cpu_count() or 1) // len(_pods(manifest))))
+
+
+def replicas(manifest: dict[str, Any], shared: Path, port: int) -> list[Replica]:
+    """One local process (torchrun) per pod, with the operator's environment for a static job."""
+    specs = manifest["spec"]["pytorchReplicaSpecs"]
+    ordered = _pods(manifest)
+    world, processes = len(ordered), processes_per_pod(manifest)
+    threads = max(1, (os.cpu_count() or 1) // (world * processes))
     result = []
     for rank, (kind, index) in enumerate(ordered):
         container = specs[kind]["template"]["spec"]["containers"][0]
@@ -104,7 +114,7 @@ def replicas(manifest: dict[str, Any], shared: Path, port: int) -> list[Replica]
             PET_MASTER_PORT=str(port),
             PET_NNODES=str(world),
             PET_NODE_RANK=str(rank),
-            PET_NPROC_PER_NODE=manifest["spec"]["nprocPerNode"],
+            PET_NPROC_PER_NODE=str(processes),
             PYTHONUNBUFFERED="1",
         )
         result.append(Replica(kind, index, _localize(container["command"], shared), env))
@@ -130,34 +140,36 @@ def run(stack: str, workdir: Path, project_dir: Path = stack_file.ROOT) -> int:
     name = job["metadata"]["name"]
     processes = replicas(job, shared, _free_port())
     pods = [job["spec"]["pytorchReplicaSpecs"][replica.kind]["template"]["spec"] for replica in processes]
-    uid = pod_user(pods[0], workdir)
+    user = pod_user(pods[0], workdir)
     base = {
         key: value
         for key, value in os.environ.items()
         if key not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
     }
-    base.update(user_home(workdir, uid))
+    base.update(user_home(workdir, user))
+    here, there = processes_per_pod(job), int(job["spec"]["nprocPerNode"])
+    scaled = "" if here == there else f", {there} in the cluster (one per GPU), scaled to {os.cpu_count()} CPUs here"
     print(
-        f"Running PyTorchJob {name} of stack {stack} locally: {len(processes)} replicas "
-        f"(dataset -> {OFFLINE_DATASET}, {SHARED_MOUNT} -> {shared}, OMP_NUM_THREADS={processes[0].env['OMP_NUM_THREADS']}, sockets on lo)"
+        f"Running PyTorchJob {name} of stack {stack} locally: {len(processes)} replicas x {here} process(es) per pod "
+        f"= {len(processes) * here} ranks{scaled} (dataset -> {OFFLINE_DATASET}, {SHARED_MOUNT} -> {shared}, "
+        f"OMP_NUM_THREADS={processes[0].env['OMP_NUM_THREADS']}, sockets on lo)"
     )
     steps = [init_steps(pod, shared, skipped={"prepare-data"}) for pod in pods]
     print(
         f"Init containers, side by side in {len(pods)} pods: {_describe(steps[0])}; prepare-data skipped (offline dataset); "
-        f"containers run as {f'uid {uid}' if uid is not None else 'this user'} on {shared} (owner uid {shared.stat().st_uid})"
+        f"containers run as {user.describe()} on {shared} (owner uid {shared.stat().st_uid})"
     )
-    if run_init_steps(steps, base, uid):
+    if run_init_steps(steps, base, user):
         print(f"error: an init container of PyTorchJob {name} failed", file=sys.stderr)
         return 1
     print(f"$ {' '.join(processes[0].command)}", flush=True)
     running = [
         subprocess.Popen(
-            replica.command,
+            user.wrap(replica.command),
             env={**base, **replica.env},
             stdout=None if replica.kind == "Master" else subprocess.DEVNULL,
             stderr=None if replica.kind == "Master" else subprocess.PIPE,
             text=True,
-            **as_user(uid),
         )
         for replica in processes
     ]
@@ -175,9 +187,9 @@ def run(stack: str, workdir: Path, project_dir: Path = stack_file.ROOT) -> int:
         f"\n$ {' '.join(command)}",
         flush=True,
     )
-    if run_init_steps([init_steps(pod, shared, skipped={"wait-for-training"})], base, uid):
+    if run_init_steps([init_steps(pod, shared, skipped={"wait-for-training"})], base, user):
         return 1
-    return subprocess.run(command, env=base, **as_user(uid)).returncode
+    return subprocess.run(user.wrap(command), env=base).returncode
 
 
 def _describe(steps: list[InitStep]) -> str:

@@ -7,6 +7,7 @@ belongs to root, so a missing permissions step fails here as it would on FSx.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -42,49 +43,75 @@ def init_steps(pod: dict[str, Any], shared: Path, skipped: set[str]) -> list[Ini
     ]
 
 
-def pod_user(pod: dict[str, Any], workdir: Path) -> int | None:
-    """The uid the pod's containers run as, when this process may switch to it (it is root) and that user
-    can start the trainer and reach `workdir`."""
+@dataclass(frozen=True)
+class ContainerUser:
+    """Who a container runs as here: the pod's uid (through util-linux's setpriv), or this process's user.
+
+    `read_anywhere` adds CAP_DAC_READ_SEARCH when the pod's user could not otherwise start this
+    interpreter or reach the work directory (both often lie under root's private home): it may then
+    read and traverse any directory, but it still cannot write where the cluster would refuse it,
+    which is what a root-owned claim tests.
+    """
+
+    uid: int | None
+    read_anywhere: bool = False
+
+    def wrap(self, command: list[str]) -> list[str]:
+        if self.uid is None:
+            return command
+        switch = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups"]
+        if self.read_anywhere:
+            switch += ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
+        return [*switch, "--", *command]
+
+    def describe(self) -> str:
+        if self.uid is None:
+            return "this user"
+        return f"uid {self.uid}" + (" (with CAP_DAC_READ_SEARCH: it reads a private interpreter; writes are checked)"
+                                    if self.read_anywhere else "")
+
+
+def pod_user(pod: dict[str, Any], workdir: Path) -> ContainerUser:
+    """The pod's `securityContext.runAsUser`, when this process may switch to it (it is root) and that user
+    can start the trainer and list `workdir`; otherwise this process's user, with a note saying why."""
     uid = (pod.get("securityContext") or {}).get("runAsUser")
     if uid is None or os.geteuid() != 0:
-        return None
-    probe = f"import os, trainer.cli; os.listdir({str(workdir.resolve())!r})"
-    try:
-        result = subprocess.run([sys.executable, "-c", probe], user=uid, group=uid, extra_groups=[], capture_output=True)
-        usable = result.returncode == 0
-    except PermissionError:  # the interpreter itself lies under a private directory
-        usable = False
-    if not usable:
-        print(f"note: uid {uid} cannot start {sys.executable} or reach {workdir} (a parent directory is private): "
-              "containers run as root", flush=True)
-        return None
-    return uid
+        return ContainerUser(None)
+    if shutil.which("setpriv") is None:
+        print(f"note: no setpriv (util-linux) to switch to uid {uid}: containers run as root", flush=True)
+        return ContainerUser(None)
+    # The very interpreter (a loader may quietly pick another libpython it can read), able to start itself
+    # (torchrun starts the workers), importing the trainer, and listing the work directory.
+    probe = [sys.executable, "-c", (
+        f"import os, subprocess, sys, trainer.cli; assert sys.version == {sys.version!r}; "
+        f"subprocess.run([sys.executable, '-c', ''], check=True); os.listdir({str(workdir.resolve())!r})"
+    )]
+    for user in (ContainerUser(uid), ContainerUser(uid, read_anywhere=True)):
+        if subprocess.run(user.wrap(probe), capture_output=True).returncode == 0:
+            return user
+    print(f"note: uid {uid} cannot start {sys.executable} or list {workdir}: containers run as root", flush=True)
+    return ContainerUser(None)
 
 
-def as_user(uid: int | None) -> dict[str, Any]:
-    """subprocess arguments that run a container as `uid` (nothing when it stays this process's user)."""
-    return {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
-
-
-def user_home(workdir: Path, uid: int | None) -> dict[str, str]:
+def user_home(workdir: Path, user: ContainerUser) -> dict[str, str]:
     """A home the container's user can write to (matplotlib and torch keep caches there)."""
     home = workdir / "home"
     home.mkdir(parents=True, exist_ok=True)
-    if uid is not None:
-        os.chown(home, uid, uid)
+    if user.uid is not None:
+        os.chown(home, user.uid, user.uid)
     return {"HOME": str(home), "MPLCONFIGDIR": str(home / ".matplotlib")}
 
 
-def run_init_steps(pods: list[list[InitStep]], env: dict[str, str], uid: int | None) -> int:
+def run_init_steps(pods: list[list[InitStep]], env: dict[str, str], user: ContainerUser) -> int:
     """Every pod's init containers, the pods side by side (as the kubelets run them); the first failure's exit code."""
     running = [
-        subprocess.Popen(steps[0].command, env=env, **as_user(None if steps[0].as_root else uid))
+        subprocess.Popen(steps[0].command if steps[0].as_root else user.wrap(steps[0].command), env=env)
         for steps in pods
         if steps
     ]
     codes = [process.wait() for process in running]
     remaining = [steps[1:] for steps in pods if len(steps) > 1]
-    return next((code for code in codes if code), 0) or (run_init_steps(remaining, env, uid) if remaining else 0)
+    return next((code for code in codes if code), 0) or (run_init_steps(remaining, env, user) if remaining else 0)
 
 
 def wait_for_pods(running: list[subprocess.Popen[str]], grace_seconds: float) -> list[int]:

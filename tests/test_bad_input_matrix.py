@@ -109,6 +109,7 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("config: namespace not a DNS label", _config("trainingNamespace", "Training_NS"), "eks-ddp:trainingNamespace: 'Training_NS' is not allowed; use a DNS label"),
     ("config: negative checkpoint expiry", _config("checkpointExpiryDays", -3), "eks-ddp:checkpointExpiryDays: -3 is not allowed; use a positive number of days"),
     ("config: elastic minimum above replicas", _config("job.elasticMinReplicas", 5), "eks-ddp:job.elasticMinReplicas: 5 is not allowed; use 1 to replicas (2)"),
+    ("config: an elastic range that cannot keep the global batch", _config("job.elasticMinReplicas", 2, replicas=3, batchSize=5), "eks-ddp:job.elasticMinReplicas: 2 is not allowed; 2 pods cannot share the job's global batch (batchSize 5 x 3 replicas) evenly; use elasticMinReplicas 3 or more"),
     ("config: data preparation for an offline dataset", _config("job.prepareData", True, dataset="digits"), "eks-ddp:job.prepareData: True is not allowed; only mnist, cifar10 are downloaded"),
     ("config: AMI pin before EFA", _config("nodeGroups.1.releaseVersion", "1.35.0-20260401"), "eks-ddp:nodeGroups[1].releaseVersion: '1.35.0-20260401' is not allowed; EFA on AL2023_ARM_64_STANDARD needs the AMI release of 20260505"),
     ("config: hugepages (retired)", _config("job.hugepagesMiB", 5120), "eks-ddp:job.hugepagesMiB: 5120 is not allowed; removed: no node group allocates hugepages"),

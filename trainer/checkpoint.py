@@ -2,7 +2,7 @@
 
 Each checkpoint is two files in the checkpoint directory:
   step-000000120.pt    the torch.save payload
-  step-000000120.json  its manifest: step, size, SHA-256 and the run identity
+  step-000000120.json  its manifest: step, size, SHA-256 and the run's definition
 Both are written to a temporary file in the same directory, fsynced and renamed;
 the manifest goes last, so a checkpoint without a manifest (or whose payload does
 not match it) was never finished and is skipped with a report, falling back to the
@@ -25,7 +25,8 @@ from trainer.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: the global batch in the progress counters, the definition keyed by the flags that set it."""
 _NAME = re.compile(r"^step-(\d{9})\.json$")
 
 
@@ -50,9 +51,10 @@ def decode(payload: bytes) -> dict[str, Any]:
 
 
 class CheckpointManager:
-    def __init__(self, directory: Path, identity: dict[str, Any], keep: int) -> None:
+    def __init__(self, directory: Path, definition: dict[str, Any], keep: int) -> None:
         self.directory = directory
-        self.identity = identity
+        self.definition = definition
+        """What defines the run, keyed by the flag that sets it: every resume must agree on all of it."""
         self.keep = keep
 
     def steps(self) -> list[int]:
@@ -69,7 +71,7 @@ class CheckpointManager:
     def newest(self) -> Verified | None:
         """The newest checkpoint that verifies, reporting (and skipping) broken ones.
 
-        Raises CheckpointError if the newest readable checkpoint belongs to another run.
+        Raises CheckpointError if the newest readable checkpoint belongs to another run, or to an older format.
         """
         for step in self.steps():
             payload_path, manifest_path = self._paths(step)
@@ -85,12 +87,12 @@ class CheckpointManager:
                     payload_path, len(payload), manifest.get("bytes"),
                 )
                 continue
-            if manifest.get("identity") != self.identity:
+            if manifest.get("format") != FORMAT_VERSION:
                 raise CheckpointError(
-                    f"--checkpoint-dir {self.directory} holds checkpoints of another run "
-                    f"({_describe(manifest.get('identity'))}; this run is {_describe(self.identity)}); "
-                    "use a separate directory per run"
+                    f"--checkpoint-dir {self.directory} holds checkpoints of format {manifest.get('format')} "
+                    f"(an older trainer); this trainer resumes format {FORMAT_VERSION} only: use a new --checkpoint-dir"
                 )
+            self._check_definition(manifest.get("definition") or {})
             return Verified(step=step, path=payload_path, payload=payload)
         return None
 
@@ -103,7 +105,7 @@ class CheckpointManager:
             "step": step,
             "bytes": len(payload),
             "sha256": hashlib.sha256(payload).hexdigest(),
-            "identity": self.identity,
+            "definition": self.definition,
         }
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -118,13 +120,22 @@ class CheckpointManager:
         self._prune()
         return payload_path
 
+    def _check_definition(self, recorded: dict[str, Any]) -> None:
+        """One line naming the first flag whose value differs from the run's, and both values."""
+        for flag in sorted(recorded.keys() | self.definition.keys()):
+            ours, theirs = self.definition.get(flag), recorded.get(flag)
+            if ours != theirs:
+                raise CheckpointError(
+                    f"{flag} {_shown(ours)} does not match the run in --checkpoint-dir {self.directory}, "
+                    f"started with {flag} {_shown(theirs)}; resume it with {flag} {_shown(theirs)}, "
+                    "or start a new run with another --checkpoint-dir"
+                )
+
     def _prune(self) -> None:
         for step in self.steps()[self.keep:]:
             for path in self._paths(step):
                 path.unlink(missing_ok=True)
 
 
-def _describe(identity: object) -> str:
-    if not isinstance(identity, dict):
-        return "an unknown run"
-    return ", ".join(f"{key}={identity[key]}" for key in sorted(identity))
+def _shown(value: object) -> str:
+    return "unset" if value is None else str(value)

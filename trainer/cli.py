@@ -62,7 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--data-dir", type=Path, help="directory prepared by `prepare-data` (mnist, cifar10)")
     train.add_argument("--model", choices=("auto", *models.MODELS), default="auto", help="auto: the dataset's default model")
     train.add_argument("--epochs", type=_bounded(int, 1), default=10)
-    train.add_argument("--batch-size", type=_bounded(int, 1), default=64, help="per rank (default 64)")
+    train.add_argument("--batch-size", type=_bounded(int, 1), default=64,
+                       help="per rank (default 64); with --global-batch-size, the largest micro-batch per rank")
+    train.add_argument("--global-batch-size", type=_bounded(int, 1),
+                       help="samples per optimizer step over all ranks, kept across resizes by gradient accumulation "
+                            "(default: --batch-size times the number of ranks the run starts with)")
     train.add_argument("--lr", type=_bounded(float, 0, exclusive=True), default=3e-3, help="peak AdamW learning rate")
     train.add_argument("--weight-decay", type=_bounded(float, 0), default=0.01)
     train.add_argument("--warmup-fraction", type=_bounded(float, 0, maximum=1), default=0.05, help="share of steps with linear LR warm-up")
@@ -70,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--precision", choices=precision.PRECISIONS, default="auto", help="auto: bf16 where the hardware does it natively")
     train.add_argument("--output-dir", type=Path, default=Path("runs/train"))
     train.add_argument("--checkpoint-dir", type=Path, help="default: OUTPUT_DIR/checkpoints; share it between restarts")
-    train.add_argument("--run-name", help="identity recorded in checkpoints (default: the output directory's absolute path)")
+    train.add_argument("--run-name", help="recorded in checkpoints, the summary and the model "
+                                          "(default: the output directory's absolute path)")
     train.add_argument("--checkpoint-every", type=_bounded(int, 0), default=50, help="steps between checkpoints; 0: epoch ends only")
     train.add_argument("--keep-checkpoints", type=_bounded(int, 1), default=3)
     train.add_argument("--log-every", type=_bounded(int, 1), default=10, help="steps between metrics lines")
@@ -82,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser("evaluate", help="overall and per-class accuracy of a saved model, and a confusion matrix")
     evaluate.add_argument("--model-file", type=Path, required=True)
+    evaluate.add_argument("--run-name", help="refuse a model that another run wrote (the name training was given)")
     evaluate.add_argument("--dataset", choices=datasets.DATASETS, help="default: the dataset the model was trained on")
     evaluate.add_argument("--data-dir", type=Path)
     evaluate.add_argument("--json", type=Path, help="also write the report as JSON here")
@@ -103,6 +109,7 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
         model=args.model,
         epochs=args.epochs,
         batch_size=args.batch_size,
+        global_batch_size=args.global_batch_size,
         lr=args.lr,
         weight_decay=args.weight_decay,
         warmup_fraction=args.warmup_fraction,
@@ -150,7 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "evaluate":
             from trainer.evaluation import evaluate_command
 
-            evaluate_command(args.model_file, args.dataset, args.data_dir, args.json, args.confusion_matrix, args.batch_size)
+            evaluate_command(
+                args.model_file, args.dataset, args.data_dir, args.json, args.confusion_matrix, args.batch_size, args.run_name
+            )
         else:
             from trainer.prepare import prepare
 

@@ -13,7 +13,9 @@ class TrainConfig:
     model: str
     epochs: int
     batch_size: int
-    """Per rank, as in the workshop; the global batch is batch_size * world size."""
+    """Per rank, as in the workshop; with global_batch_size, the largest micro-batch a rank runs at once."""
+    global_batch_size: int | None
+    """Samples per optimizer step over all ranks; None: batch_size times the world size the run starts with."""
     lr: float
     weight_decay: float
     warmup_fraction: float

@@ -124,6 +124,41 @@ def any_rank(flag: bool, device: torch.device) -> bool:
     return bool(value.item())
 
 
+class StopVote:
+    """Whether any rank was asked to stop, agreed on every step without stalling the step.
+
+    Each step posts this rank's flag in an asynchronous MAX all-reduce on a CPU (gloo) group
+    and reads the previous step's result, finished long before: every rank stops at the same
+    step, one step after the signal, and the accelerator is never synchronised for it.
+    """
+
+    def __init__(self) -> None:
+        self.group = None
+        if dist.is_initialized() and dist.get_backend() != "gloo":
+            self.group = dist.new_group(backend="gloo")
+        self.pending: tuple[torch.Tensor, dist.Work] | None = None
+
+    def poll(self, flag: bool) -> bool:
+        """Post `flag`; True on every rank when a rank posted True one poll earlier."""
+        if not dist.is_initialized():
+            return flag
+        decided = self.settle()
+        value = torch.tensor([int(flag)])
+        work = dist.all_reduce(value, op=dist.ReduceOp.MAX, group=self.group, async_op=True)
+        assert work is not None  # async_op=True always returns the work handle
+        self.pending = (value, work)
+        return decided
+
+    def settle(self) -> bool:
+        """The outcome of the last post (False when none is pending); call it on every rank alike."""
+        if self.pending is None:
+            return False
+        value, work = self.pending
+        self.pending = None
+        work.wait()
+        return bool(value.item())
+
+
 def broadcast_buffers_(module: torch.nn.Module) -> None:
     """Give every rank rank 0's buffers (batch-norm running statistics) in place."""
     if dist.is_initialized():

@@ -55,9 +55,14 @@ def report(predictions: torch.Tensor, labels: torch.Tensor, classes: tuple[str, 
     return Report(accuracy=float(np.trace(matrix) / max(1, matrix.sum())), per_class=per_class, matrix=matrix)
 
 
-def evaluate_command(model_file: Path, dataset: str | None, data_dir: Path | None, json_path: Path | None, matrix_path: Path | None, batch_size: int) -> Report:
+def evaluate_command(
+    model_file: Path, dataset: str | None, data_dir: Path | None, json_path: Path | None, matrix_path: Path | None,
+    batch_size: int, run_name: str | None = None,
+) -> Report:
     document = load_model_file(model_file)
     metadata = document["metadata"]
+    if run_name is not None and metadata.get("run") != run_name:
+        raise UsageError(f"--model-file {model_file} was written by run {metadata.get('run')}, not --run-name {run_name}")
     dataset = dataset or str(metadata["dataset"])
     synthetic = datasets.SyntheticShape(**metadata["synthetic"]) if "synthetic" in metadata else None
     splits = datasets.load(dataset, data_dir, synthetic, seed=int(metadata.get("seed", 0)))
@@ -79,6 +84,6 @@ def evaluate_command(model_file: Path, dataset: str | None, data_dir: Path | Non
     plots.confusion_matrix(result.matrix, tuple(metadata["classes"]), matrix_path)
     print(f"Confusion matrix: {matrix_path}")
     if json_path is not None:
-        write_json(json_path, {"model_file": str(model_file), "dataset": dataset, **result.as_json()})
+        write_json(json_path, {"model_file": str(model_file), "run": metadata.get("run"), "dataset": dataset, **result.as_json()})
         print(f"Report: {json_path}")
     return result

@@ -5,8 +5,14 @@ process group starts; the checkpoint is chosen and checked on rank 0 and its
 bytes broadcast, so every rank resumes from the same counters before DDP wraps
 the model; nothing in --output-dir or --checkpoint-dir is replaced until a run
 has something better to put there.
+
+A run is exact across resizes: its global batch is fixed when it starts and kept in
+its checkpoints, each step covers it with micro-batches and gradient accumulation on
+whatever number of ranks the run resumes with, and the LR schedule counts those
+optimizer steps; so an interrupted run makes the optimizer steps of an uninterrupted one.
 """
 
+import contextlib
 import datetime
 import logging
 import math
@@ -27,7 +33,7 @@ from trainer.config import TrainConfig
 from trainer.distributed import Topology
 from trainer.errors import CheckpointError
 from trainer.interrupt import StopSignals, TerminationRequested
-from trainer.sampling import ResumableDistributedSampler
+from trainer.sampling import BatchPlan, GlobalBatchSampler, plan_batches
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +44,12 @@ EVAL_BATCH_SIZE = 1024
 class Progress:
     """Counters that must be identical on every rank; saved in each checkpoint."""
 
+    global_batch: int = 0
+    """Samples per optimizer step over all ranks: fixed when the run starts."""
     step: int = 0
     epoch: int = 0
     position: int = 0
-    """Global samples of `epoch` already trained on (see ResumableDistributedSampler)."""
+    """Samples of `epoch`'s global order already trained on: a multiple of the global batch."""
     epoch_loss_sum: float = 0.0
     epoch_steps: int = 0
     history: list[dict[str, float]] = field(default_factory=list)
@@ -74,13 +82,6 @@ class Run:
             outputs.ensure_writable(config.checkpoint_dir, "--checkpoint-dir")
         self.device = distributed.pick_device(topology)
         self.precision = precision.resolve(config.precision, self.device)
-        self.identity: dict[str, Any] = {
-            "run": config.run_name,
-            "dataset": config.dataset,
-            "model": self.model_name,
-            "input_shape": list(self.splits.input_shape),
-            "classes": list(self.splits.classes),
-        }
         torch.manual_seed(config.seed)
         self.model = models.build(self.model_name, self.splits.input_shape, len(self.splits.classes)).to(self.device)
         memory_format = torch.channels_last if self.model_name in models.CONVOLUTIONAL else torch.contiguous_format
@@ -88,12 +89,13 @@ class Run:
         self.train_y = self.splits.train_y.to(self.device)
         self.test_x = self.splits.test_x.contiguous(memory_format=memory_format)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-        self.sampler = ResumableDistributedSampler(len(self.train_y), topology.world_size, topology.rank, config.seed)
-        self.steps_per_epoch = -(-len(self.sampler) // config.batch_size)
-        total_steps = config.epochs * self.steps_per_epoch
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_cosine(total_steps, config.warmup_fraction))
-        self.checkpoints = CheckpointManager(config.checkpoint_dir, self.identity, config.keep_checkpoints)
+        self.checkpoints = CheckpointManager(config.checkpoint_dir, run_definition(config, self.model_name), config.keep_checkpoints)
         self.progress = Progress()
+        self.ddp: DistributedDataParallel | None = None
+        # Set by resume(): a resumed run keeps the global batch it started with.
+        self.plan: BatchPlan
+        self.sampler: GlobalBatchSampler
+        self.scheduler: torch.optim.lr_scheduler.LambdaLR
         self.last_saved_step = -1
         self.images_trained = 0
         self.training_seconds = 0.0
@@ -101,7 +103,8 @@ class Run:
     # -- resume -------------------------------------------------------------------------
 
     def resume(self) -> int:
-        """Load the newest good checkpoint (chosen by rank 0) on every rank; returns its step."""
+        """Load the newest good checkpoint (chosen by rank 0) on every rank and plan the run's batches;
+        returns the step it resumed from."""
         payload: bytes | None = None
         error: str | None = None
         if self.topology.is_main:
@@ -113,17 +116,26 @@ class Run:
         payload, error = distributed.broadcast_object((payload, error))
         if error is not None:
             raise CheckpointError(error)
-        if payload is None:
+        state = decode(payload) if payload is not None else None
+        config, world = self.config, self.topology.world_size
+        global_batch = state["progress"]["global_batch"] if state else config.global_batch_size or config.batch_size * world
+        self.plan = plan_batches(global_batch, world, config.batch_size)
+        self.sampler = GlobalBatchSampler(len(self.train_y), self.plan, self.topology.rank, config.seed)
+        total_steps = config.epochs * self.sampler.steps_per_epoch
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_cosine(total_steps, config.warmup_fraction))
+        if state is None:
+            self.progress = Progress(global_batch=global_batch)
             return 0
-        state = decode(payload)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.progress = Progress(**state["progress"])
         self.last_saved_step = self.progress.step
         log.info(
-            "resumed from step %d (epoch %d, %d samples into it; torchrun restart %d)",
-            self.progress.step, self.progress.epoch + 1, self.progress.position, self.topology.restart_count,
+            "resumed from step %d (epoch %d, %d samples into it; global batch %d as %d x %d micro-batches x %d ranks; "
+            "torchrun restart %d)",
+            self.progress.step, self.progress.epoch + 1, self.progress.position, global_batch,
+            self.plan.accumulation, self.plan.micro_batch, world, self.topology.restart_count,
         )
         return self.progress.step
 
@@ -149,67 +161,71 @@ class Run:
         model: nn.Module = self.model
         if self.topology.world_size > 1:
             # Gradients live in the communication buckets: no copy in and out on every step.
-            model = DistributedDataParallel(
+            self.ddp = DistributedDataParallel(
                 self.model, device_ids=[self.device] if self.device.type == "cuda" else None, gradient_as_bucket_view=True
             )
+            model = self.ddp
         if self.config.compile:
             model = torch.compile(model)  # type: ignore[assignment]
         metrics = outputs.MetricsLog(self.config.output_dir / outputs.METRICS_FILE) if self.topology.is_main else None
+        vote = distributed.StopVote()
         with StopSignals() as stop:
             while self.progress.epoch < self.config.epochs:
-                self._train_epoch(model, metrics, stop)
+                self._train_epoch(model, metrics, stop, vote)
                 self._finish_epoch()
                 self.save_checkpoint()
                 if distributed.any_rank(stop.requested, self.device):
                     raise TerminationRequested(f"stopped by signal at step {self.progress.step}; checkpoint written")
         return self._finish(resumed_from)
 
-    def _train_epoch(self, model: nn.Module, metrics: outputs.MetricsLog | None, stop: StopSignals) -> None:
-        config, progress = self.config, self.progress
-        world = self.topology.world_size
-        self.sampler.set_epoch(progress.epoch)
-        self.sampler.set_position(progress.position)
-        indices = self.sampler.indices().to(self.device)
+    def _train_epoch(self, model: nn.Module, metrics: outputs.MetricsLog | None, stop: StopSignals, vote: distributed.StopVote) -> None:
+        config, progress, plan = self.config, self.progress, self.plan
+        batches = self.sampler.batches(progress.epoch, progress.position).to(self.device)
         show_bar = self.topology.is_main and sys.stderr.isatty()
-        bar = tqdm(total=len(indices), initial=0, unit="img", desc=f"epoch {progress.epoch + 1}/{config.epochs}", disable=not show_bar, leave=False)
+        bar = tqdm(total=len(batches) * plan.global_batch, unit="img", desc=f"epoch {progress.epoch + 1}/{config.epochs}", disable=not show_bar, leave=False)
         running_loss = torch.zeros((), device=self.device)
-        window_steps, window_images, window_start = 0, 0, time.perf_counter()
+        window_steps, window_start = 0, time.perf_counter()
         epoch_start = window_start
-        for start in range(0, len(indices), config.batch_size):
-            batch = indices[start : start + config.batch_size]
-            with precision.autocast(self.precision, self.device):
-                loss = F.cross_entropy(model(self.train_x[batch]), self.train_y[batch])
+        for micro_batches in batches:
             self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            for index, batch in enumerate(micro_batches):
+                with self._gradient_sync(index == plan.accumulation - 1), precision.autocast(self.precision, self.device):
+                    loss = F.cross_entropy(model(self.train_x[batch]), self.train_y[batch]) / plan.accumulation
+                loss.backward()
+                running_loss += loss.detach()
             self.optimizer.step()
             self.scheduler.step()
-            running_loss += loss.detach()
             progress.step += 1
-            progress.position += len(batch) * world
+            progress.position += plan.global_batch
             window_steps += 1
-            window_images += len(batch) * world
-            bar.update(len(batch))
+            bar.update(plan.global_batch)
             if progress.step % config.log_every == 0:
                 now = time.perf_counter()
                 window_loss = running_loss.item()  # the only host sync: once per log interval
                 progress.epoch_loss_sum += window_loss
                 progress.epoch_steps += window_steps
-                rate = window_images / (now - window_start)
-                self._log_interval(metrics, bar, window_loss / window_steps, rate)
+                self._log_interval(metrics, bar, window_loss / window_steps, window_steps * plan.global_batch / (now - window_start))
                 running_loss.zero_()
-                self.images_trained += window_images
-                window_steps, window_images, window_start = 0, 0, now
-                if distributed.any_rank(stop.requested, self.device):
-                    self.training_seconds += time.perf_counter() - epoch_start
-                    self.save_checkpoint()
-                    raise TerminationRequested(f"stopped by signal at step {progress.step}; checkpoint written")
+                self.images_trained += window_steps * plan.global_batch
+                window_steps, window_start = 0, now
+            if vote.poll(stop.requested):
+                self.training_seconds += time.perf_counter() - epoch_start
+                self.save_checkpoint()
+                raise TerminationRequested(f"stopped by signal at step {progress.step}; checkpoint written")
             if config.checkpoint_every and progress.step % config.checkpoint_every == 0:
                 self.save_checkpoint()
+        vote.settle()  # the epoch's end checks the signal itself, on every rank at once
         progress.epoch_loss_sum += running_loss.item()
         progress.epoch_steps += window_steps
-        self.images_trained += window_images
+        self.images_trained += window_steps * plan.global_batch
         bar.close()
         self.training_seconds += time.perf_counter() - epoch_start
+
+    def _gradient_sync(self, last_micro_batch: bool) -> contextlib.AbstractContextManager[None]:
+        """DDP all-reduces the gradients on the step's last micro-batch only; the others just accumulate."""
+        if self.ddp is None or last_micro_batch:
+            return contextlib.nullcontext()
+        return self.ddp.no_sync()
 
     def _log_interval(self, metrics: outputs.MetricsLog | None, bar: Any, loss: float, rate: float) -> None:
         progress = self.progress
@@ -259,8 +275,11 @@ class Run:
             "classes": list(self.splits.classes),
             "epochs": self.config.epochs,
             "steps": self.progress.step,
+            "run": self.config.run_name,
             "world_size": self.topology.world_size,
-            "batch_size_per_rank": self.config.batch_size,
+            "global_batch_size": self.plan.global_batch,
+            "micro_batch_size": self.plan.micro_batch,
+            "gradient_accumulation_steps": self.plan.accumulation,
             "precision": self.precision,
             "seed": self.config.seed,
             "test_accuracy": accuracy,
@@ -273,7 +292,7 @@ class Run:
         }
         if self.topology.is_main:
             out = self.config.output_dir
-            metadata = {key: summary[key] for key in ("dataset", "model", "classes", "epochs", "precision", "seed", "test_accuracy")}
+            metadata = {key: summary[key] for key in ("run", "dataset", "model", "classes", "epochs", "precision", "seed", "test_accuracy")}
             metadata["input_shape"] = list(self.splits.input_shape)
             if self.config.dataset == "synthetic":  # evaluate must regenerate the very same images
                 metadata["synthetic"] = asdict(self.config.synthetic)
@@ -283,6 +302,31 @@ class Run:
             outputs.write_json(out / outputs.SUMMARY_FILE, summary)
         distributed.barrier()
         return summary
+
+
+def run_definition(config: TrainConfig, model_name: str) -> dict[str, Any]:
+    """What defines a run, keyed by the flag that sets it; a resume that disagrees on any of it is refused.
+
+    The global batch is set by --global-batch-size or, without it, by --batch-size times the
+    world size the run starts with: with --global-batch-size, --batch-size only caps the
+    micro-batch (a memory limit, free to change between restarts).
+    """
+    definition: dict[str, Any] = {
+        "--run-name": config.run_name, "--dataset": config.dataset, "--model": model_name, "--seed": config.seed,
+        "--epochs": config.epochs, "--lr": config.lr, "--weight-decay": config.weight_decay,
+        "--warmup-fraction": config.warmup_fraction,
+    }
+    if config.global_batch_size is not None:
+        definition["--global-batch-size"] = config.global_batch_size
+    else:
+        definition["--batch-size"] = config.batch_size
+    if config.dataset == "synthetic":
+        shape = config.synthetic
+        definition.update({
+            "--synthetic-shape": f"{shape.channels}x{shape.height}x{shape.width}",
+            "--synthetic-size": shape.train_size, "--synthetic-classes": shape.classes,
+        })
+    return definition
 
 
 def train(config: TrainConfig, topology: Topology) -> dict[str, Any]:

@@ -2,7 +2,15 @@
 
 from typing import Any
 
-from workloads.pytorchjob import RUN_AS_TRAINER, SHARED_MOUNT, TrainingJob, prepare_data_command, volume_permissions
+from workloads.pytorchjob import (
+    RUN_AS_TRAINER,
+    SHARED_MOUNT,
+    TrainingJob,
+    prepare_data_command,
+    run_id,
+    run_name,
+    volume_permissions,
+)
 from workloads.target import NodeTarget
 
 # x86 nodes: an AWS Deep Learning Container ships libfabric with the EFA provider
@@ -48,11 +56,12 @@ def _shared_volume(job: TrainingJob) -> tuple[list[dict[str, Any]], list[dict[st
     return [{"name": "shared", "persistentVolumeClaim": {"claimName": job.claim_name}}], [{"name": "shared", "mountPath": SHARED_MOUNT}]
 
 
-def evaluation_command(job: TrainingJob) -> list[str]:
-    paths = job.paths()
+def evaluation_command(job: TrainingJob, target: NodeTarget) -> list[str]:
+    """Evaluates the model of exactly this run: the trainer refuses a model.pt another run wrote."""
+    paths = job.paths(run_id(job, target))
     return [
         "python", "-m", "trainer", "evaluate", "--model-file", f"{paths['output']}/model.pt",
-        "--data-dir", paths["data"], "--json", f"{paths['output']}/evaluation.json",
+        "--run-name", run_name(job, target), "--data-dir", paths["data"], "--json", f"{paths['output']}/evaluation.json",
     ]
 
 
@@ -65,7 +74,7 @@ def _trainer_pod(job: TrainingJob, target: NodeTarget, command: list[str]) -> di
         }],
         "volumes": volumes,
         "securityContext": RUN_AS_TRAINER,
-        "initContainers": [volume_permissions(job)] if job.claim_name else [],
+        "initContainers": [volume_permissions(job, run_id(job, target))] if job.claim_name else [],
         "nodeSelector": target.node_selector(),
         "tolerations": target.tolerations(),
     }
@@ -86,10 +95,11 @@ def render_evaluation(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     """The workshop's test step: per-class accuracy of the trained model.
 
     Created with the PyTorchJob, it waits in an init container until training has
-    written summary.json (the trainer's last, atomic write), for up to two days.
+    written summary.json (the trainer's last, atomic write), for up to two days, in the
+    run's own directory: a previous run's summary (another run id) cannot satisfy it.
     """
-    pod = _trainer_pod(job, target, evaluation_command(job))
-    summary = f"{job.paths()['output']}/summary.json"
+    pod = _trainer_pod(job, target, evaluation_command(job, target))
+    summary = f"{job.paths(run_id(job, target))['output']}/summary.json"
     pod["initContainers"].append({
         "name": "wait-for-training", "image": job.image,
         "command": ["sh", "-c", f'until [ -f "{summary}" ]; do echo "waiting for {summary}"; sleep 30; done'],

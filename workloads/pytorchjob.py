@@ -4,6 +4,8 @@ Pure functions returning plain dicts: tests validate them against the CRD schema
 the local runner executes their commands, and the component applies them.
 """
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,12 +66,12 @@ class TrainingJob:
     def elastic(self) -> bool:
         return self.elastic_min_replicas is not None
 
-    def paths(self) -> dict[str, str]:
-        """Data, checkpoints and the model on the shared claim, per job."""
+    def paths(self, run: str) -> dict[str, str]:
+        """Data (per dataset), and the run's checkpoints and model (per job and run, see `run_id`) on the shared claim."""
         return {
             "data": f"{SHARED_MOUNT}/data/{self.dataset}",
-            "output": f"{SHARED_MOUNT}/runs/{self.name}",
-            "checkpoints": f"{SHARED_MOUNT}/checkpoints/{self.name}",
+            "output": f"{SHARED_MOUNT}/runs/{self.name}/{run}",
+            "checkpoints": f"{SHARED_MOUNT}/checkpoints/{self.name}/{run}",
         }
 
 
@@ -82,29 +84,53 @@ def validate_name(name: str) -> str | None:
     return None
 
 
-def trainer_command(job: TrainingJob) -> list[str]:
-    """torchrun reads PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE, PET_MASTER_* from the operator:
-    no --nnodes or --master-addr here."""
-    paths = job.paths()
+def global_batch(job: TrainingJob, target: NodeTarget) -> int:
+    """Samples per optimizer step: `batch_size` on every rank of the job at full size. The trainer keeps it
+    when an elastic job runs on fewer ranks (gradient accumulation), so its results do not depend on how
+    many nodes it got."""
+    return job.batch_size * job.replicas * processes_per_pod(target)
+
+
+def run_arguments(job: TrainingJob, target: NodeTarget) -> list[str]:
+    """The trainer's flags that define the run (it records them in its checkpoints and refuses a resume
+    that changes them)."""
     return [
-        "torchrun", "-m", "trainer", "train",
-        "--dataset", job.dataset, "--data-dir", paths["data"],
-        "--epochs", str(job.epochs), "--batch-size", str(job.batch_size),
-        "--output-dir", paths["output"], "--checkpoint-dir", paths["checkpoints"],
-        "--checkpoint-every", str(job.checkpoint_every),
-        *job.extra_args,
+        "--dataset", job.dataset, "--epochs", str(job.epochs),
+        "--batch-size", str(job.batch_size), "--global-batch-size", str(global_batch(job, target)), *job.extra_args,
     ]
 
 
-def shared_directories(job: TrainingJob) -> list[str]:
+def run_id(job: TrainingJob, target: NodeTarget) -> str:
+    """Names the run's directories: a deploy that changes what defines the run starts a new run beside the
+    old one (whose model and checkpoints stay), instead of a resume the trainer must refuse."""
+    return hashlib.sha256(json.dumps(run_arguments(job, target)).encode()).hexdigest()[:10]
+
+
+def run_name(job: TrainingJob, target: NodeTarget) -> str:
+    """The run's name in its checkpoints, summary and model, checked by the evaluation."""
+    return f"{job.namespace}/{job.name}/{run_id(job, target)}"
+
+
+def trainer_command(job: TrainingJob, target: NodeTarget) -> list[str]:
+    """torchrun reads PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE, PET_MASTER_* from the operator:
+    no --nnodes or --master-addr here."""
+    paths = job.paths(run_id(job, target))
+    return [
+        "torchrun", "-m", "trainer", "train", *run_arguments(job, target),
+        "--data-dir", paths["data"], "--output-dir", paths["output"], "--checkpoint-dir", paths["checkpoints"],
+        "--run-name", run_name(job, target), "--checkpoint-every", str(job.checkpoint_every),
+    ]
+
+
+def shared_directories(job: TrainingJob, run: str) -> list[str]:
     """What the job's containers create files in (the data parent holds the preparers' lock)."""
-    paths = job.paths()
+    paths = job.paths(run)
     return [f"{SHARED_MOUNT}/data", paths["data"], paths["output"], paths["checkpoints"]]
 
 
-def volume_permissions(job: TrainingJob) -> dict[str, Any]:
+def volume_permissions(job: TrainingJob, run: str) -> dict[str, Any]:
     """The init container that runs first, as root, and hands the job's directories to the trainer's user."""
-    directories = " ".join(shared_directories(job))
+    directories = " ".join(shared_directories(job, run))
     return {
         "name": "volume-permissions", "image": PERMISSIONS_IMAGE,
         "command": ["sh", "-c", f"mkdir -p {directories} && chown {SHARED_UID}:{SHARED_UID} {directories}"],
@@ -116,7 +142,7 @@ def volume_permissions(job: TrainingJob) -> dict[str, Any]:
 
 def prepare_data_command(job: TrainingJob) -> list[str]:
     """Idempotent: verified files are not fetched again."""
-    return ["python", "-m", "trainer", "prepare-data", "--dataset", job.dataset, "--data-dir", job.paths()["data"]]
+    return ["python", "-m", "trainer", "prepare-data", "--dataset", job.dataset, "--data-dir", f"{SHARED_MOUNT}/data/{job.dataset}"]
 
 
 def processes_per_pod(target: NodeTarget) -> int:
@@ -144,7 +170,7 @@ def _pod_template(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
             "name": CONTAINER,
             "image": job.image,
             "imagePullPolicy": "IfNotPresent",
-            "command": trainer_command(job),
+            "command": trainer_command(job, target),
             "env": env,
             "resources": resources(target),
             "volumeMounts": mounts,
@@ -159,7 +185,7 @@ def _pod_template(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     if job.service_account:
         spec["serviceAccountName"] = job.service_account
     if job.claim_name:
-        spec["initContainers"] = [volume_permissions(job)]
+        spec["initContainers"] = [volume_permissions(job, run_id(job, target))]
     if job.claim_name and job.dataset in DOWNLOADABLE_DATASETS:
         # Pods may start before the DataPrepJob finishes: fetch (or just verify) the data first.
         spec["initContainers"].append({

@@ -68,21 +68,25 @@ def open_workdir() -> Iterator[Path]:
 def test_tiny_stack_job_runs_locally_and_is_evaluated(tmp_path: Path, open_workdir: Path) -> None:
     project, workdir = _tiny_project(tmp_path), open_workdir / "work"
     job, _ = render_for("dev")
-    uid = pod_user(job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"], open_workdir)
+    user = pod_user(job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"], open_workdir)
     command = [sys.executable, "-m", "stack.local", "--stack", "tiny", "--project-dir", str(project), "--workdir", str(workdir)]
     result = subprocess.run(command, cwd=ROOT, env=trainer_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads((workdir / "shared" / "runs" / "mnist-ddp" / "summary.json").read_text())
+    (output,) = (workdir / "shared" / "runs" / "mnist-ddp").iterdir()  # the run's own directory, named by its run id
+    summary = json.loads((output / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["epochs"] == 3 and summary["dataset"] == "digits"
     assert "Accuracy for class: 0" in result.stdout
-    assert json.loads((workdir / "shared" / "runs" / "mnist-ddp" / "evaluation.json").read_text())["accuracy"] == pytest.approx(summary["test_accuracy"])
+    evaluation = json.loads((output / "evaluation.json").read_text())
+    assert evaluation["accuracy"] == pytest.approx(summary["test_accuracy"]) and evaluation["run"] == summary["run"]
     # The pods' root step ran first, side by side, and handed the job's directories to the trainer's user.
     assert "Init containers, side by side in 2 pods: volume-permissions (as root)" in result.stdout
     if os.geteuid() == 0:
         assert (workdir / "shared").stat().st_uid == 0
-        assert all((workdir / "shared" / d).stat().st_uid == 1000 for d in ("data", "data/mnist", "runs/mnist-ddp", "checkpoints/mnist-ddp"))
-        # As in the cluster, the trainer wrote as uid 1000 where that user can start this interpreter.
-        assert (workdir / "shared" / "runs" / "mnist-ddp" / "model.pt").stat().st_uid == (uid if uid is not None else 0)
+        run = f"mnist-ddp/{output.name}"
+        assert all((workdir / "shared" / d).stat().st_uid == 1000 for d in ("data", "data/mnist", f"runs/{run}", f"checkpoints/{run}"))
+        # As in the cluster, the trainer wrote as uid 1000 (setpriv is part of util-linux, on every Debian).
+        assert user.uid == 1000
+        assert (output / "model.pt").stat().st_uid == 1000
 
 
 def test_a_missing_permissions_step_fails_the_demo_as_it_fails_the_cluster(
@@ -91,8 +95,8 @@ def test_a_missing_permissions_step_fails_the_demo_as_it_fails_the_cluster(
     from stack import local
 
     job, evaluation = render_for("dev")
-    if pod_user(job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"], open_workdir) is None:
-        pytest.skip("needs root and an interpreter uid 1000 can start (make's default, Debian's /usr/bin/python3.11)")
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to run the pods' containers as uid 1000 on a root-owned claim")
     for pod in [replica["template"]["spec"] for replica in job["spec"]["pytorchReplicaSpecs"].values()]:
         pod["initContainers"] = [c for c in pod["initContainers"] if c["name"] != "volume-permissions"]
     monkeypatch.setattr(local, "render_for", lambda stack, project_dir: (job, evaluation))
@@ -108,7 +112,7 @@ def test_init_containers_run_locally_with_the_claim_mapped(tmp_path: Path) -> No
     (step,) = init_steps(pod, tmp_path, skipped={"prepare-data"})
     assert step.name == "volume-permissions" and step.as_root and step.command[:2] == ["sh", "-c"]
     assert (
-        f"mkdir -p {tmp_path}/data {tmp_path}/data/mnist {tmp_path}/runs/mnist-ddp" in step.command[2]
+        f"mkdir -p {tmp_path}/data {tmp_path}/data/mnist {tmp_path}/runs/mnist-ddp/" in step.command[2]
         and "/shared" not in step.command[2]
     )
     assert [s.name for s in init_steps(evaluation["spec"]["template"]["spec"], tmp_path, skipped=set())] == [

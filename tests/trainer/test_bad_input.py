@@ -59,7 +59,9 @@ def test_checkpoint_of_another_model_is_refused_and_left_intact(tmp_path: Path) 
     second_out = tmp_path / "second"
     result = run_trainer(["train", "--model", "mlp", "--epochs", "1", "--output-dir", str(second_out), "--checkpoint-dir", str(checkpoints)])
     assert result.returncode == 1
-    _assert_one_line_error(result.stderr, f"--checkpoint-dir {checkpoints} holds checkpoints of another run", "model=small-cnn", "model=mlp")
+    _assert_one_line_error(
+        result.stderr, f"--model mlp does not match the run in --checkpoint-dir {checkpoints}, started with --model small-cnn"
+    )
     assert {path.name: path.read_bytes() for path in checkpoints.iterdir()} == before
     assert not (second_out / "model.pt").exists()
 
@@ -72,5 +74,38 @@ def test_checkpoint_dir_shared_by_two_jobs_is_refused(tmp_path: Path) -> None:
     before = {path.name: path.read_bytes() for path in checkpoints.iterdir()}
     result = run_trainer(["train", "--epochs", "1", "--output-dir", str(tmp_path / "job-b"), "--checkpoint-dir", str(checkpoints)])
     assert result.returncode == 1
-    _assert_one_line_error(result.stderr, "holds checkpoints of another run", f"run={tmp_path / 'job-a'}", f"run={tmp_path / 'job-b'}")
+    _assert_one_line_error(result.stderr, f"--run-name {tmp_path / 'job-b'} does not match", f"started with --run-name {tmp_path / 'job-a'}")
     assert {path.name: path.read_bytes() for path in checkpoints.iterdir()} == before
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    output = tmp_path_factory.mktemp("finished")
+    result = run_trainer(["train", "--epochs", "1", "--model", "mlp", "--output-dir", str(output), "--run-name", "job"])
+    assert result.returncode == 0, result.stderr
+    return output
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "recorded"),
+    [("--seed", "1", "0"), ("--lr", "0.01", "0.003"), ("--epochs", "2", "1"), ("--batch-size", "32", "64")],
+)
+def test_a_resume_with_other_hyperparameters_is_refused(finished_run: Path, flag: str, value: str, recorded: str) -> None:
+    """Re-running a job with another seed, LR, length or batch must not silently continue the old run."""
+    checkpoints = finished_run / "checkpoints"
+    before = {path.name: path.read_bytes() for path in checkpoints.iterdir()}
+    args = ["train", "--epochs", "1", "--model", "mlp", "--output-dir", str(finished_run), "--run-name", "job", flag, value]
+    result = run_trainer(args)
+    assert result.returncode == 1
+    _assert_one_line_error(result.stderr, f"{flag} {value} does not match the run in --checkpoint-dir {checkpoints}, "
+                                          f"started with {flag} {recorded}; resume it with {flag} {recorded}")
+    assert {path.name: path.read_bytes() for path in checkpoints.iterdir()} == before
+
+
+def test_evaluating_the_model_of_another_run_is_refused(finished_run: Path) -> None:
+    """After a re-deploy, the evaluation must not score the previous run's model.pt."""
+    model = finished_run / "model.pt"
+    result = run_trainer(["evaluate", "--model-file", str(model), "--run-name", "job-2"])
+    assert result.returncode == 2
+    _assert_one_line_error(result.stderr, f"--model-file {model} was written by run job, not --run-name job-2")
+    assert run_trainer(["evaluate", "--model-file", str(model), "--run-name", "job"]).returncode == 0

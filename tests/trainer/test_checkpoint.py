@@ -1,6 +1,8 @@
 import errno
+import json
 import logging
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -9,15 +11,15 @@ import torch
 from trainer.checkpoint import CheckpointManager, decode
 from trainer.errors import CheckpointError
 
-IDENTITY = {"dataset": "digits", "model": "mlp", "input_shape": [1, 8, 8], "classes": ["0", "1"]}
+DEFINITION = {"--dataset": "digits", "--model": "mlp", "--lr": 0.003, "--batch-size": 64}
 
 
 def _state(step: int) -> dict[str, object]:
     return {"weights": torch.full((4,), float(step)), "progress": {"step": step}}
 
 
-def _manager(directory: Path, keep: int = 3, identity: dict[str, object] = IDENTITY) -> CheckpointManager:
-    return CheckpointManager(directory, dict(identity), keep=keep)
+def _manager(directory: Path, keep: int = 3, definition: dict[str, object] = DEFINITION) -> CheckpointManager:
+    return CheckpointManager(directory, dict(definition), keep=keep)
 
 
 def test_newest_round_trips_and_only_the_last_k_are_kept(tmp_path: Path) -> None:
@@ -64,11 +66,27 @@ def test_payload_without_manifest_was_never_finished(tmp_path: Path) -> None:
     assert newest is not None and newest.step == 10
 
 
-def test_checkpoints_of_another_run_are_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("changed", "expected"),
+    [
+        ({"--lr": 0.01}, "--lr 0.01 does not match the run in --checkpoint-dir {dir}, started with --lr 0.003"),
+        ({"--batch-size": None, "--global-batch-size": 128}, "--batch-size unset does not match the run in"),
+        ({"--seed": 1}, "--seed 1 does not match the run in --checkpoint-dir {dir}, started with --seed unset"),
+    ],
+)
+def test_a_resume_that_changes_what_defines_the_run_is_refused(tmp_path: Path, changed: dict[str, object], expected: str) -> None:
     _manager(tmp_path).save(10, _state(10))
-    other = _manager(tmp_path, identity={**IDENTITY, "model": "small-cnn"})
-    with pytest.raises(CheckpointError, match=r"holds checkpoints of another run \(.*model=mlp.*this run is .*model=small-cnn"):
-        other.newest()
+    definition = {key: value for key, value in {**DEFINITION, **changed}.items() if value is not None}
+    with pytest.raises(CheckpointError, match=re.escape(expected.format(dir=tmp_path))):
+        _manager(tmp_path, definition=definition).newest()
+
+
+def test_checkpoints_of_an_older_format_are_refused(tmp_path: Path) -> None:
+    _manager(tmp_path).save(10, _state(10))
+    manifest = tmp_path / "step-000000010.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "format": 1}))
+    with pytest.raises(CheckpointError, match=r"holds checkpoints of format 1 \(an older trainer\); this trainer resumes format 2"):
+        _manager(tmp_path).newest()
 
 
 def test_disk_full_keeps_the_previous_checkpoint_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

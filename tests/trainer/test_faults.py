@@ -99,7 +99,25 @@ def test_truncated_newest_checkpoint_falls_back_to_the_previous(tmp_path: Path) 
     newest, previous = checkpoints[-1], checkpoints[-2]
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
 
-    result = run_trainer([*args[:2], "2", *args[3:]])
+    result = run_trainer(args)  # the same run: it falls back to the previous checkpoint and trains the rest
     assert result.returncode == 0, result.stderr
     assert f"checkpoint {newest} is corrupt or truncated" in result.stderr
     assert read_summary(tmp_path)["resumed_from_step"] == int(previous.stem.split("-")[1])
+
+
+def test_sigterm_is_heeded_within_steps_not_at_the_next_log_line_or_epoch_end(tmp_path: Path) -> None:
+    """The pod has a grace period, not an epoch: every rank checks the stop flag on every step.
+
+    One 128-step epoch with no log line in it; the signal comes once the step-10 checkpoint exists.
+    """
+    args = [
+        "train", "--dataset", "synthetic", "--synthetic-size", "4096", "--batch-size", "16", "--epochs", "1",
+        "--log-every", "1000", "--checkpoint-every", "10", "--output-dir", str(tmp_path),
+    ]
+    launcher = _start(args, nproc=2)
+    _wait_for_checkpoint(tmp_path / "checkpoints", launcher)
+    launcher.send_signal(signal.SIGTERM)
+    _, stderr = launcher.communicate(timeout=120)
+    steps = {int(step) for step in re.findall(r"\[rank \d\] stopped by signal at step (\d+)", stderr)}
+    assert len(steps) == 1, stderr
+    assert 10 < steps.pop() < 64, "stopped long after the signal"

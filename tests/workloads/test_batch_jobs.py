@@ -1,12 +1,13 @@
 from infra.catalogue import EFA_INSTANCE_TYPES
 from tests.workloads.schemas import validate_core
 from workloads.batch_jobs import default_fabric_image, render_data_preparation, render_evaluation, render_fabric_check
-from workloads.pytorchjob import TrainingJob
+from workloads.pytorchjob import TrainingJob, run_id, run_name
 from workloads.target import NodeTarget
 
 TARGET = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1, labels={"vpc.amazonaws.com/efa.present": "true"},
                     taints=[{"key": "training", "value": "true", "effect": "NO_SCHEDULE"}])
 JOB = TrainingJob(name="mnist-ddp", namespace="training", image="img:1")
+RUN = f"mnist-ddp/{run_id(JOB, TARGET)}"
 
 
 def test_data_preparation_job_writes_onto_the_claim() -> None:
@@ -17,11 +18,13 @@ def test_data_preparation_job_writes_onto_the_claim() -> None:
     assert manifest["spec"]["template"]["spec"]["volumes"] == [{"name": "shared", "persistentVolumeClaim": {"claimName": "shared"}}]
 
 
-def test_evaluation_job_reads_the_trained_model() -> None:
+def test_evaluation_job_reads_the_model_of_exactly_this_run() -> None:
     manifest = render_evaluation(JOB, TARGET)
     validate_core(manifest)
     command = manifest["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert command[:4] == ["python", "-m", "trainer", "evaluate"] and command[command.index("--model-file") + 1] == "/shared/runs/mnist-ddp/model.pt"
+    assert command[:4] == ["python", "-m", "trainer", "evaluate"]
+    assert command[command.index("--model-file") + 1] == f"/shared/runs/{RUN}/model.pt"
+    assert command[command.index("--run-name") + 1] == run_name(JOB, TARGET) == f"training/{RUN}"
 
 
 def test_fabric_check_runs_two_efa_pods_on_different_nodes() -> None:
@@ -42,7 +45,7 @@ def test_evaluation_waits_for_the_training_summary() -> None:
     manifest = render_evaluation(JOB, TARGET)
     permissions, init = manifest["spec"]["template"]["spec"]["initContainers"]
     assert permissions["name"] == "volume-permissions"
-    assert "/shared/runs/mnist-ddp/summary.json" in init["command"][2] and init["command"][:2] == ["sh", "-c"]
+    assert f"/shared/runs/{RUN}/summary.json" in init["command"][2] and init["command"][:2] == ["sh", "-c"]
     assert manifest["spec"]["activeDeadlineSeconds"] == 2 * 24 * 3600
 
 
@@ -64,7 +67,7 @@ def test_every_pod_on_the_claim_gets_its_directories_from_a_root_step_and_runs_a
         first = pod["initContainers"][0]
         assert first["name"] == "volume-permissions" and first["securityContext"]["runAsUser"] == 0
         script = first["command"][2]
-        for directory in ("/shared/data", "/shared/data/mnist", "/shared/runs/mnist-ddp", "/shared/checkpoints/mnist-ddp"):
+        for directory in ("/shared/data", "/shared/data/mnist", f"/shared/runs/{RUN}", f"/shared/checkpoints/{RUN}"):
             assert directory in script
         assert "chown 1000:1000" in script
         assert pod["securityContext"] == {"runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": True}

@@ -1,9 +1,11 @@
+from dataclasses import replace
+
 import jsonschema
 import pytest
 
 from infra.catalogue import EFA_INSTANCE_TYPES
 from tests.workloads.schemas import validate_pytorchjob
-from workloads.pytorchjob import TrainingJob, admission_errors, render, trainer_command, validate_name
+from workloads.pytorchjob import TrainingJob, admission_errors, render, run_id, trainer_command, validate_name
 from workloads.target import NodeTarget
 
 GRAVITON = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1, labels={"vpc.amazonaws.com/efa.present": "true"},
@@ -84,10 +86,28 @@ def test_job_names(name: str, ok: bool) -> None:
 
 
 def test_command_uses_the_shared_claim_for_data_checkpoints_and_model() -> None:
-    command = trainer_command(JOB)
+    command = trainer_command(JOB, GRAVITON)
+    run = run_id(JOB, GRAVITON)
     assert command[command.index("--data-dir") + 1] == "/shared/data/mnist"
-    assert command[command.index("--checkpoint-dir") + 1] == "/shared/checkpoints/mnist-ddp"
-    assert command[command.index("--output-dir") + 1] == "/shared/runs/mnist-ddp"
+    assert command[command.index("--checkpoint-dir") + 1] == f"/shared/checkpoints/mnist-ddp/{run}"
+    assert command[command.index("--output-dir") + 1] == f"/shared/runs/mnist-ddp/{run}"
+    assert command[command.index("--run-name") + 1] == f"training/mnist-ddp/{run}"
+
+
+def test_the_global_batch_is_the_full_sized_jobs_and_fixed_for_the_run() -> None:
+    """3 pods x 1 process x 128 on Graviton; 2 pods x 8 GPUs x 128 on p5: the trainer keeps it on fewer ranks."""
+    for job, target, expected in ((JOB, GRAVITON, 384), (TrainingJob(name="llm", namespace="training", image="i"), P5, 2048)):
+        command = trainer_command(job, target)
+        assert command[command.index("--global-batch-size") + 1] == str(expected)
+
+
+def test_a_deploy_that_redefines_the_run_starts_a_new_one_beside_the_old() -> None:
+    """Same definition, same run (a restart resumes it); another epochs, batch, replica count or extra
+    argument is another run in its own directories, so the trainer never has to refuse a changed resume."""
+    same = run_id(replace(JOB, image="another:2", checkpoint_every=10, node_losses=2), GRAVITON)
+    assert same == run_id(JOB, GRAVITON)
+    changed = [replace(JOB, epochs=11), replace(JOB, batch_size=64), replace(JOB, replicas=2), replace(JOB, extra_args=("--lr", "0.01"))]
+    assert len({run_id(job, GRAVITON) for job in changed} | {same}) == 5
 
 
 def test_dataset_choices_match_the_trainers_command_line() -> None:
