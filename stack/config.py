@@ -270,7 +270,8 @@ def _job(raw: Any, groups: Sequence[NodeGroupSpec], namespace: str, image: str, 
             raise ConfigError(
                 f"{key}.elasticMinReplicas", minimum,
                 f"{uneven[-1]} pods cannot share the job's global batch (batchSize {batch} x {replicas} replicas) "
-                f"evenly; use elasticMinReplicas {uneven[-1] + 1} or more, or a batchSize that {uneven[-1]} pods can share",
+                f"evenly; use elasticMinReplicas {uneven[-1] + 1} or more, "
+                f"or a batchSize that {uneven[-1]} pods can share",
             )
     prepare = fields.get("prepare_data", dataset in DOWNLOADABLE_DATASETS)
     if prepare and dataset not in DOWNLOADABLE_DATASETS:

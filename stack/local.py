@@ -93,6 +93,15 @@ def processes_per_pod(manifest: dict[str, Any]) -> int:
     return max(1, min(int(manifest["spec"]["nprocPerNode"]), (os.cpu_count() or 1) // len(_pods(manifest))))
 
 
+def describe_ranks(manifest: dict[str, Any]) -> str:
+    """How many ranks run here, and how that differs from the cluster: never "2 replicas" while starting 16."""
+    pods, here, there = len(_pods(manifest)), processes_per_pod(manifest), int(manifest["spec"]["nprocPerNode"])
+    scaled = (
+        "" if here == there else f"; {there} per pod in the cluster (one per GPU), scaled to {os.cpu_count()} CPUs here"
+    )
+    return f"{pods} replicas x {here} process(es) per pod = {pods * here} ranks{scaled}"
+
+
 def replicas(manifest: dict[str, Any], shared: Path, port: int) -> list[Replica]:
     """One local process (torchrun) per pod, with the operator's environment for a static job."""
     specs = manifest["spec"]["pytorchReplicaSpecs"]
@@ -147,12 +156,9 @@ def run(stack: str, workdir: Path, project_dir: Path = stack_file.ROOT) -> int:
         if key not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
     }
     base.update(user_home(workdir, user))
-    here, there = processes_per_pod(job), int(job["spec"]["nprocPerNode"])
-    scaled = "" if here == there else f", {there} in the cluster (one per GPU), scaled to {os.cpu_count()} CPUs here"
     print(
-        f"Running PyTorchJob {name} of stack {stack} locally: {len(processes)} replicas x {here} process(es) per pod "
-        f"= {len(processes) * here} ranks{scaled} (dataset -> {OFFLINE_DATASET}, {SHARED_MOUNT} -> {shared}, "
-        f"OMP_NUM_THREADS={processes[0].env['OMP_NUM_THREADS']}, sockets on lo)"
+        f"Running PyTorchJob {name} of stack {stack} locally: {describe_ranks(job)} (dataset -> {OFFLINE_DATASET}, "
+        f"{SHARED_MOUNT} -> {shared}, OMP_NUM_THREADS={processes[0].env['OMP_NUM_THREADS']}, sockets on lo)"
     )
     steps = [init_steps(pod, shared, skipped={"prepare-data"}) for pod in pods]
     print(

@@ -67,8 +67,11 @@ class ContainerUser:
     def describe(self) -> str:
         if self.uid is None:
             return "this user"
-        return f"uid {self.uid}" + (" (with CAP_DAC_READ_SEARCH: it reads a private interpreter; writes are checked)"
-                                    if self.read_anywhere else "")
+        return f"uid {self.uid}" + (
+            " (with CAP_DAC_READ_SEARCH: it reads a private interpreter; writes are checked)"
+            if self.read_anywhere
+            else ""
+        )
 
 
 def pod_user(pod: dict[str, Any], workdir: Path) -> ContainerUser:
@@ -82,10 +85,14 @@ def pod_user(pod: dict[str, Any], workdir: Path) -> ContainerUser:
         return ContainerUser(None)
     # The very interpreter (a loader may quietly pick another libpython it can read), able to start itself
     # (torchrun starts the workers), importing the trainer, and listing the work directory.
-    probe = [sys.executable, "-c", (
-        f"import os, subprocess, sys, trainer.cli; assert sys.version == {sys.version!r}; "
-        f"subprocess.run([sys.executable, '-c', ''], check=True); os.listdir({str(workdir.resolve())!r})"
-    )]
+    probe = [
+        sys.executable,
+        "-c",
+        (
+            f"import os, subprocess, sys, trainer.cli; assert sys.version == {sys.version!r}; "
+            f"subprocess.run([sys.executable, '-c', ''], check=True); os.listdir({str(workdir.resolve())!r})"
+        ),
+    ]
     for user in (ContainerUser(uid), ContainerUser(uid, read_anywhere=True)):
         if subprocess.run(user.wrap(probe), capture_output=True).returncode == 0:
             return user

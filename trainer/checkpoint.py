@@ -84,7 +84,9 @@ class CheckpointManager:
             if len(payload) != manifest.get("bytes") or hashlib.sha256(payload).hexdigest() != manifest.get("sha256"):
                 log.warning(
                     "checkpoint %s is corrupt or truncated (%d bytes, manifest says %s); trying the previous one",
-                    payload_path, len(payload), manifest.get("bytes"),
+                    payload_path,
+                    len(payload),
+                    manifest.get("bytes"),
                 )
                 continue
             if manifest.get("format") != FORMAT_VERSION:
@@ -116,7 +118,9 @@ class CheckpointManager:
                 payload_path.unlink(missing_ok=True)
             previous = next((s for s in self.steps() if s != step), None)
             kept = f"step {previous} is kept" if previous is not None else "no earlier checkpoint exists"
-            raise CheckpointError(f"could not write checkpoint {payload_path} ({error.strerror or error}); {kept}") from error
+            raise CheckpointError(
+                f"could not write checkpoint {payload_path} ({error.strerror or error}); {kept}"
+            ) from error
         self._prune()
         return payload_path
 
@@ -132,7 +136,7 @@ class CheckpointManager:
                 )
 
     def _prune(self) -> None:
-        for step in self.steps()[self.keep:]:
+        for step in self.steps()[self.keep :]:
             for path in self._paths(step):
                 path.unlink(missing_ok=True)
 

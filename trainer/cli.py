@@ -60,32 +60,61 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="train a model with DDP (under torchrun) or in one process")
     train.add_argument("--dataset", choices=datasets.DATASETS, default="digits", help="digits needs no files (default)")
     train.add_argument("--data-dir", type=Path, help="directory prepared by `prepare-data` (mnist, cifar10)")
-    train.add_argument("--model", choices=("auto", *models.MODELS), default="auto", help="auto: the dataset's default model")
+    train.add_argument(
+        "--model", choices=("auto", *models.MODELS), default="auto", help="auto: the dataset's default model"
+    )
     train.add_argument("--epochs", type=_bounded(int, 1), default=10)
-    train.add_argument("--batch-size", type=_bounded(int, 1), default=64,
-                       help="per rank (default 64); with --global-batch-size, the largest micro-batch per rank")
-    train.add_argument("--global-batch-size", type=_bounded(int, 1),
-                       help="samples per optimizer step over all ranks, kept across resizes by gradient accumulation "
-                            "(default: --batch-size times the number of ranks the run starts with)")
+    train.add_argument(
+        "--batch-size",
+        type=_bounded(int, 1),
+        default=64,
+        help="per rank (default 64); with --global-batch-size, the largest micro-batch per rank",
+    )
+    train.add_argument(
+        "--global-batch-size",
+        type=_bounded(int, 1),
+        help="samples per optimizer step over all ranks, kept across resizes by gradient accumulation "
+        "(default: --batch-size times the number of ranks the run starts with)",
+    )
     train.add_argument("--lr", type=_bounded(float, 0, exclusive=True), default=3e-3, help="peak AdamW learning rate")
     train.add_argument("--weight-decay", type=_bounded(float, 0), default=0.01)
-    train.add_argument("--warmup-fraction", type=_bounded(float, 0, maximum=1), default=0.05, help="share of steps with linear LR warm-up")
+    train.add_argument(
+        "--warmup-fraction",
+        type=_bounded(float, 0, maximum=1),
+        default=0.05,
+        help="share of steps with linear LR warm-up",
+    )
     train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--precision", choices=precision.PRECISIONS, default="auto", help="auto: bf16 where the hardware does it natively")
+    train.add_argument(
+        "--precision",
+        choices=precision.PRECISIONS,
+        default="auto",
+        help="auto: bf16 where the hardware does it natively",
+    )
     train.add_argument("--output-dir", type=Path, default=Path("runs/train"))
     train.add_argument("--checkpoint-dir", type=Path, help="default: OUTPUT_DIR/checkpoints; share it between restarts")
-    train.add_argument("--run-name", help="recorded in checkpoints, the summary and the model "
-                                          "(default: the output directory's absolute path)")
-    train.add_argument("--checkpoint-every", type=_bounded(int, 0), default=50, help="steps between checkpoints; 0: epoch ends only")
+    train.add_argument(
+        "--run-name",
+        help="recorded in checkpoints, the summary and the model (default: the output directory's absolute path)",
+    )
+    train.add_argument(
+        "--checkpoint-every", type=_bounded(int, 0), default=50, help="steps between checkpoints; 0: epoch ends only"
+    )
     train.add_argument("--keep-checkpoints", type=_bounded(int, 1), default=3)
     train.add_argument("--log-every", type=_bounded(int, 1), default=10, help="steps between metrics lines")
     train.add_argument("--compile", action="store_true", help="torch.compile the model (slow start, faster steps)")
-    train.add_argument("--timeout-minutes", type=_bounded(float, 0, exclusive=True), default=30.0, help="collective timeout")
+    train.add_argument(
+        "--timeout-minutes", type=_bounded(float, 0, exclusive=True), default=30.0, help="collective timeout"
+    )
     train.add_argument("--synthetic-shape", type=_shape, default=(3, 32, 32), metavar="CxHxW")
-    train.add_argument("--synthetic-size", type=_bounded(int, 1), default=8192, help="training images of --dataset synthetic")
+    train.add_argument(
+        "--synthetic-size", type=_bounded(int, 1), default=8192, help="training images of --dataset synthetic"
+    )
     train.add_argument("--synthetic-classes", type=_bounded(int, 2), default=10)
 
-    evaluate = commands.add_parser("evaluate", help="overall and per-class accuracy of a saved model, and a confusion matrix")
+    evaluate = commands.add_parser(
+        "evaluate", help="overall and per-class accuracy of a saved model, and a confusion matrix"
+    )
     evaluate.add_argument("--model-file", type=Path, required=True)
     evaluate.add_argument("--run-name", help="refuse a model that another run wrote (the name training was given)")
     evaluate.add_argument("--dataset", choices=datasets.DATASETS, help="default: the dataset the model was trained on")
@@ -133,8 +162,10 @@ def _run_train(args: argparse.Namespace, topology: Topology) -> None:
     summary = train(_train_config(args), topology)
     if topology.is_main:
         out = args.output_dir
-        print(f"test accuracy {summary['test_accuracy']:.4f} after {summary['epochs']} epochs on {summary['world_size']} rank(s), "
-              f"{summary['images_per_second']:.0f} images/s, {summary['wall_seconds']:.1f} s")
+        print(
+            f"test accuracy {summary['test_accuracy']:.4f} after {summary['epochs']} epochs on {summary['world_size']} rank(s), "
+            f"{summary['images_per_second']:.0f} images/s, {summary['wall_seconds']:.1f} s"
+        )
         print(f"model:   {out / 'model.pt'}")
         print(f"curves:  {out / 'training-curves.png'}")
         print(f"summary: {out / 'summary.json'}")
@@ -158,7 +189,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             from trainer.evaluation import evaluate_command
 
             evaluate_command(
-                args.model_file, args.dataset, args.data_dir, args.json, args.confusion_matrix, args.batch_size, args.run_name
+                args.model_file,
+                args.dataset,
+                args.data_dir,
+                args.json,
+                args.confusion_matrix,
+                args.batch_size,
+                args.run_name,
             )
         else:
             from trainer.prepare import prepare

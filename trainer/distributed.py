@@ -59,7 +59,9 @@ class Topology:
         if topology.world_size > 1:
             for name in ("MASTER_ADDR", "MASTER_PORT"):
                 if not environ.get(name):
-                    raise UsageError(f"environment variable {name} is not set but WORLD_SIZE={topology.world_size}; launch with torchrun")
+                    raise UsageError(
+                        f"environment variable {name} is not set but WORLD_SIZE={topology.world_size}; launch with torchrun"
+                    )
         return topology
 
 
@@ -170,8 +172,13 @@ def broadcast_buffers_(module: torch.nn.Module) -> None:
 # tcp pair (gloo/transport/tcp/pair.cc), NCCL's ncclRemoteError, the collective timeout of
 # gloo and of the NCCL watchdog, and the c10d store losing its master.
 _PEER_GONE = (
-    "connection closed by peer", "connection reset by peer", "broken pipe", "remote process exited",
-    "ncclremoteerror", "timed out waiting", "watchdog caught collective operation timeout",
+    "connection closed by peer",
+    "connection reset by peer",
+    "broken pipe",
+    "remote process exited",
+    "ncclremoteerror",
+    "timed out waiting",
+    "watchdog caught collective operation timeout",
 )
 
 
@@ -194,4 +201,6 @@ def peers_guarded() -> Iterator[None]:
         if not dist.is_initialized() or not is_peer_loss(error):
             raise
         message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise PeerLost(f"lost contact with another rank ({message}); rerun the job to resume from the last checkpoint") from error
+        raise PeerLost(
+            f"lost contact with another rank ({message}); rerun the job to resume from the last checkpoint"
+        ) from error

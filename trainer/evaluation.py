@@ -18,7 +18,9 @@ log = logging.getLogger(__name__)
 
 
 @torch.no_grad()
-def predict(model: nn.Module, images: torch.Tensor, batch_size: int, compute: str, device: torch.device) -> torch.Tensor:
+def predict(
+    model: nn.Module, images: torch.Tensor, batch_size: int, compute: str, device: torch.device
+) -> torch.Tensor:
     """Predicted class of every image (on the CPU); leaves the model in train mode."""
     model.eval()
     predictions = []
@@ -45,24 +47,38 @@ class Report:
         ]
 
     def as_json(self) -> dict[str, Any]:
-        return {"accuracy": self.accuracy, "per_class_accuracy": self.per_class, "confusion_matrix": self.matrix.tolist()}
+        return {
+            "accuracy": self.accuracy,
+            "per_class_accuracy": self.per_class,
+            "confusion_matrix": self.matrix.tolist(),
+        }
 
 
 def report(predictions: torch.Tensor, labels: torch.Tensor, classes: tuple[str, ...]) -> Report:
     matrix = confusion_matrix(labels.numpy(), predictions.numpy(), labels=list(range(len(classes))))
     totals = matrix.sum(axis=1)
-    per_class = {name: float(matrix[index, index] / totals[index]) if totals[index] else 0.0 for index, name in enumerate(classes)}
+    per_class = {
+        name: float(matrix[index, index] / totals[index]) if totals[index] else 0.0
+        for index, name in enumerate(classes)
+    }
     return Report(accuracy=float(np.trace(matrix) / max(1, matrix.sum())), per_class=per_class, matrix=matrix)
 
 
 def evaluate_command(
-    model_file: Path, dataset: str | None, data_dir: Path | None, json_path: Path | None, matrix_path: Path | None,
-    batch_size: int, run_name: str | None = None,
+    model_file: Path,
+    dataset: str | None,
+    data_dir: Path | None,
+    json_path: Path | None,
+    matrix_path: Path | None,
+    batch_size: int,
+    run_name: str | None = None,
 ) -> Report:
     document = load_model_file(model_file)
     metadata = document["metadata"]
     if run_name is not None and metadata.get("run") != run_name:
-        raise UsageError(f"--model-file {model_file} was written by run {metadata.get('run')}, not --run-name {run_name}")
+        raise UsageError(
+            f"--model-file {model_file} was written by run {metadata.get('run')}, not --run-name {run_name}"
+        )
     dataset = dataset or str(metadata["dataset"])
     synthetic = datasets.SyntheticShape(**metadata["synthetic"]) if "synthetic" in metadata else None
     splits = datasets.load(dataset, data_dir, synthetic, seed=int(metadata.get("seed", 0)))
@@ -76,7 +92,11 @@ def evaluate_command(
     model.load_state_dict(document["state_dict"])
     device = torch.device("cpu")
     compute = precision.resolve(str(metadata.get("precision", "auto")), device)  # as training measured it
-    images = splits.test_x.contiguous(memory_format=torch.channels_last) if metadata["model"] in models.CONVOLUTIONAL else splits.test_x
+    images = (
+        splits.test_x.contiguous(memory_format=torch.channels_last)
+        if metadata["model"] in models.CONVOLUTIONAL
+        else splits.test_x
+    )
     result = report(predict(model, images, batch_size, compute, device), splits.test_y, tuple(metadata["classes"]))
     for line in result.lines():
         print(line)
@@ -84,6 +104,9 @@ def evaluate_command(
     plots.confusion_matrix(result.matrix, tuple(metadata["classes"]), matrix_path)
     print(f"Confusion matrix: {matrix_path}")
     if json_path is not None:
-        write_json(json_path, {"model_file": str(model_file), "run": metadata.get("run"), "dataset": dataset, **result.as_json()})
+        write_json(
+            json_path,
+            {"model_file": str(model_file), "run": metadata.get("run"), "dataset": dataset, **result.as_json()},
+        )
         print(f"Report: {json_path}")
     return result

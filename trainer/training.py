@@ -89,7 +89,9 @@ class Run:
         self.train_y = self.splits.train_y.to(self.device)
         self.test_x = self.splits.test_x.contiguous(memory_format=memory_format)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-        self.checkpoints = CheckpointManager(config.checkpoint_dir, run_definition(config, self.model_name), config.keep_checkpoints)
+        self.checkpoints = CheckpointManager(
+            config.checkpoint_dir, run_definition(config, self.model_name), config.keep_checkpoints
+        )
         self.progress = Progress()
         self.ddp: DistributedDataParallel | None = None
         # Set by resume(): a resumed run keeps the global batch it started with.
@@ -118,11 +120,15 @@ class Run:
             raise CheckpointError(error)
         state = decode(payload) if payload is not None else None
         config, world = self.config, self.topology.world_size
-        global_batch = state["progress"]["global_batch"] if state else config.global_batch_size or config.batch_size * world
+        global_batch = (
+            state["progress"]["global_batch"] if state else config.global_batch_size or config.batch_size * world
+        )
         self.plan = plan_batches(global_batch, world, config.batch_size)
         self.sampler = GlobalBatchSampler(len(self.train_y), self.plan, self.topology.rank, config.seed)
         total_steps = config.epochs * self.sampler.steps_per_epoch
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_cosine(total_steps, config.warmup_fraction))
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, warmup_cosine(total_steps, config.warmup_fraction)
+        )
         if state is None:
             self.progress = Progress(global_batch=global_batch)
             return 0
@@ -134,8 +140,14 @@ class Run:
         log.info(
             "resumed from step %d (epoch %d, %d samples into it; global batch %d as %d x %d micro-batches x %d ranks; "
             "torchrun restart %d)",
-            self.progress.step, self.progress.epoch + 1, self.progress.position, global_batch,
-            self.plan.accumulation, self.plan.micro_batch, world, self.topology.restart_count,
+            self.progress.step,
+            self.progress.epoch + 1,
+            self.progress.position,
+            global_batch,
+            self.plan.accumulation,
+            self.plan.micro_batch,
+            world,
+            self.topology.restart_count,
         )
         return self.progress.step
 
@@ -162,7 +174,9 @@ class Run:
         if self.topology.world_size > 1:
             # Gradients live in the communication buckets: no copy in and out on every step.
             self.ddp = DistributedDataParallel(
-                self.model, device_ids=[self.device] if self.device.type == "cuda" else None, gradient_as_bucket_view=True
+                self.model,
+                device_ids=[self.device] if self.device.type == "cuda" else None,
+                gradient_as_bucket_view=True,
             )
             model = self.ddp
         if self.config.compile:
@@ -178,18 +192,29 @@ class Run:
                     raise TerminationRequested(f"stopped by signal at step {self.progress.step}; checkpoint written")
         return self._finish(resumed_from)
 
-    def _train_epoch(self, model: nn.Module, metrics: outputs.MetricsLog | None, stop: StopSignals, vote: distributed.StopVote) -> None:
+    def _train_epoch(
+        self, model: nn.Module, metrics: outputs.MetricsLog | None, stop: StopSignals, vote: distributed.StopVote
+    ) -> None:
         config, progress, plan = self.config, self.progress, self.plan
         batches = self.sampler.batches(progress.epoch, progress.position).to(self.device)
         show_bar = self.topology.is_main and sys.stderr.isatty()
-        bar = tqdm(total=len(batches) * plan.global_batch, unit="img", desc=f"epoch {progress.epoch + 1}/{config.epochs}", disable=not show_bar, leave=False)
+        bar = tqdm(
+            total=len(batches) * plan.global_batch,
+            unit="img",
+            desc=f"epoch {progress.epoch + 1}/{config.epochs}",
+            disable=not show_bar,
+            leave=False,
+        )
         running_loss = torch.zeros((), device=self.device)
         window_steps, window_start = 0, time.perf_counter()
         epoch_start = window_start
         for micro_batches in batches:
             self.optimizer.zero_grad(set_to_none=True)
             for index, batch in enumerate(micro_batches):
-                with self._gradient_sync(index == plan.accumulation - 1), precision.autocast(self.precision, self.device):
+                with (
+                    self._gradient_sync(index == plan.accumulation - 1),
+                    precision.autocast(self.precision, self.device),
+                ):
                     loss = F.cross_entropy(model(self.train_x[batch]), self.train_y[batch]) / plan.accumulation
                 loss.backward()
                 running_loss += loss.detach()
@@ -204,7 +229,9 @@ class Run:
                 window_loss = running_loss.item()  # the only host sync: once per log interval
                 progress.epoch_loss_sum += window_loss
                 progress.epoch_steps += window_steps
-                self._log_interval(metrics, bar, window_loss / window_steps, window_steps * plan.global_batch / (now - window_start))
+                self._log_interval(
+                    metrics, bar, window_loss / window_steps, window_steps * plan.global_batch / (now - window_start)
+                )
                 running_loss.zero_()
                 self.images_trained += window_steps * plan.global_batch
                 window_steps, window_start = 0, now
@@ -230,9 +257,23 @@ class Run:
     def _log_interval(self, metrics: outputs.MetricsLog | None, bar: Any, loss: float, rate: float) -> None:
         progress = self.progress
         if metrics is not None:
-            metrics.append({"step": progress.step, "epoch": progress.epoch + 1, "loss": round(loss, 6), "images_per_second": round(rate, 1)})
+            metrics.append(
+                {
+                    "step": progress.step,
+                    "epoch": progress.epoch + 1,
+                    "loss": round(loss, 6),
+                    "images_per_second": round(rate, 1),
+                }
+            )
         if bar.disable:
-            log.info("epoch %d/%d step %d loss %.4f %.0f images/s", progress.epoch + 1, self.config.epochs, progress.step, loss, rate)
+            log.info(
+                "epoch %d/%d step %d loss %.4f %.0f images/s",
+                progress.epoch + 1,
+                self.config.epochs,
+                progress.step,
+                loss,
+                rate,
+            )
         else:
             bar.set_postfix(loss=f"{loss:.4f}", rate=f"{rate:.0f} img/s")
 
@@ -249,7 +290,13 @@ class Run:
             "elapsed_seconds": round(time.perf_counter() - self.started, 3),
         }
         progress.history.append(record)
-        log.info("epoch %d/%d: train loss %.4f, test accuracy %.2f %%", record["epoch"], self.config.epochs, record["train_loss"], 100 * accuracy)
+        log.info(
+            "epoch %d/%d: train loss %.4f, test accuracy %.2f %%",
+            record["epoch"],
+            self.config.epochs,
+            record["train_loss"],
+            100 * accuracy,
+        )
         progress.epoch += 1
         progress.position = 0
         progress.epoch_loss_sum, progress.epoch_steps = 0.0, 0
@@ -284,7 +331,9 @@ class Run:
             "seed": self.config.seed,
             "test_accuracy": accuracy,
             "images_trained": self.images_trained,
-            "images_per_second": round(self.images_trained / self.training_seconds, 1) if self.training_seconds else 0.0,
+            "images_per_second": round(self.images_trained / self.training_seconds, 1)
+            if self.training_seconds
+            else 0.0,
             "wall_seconds": round(time.perf_counter() - self.started, 3),
             "resumed_from_step": resumed_from,
             "restart_count": self.topology.restart_count,
@@ -292,7 +341,10 @@ class Run:
         }
         if self.topology.is_main:
             out = self.config.output_dir
-            metadata = {key: summary[key] for key in ("run", "dataset", "model", "classes", "epochs", "precision", "seed", "test_accuracy")}
+            metadata = {
+                key: summary[key]
+                for key in ("run", "dataset", "model", "classes", "epochs", "precision", "seed", "test_accuracy")
+            }
             metadata["input_shape"] = list(self.splits.input_shape)
             if self.config.dataset == "synthetic":  # evaluate must regenerate the very same images
                 metadata["synthetic"] = asdict(self.config.synthetic)
@@ -312,8 +364,13 @@ def run_definition(config: TrainConfig, model_name: str) -> dict[str, Any]:
     micro-batch (a memory limit, free to change between restarts).
     """
     definition: dict[str, Any] = {
-        "--run-name": config.run_name, "--dataset": config.dataset, "--model": model_name, "--seed": config.seed,
-        "--epochs": config.epochs, "--lr": config.lr, "--weight-decay": config.weight_decay,
+        "--run-name": config.run_name,
+        "--dataset": config.dataset,
+        "--model": model_name,
+        "--seed": config.seed,
+        "--epochs": config.epochs,
+        "--lr": config.lr,
+        "--weight-decay": config.weight_decay,
         "--warmup-fraction": config.warmup_fraction,
     }
     if config.global_batch_size is not None:
@@ -322,10 +379,13 @@ def run_definition(config: TrainConfig, model_name: str) -> dict[str, Any]:
         definition["--batch-size"] = config.batch_size
     if config.dataset == "synthetic":
         shape = config.synthetic
-        definition.update({
-            "--synthetic-shape": f"{shape.channels}x{shape.height}x{shape.width}",
-            "--synthetic-size": shape.train_size, "--synthetic-classes": shape.classes,
-        })
+        definition.update(
+            {
+                "--synthetic-shape": f"{shape.channels}x{shape.height}x{shape.width}",
+                "--synthetic-size": shape.train_size,
+                "--synthetic-classes": shape.classes,
+            }
+        )
     return definition
 
 

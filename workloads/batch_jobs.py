@@ -61,7 +61,8 @@ def evaluation_command(job: TrainingJob, target: NodeTarget) -> list[str]:
     paths = job.paths(run_id(job, target))
     return [
         "python", "-m", "trainer", "evaluate", "--model-file", f"{paths['output']}/model.pt",
-        "--run-name", run_name(job, target), "--data-dir", paths["data"], "--json", f"{paths['output']}/evaluation.json",
+        "--run-name", run_name(job, target), "--data-dir", paths["data"],
+        "--json", f"{paths['output']}/evaluation.json",
     ]
 
 

@@ -67,7 +67,7 @@ class TrainingJob:
         return self.elastic_min_replicas is not None
 
     def paths(self, run: str) -> dict[str, str]:
-        """Data (per dataset), and the run's checkpoints and model (per job and run, see `run_id`) on the shared claim."""
+        """Data (per dataset), and the run's checkpoints and model (per job and run: `run_id`) on the claim."""
         return {
             "data": f"{SHARED_MOUNT}/data/{self.dataset}",
             "output": f"{SHARED_MOUNT}/runs/{self.name}/{run}",
@@ -142,7 +142,8 @@ def volume_permissions(job: TrainingJob, run: str) -> dict[str, Any]:
 
 def prepare_data_command(job: TrainingJob) -> list[str]:
     """Idempotent: verified files are not fetched again."""
-    return ["python", "-m", "trainer", "prepare-data", "--dataset", job.dataset, "--data-dir", f"{SHARED_MOUNT}/data/{job.dataset}"]
+    data = f"{SHARED_MOUNT}/data/{job.dataset}"
+    return ["python", "-m", "trainer", "prepare-data", "--dataset", job.dataset, "--data-dir", data]
 
 
 def processes_per_pod(target: NodeTarget) -> int:

@@ -69,7 +69,17 @@ def test_tiny_stack_job_runs_locally_and_is_evaluated(tmp_path: Path, open_workd
     project, workdir = _tiny_project(tmp_path), open_workdir / "work"
     job, _ = render_for("dev")
     user = pod_user(job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"], open_workdir)
-    command = [sys.executable, "-m", "stack.local", "--stack", "tiny", "--project-dir", str(project), "--workdir", str(workdir)]
+    command = [
+        sys.executable,
+        "-m",
+        "stack.local",
+        "--stack",
+        "tiny",
+        "--project-dir",
+        str(project),
+        "--workdir",
+        str(workdir),
+    ]
     result = subprocess.run(command, cwd=ROOT, env=trainer_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     (output,) = (workdir / "shared" / "runs" / "mnist-ddp").iterdir()  # the run's own directory, named by its run id
@@ -83,7 +93,10 @@ def test_tiny_stack_job_runs_locally_and_is_evaluated(tmp_path: Path, open_workd
     if os.geteuid() == 0:
         assert (workdir / "shared").stat().st_uid == 0
         run = f"mnist-ddp/{output.name}"
-        assert all((workdir / "shared" / d).stat().st_uid == 1000 for d in ("data", "data/mnist", f"runs/{run}", f"checkpoints/{run}"))
+        assert all(
+            (workdir / "shared" / d).stat().st_uid == 1000
+            for d in ("data", "data/mnist", f"runs/{run}", f"checkpoints/{run}")
+        )
         # As in the cluster, the trainer wrote as uid 1000 (setpriv is part of util-linux, on every Debian).
         assert user.uid == 1000
         assert (output / "model.pt").stat().st_uid == 1000
@@ -119,3 +132,25 @@ def test_init_containers_run_locally_with_the_claim_mapped(tmp_path: Path) -> No
         "volume-permissions",
         "wait-for-training",
     ]
+
+
+def test_a_gpu_jobs_processes_are_scaled_to_this_machine_and_the_output_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A p5 pod runs 8 torchrun workers; 2 such pods on 2 CPUs must not start 16 ranks while printing "2 replicas"."""
+    from infra.catalogue import EFA_INSTANCE_TYPES
+    from stack.local import describe_ranks
+    from workloads.pytorchjob import TrainingJob, render
+    from workloads.target import NodeTarget
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    p5 = NodeTarget(EFA_INSTANCE_TYPES["p5.48xlarge"], efa_interfaces=32, labels={})
+    job = render(TrainingJob(name="llm", namespace="training", image="img:1"), p5)
+    assert job["spec"]["nprocPerNode"] == "8"
+    assert {replica.env["PET_NPROC_PER_NODE"] for replica in replicas(job, tmp_path, 29500)} == {"1"}
+    assert (
+        describe_ranks(job)
+        == "2 replicas x 1 process(es) per pod = 2 ranks; 8 per pod in the cluster (one per GPU), scaled to 2 CPUs here"
+    )
+    command = replicas(job, tmp_path, 29500)[0].command
+    assert command[command.index("--global-batch-size") + 1] == str(128 * 2 * 8)  # the cluster's, kept by accumulation

@@ -19,8 +19,14 @@ def _assert_one_line_error(stderr: str, *fragments: str) -> None:
 @pytest.mark.parametrize(
     ("args", "fragments"),
     [
-        (["train", "--dataset", "imagenet"], ("--dataset", "'imagenet'", "choose from 'digits', 'mnist', 'cifar10', 'synthetic'")),
-        (["train", "--dataset", "mnist", "--data-dir", "/nonexistent/mnist"], ("--data-dir /nonexistent/mnist: no such directory", "prepare-data")),
+        (
+            ["train", "--dataset", "imagenet"],
+            ("--dataset", "'imagenet'", "choose from 'digits', 'mnist', 'cifar10', 'synthetic'"),
+        ),
+        (
+            ["train", "--dataset", "mnist", "--data-dir", "/nonexistent/mnist"],
+            ("--data-dir /nonexistent/mnist: no such directory", "prepare-data"),
+        ),
         (["train", "--batch-size", "0"], ("--batch-size", "0 is not allowed (must be >= 1)")),
         (["train", "--epochs", "-3"], ("--epochs", "-3 is not allowed (must be >= 1)")),
         (["train", "--lr", "0"], ("--lr", "0 is not allowed (must be > 0)")),
@@ -52,15 +58,30 @@ def test_model_file_that_is_not_a_model(tmp_path: Path) -> None:
 
 def test_checkpoint_of_another_model_is_refused_and_left_intact(tmp_path: Path) -> None:
     checkpoints = tmp_path / "checkpoints"
-    first = run_trainer(["train", "--epochs", "1", "--output-dir", str(tmp_path / "first"), "--checkpoint-dir", str(checkpoints)])
+    first = run_trainer(
+        ["train", "--epochs", "1", "--output-dir", str(tmp_path / "first"), "--checkpoint-dir", str(checkpoints)]
+    )
     assert first.returncode == 0, first.stderr
     before = {path.name: path.read_bytes() for path in checkpoints.iterdir()}
     assert before
     second_out = tmp_path / "second"
-    result = run_trainer(["train", "--model", "mlp", "--epochs", "1", "--output-dir", str(second_out), "--checkpoint-dir", str(checkpoints)])
+    result = run_trainer(
+        [
+            "train",
+            "--model",
+            "mlp",
+            "--epochs",
+            "1",
+            "--output-dir",
+            str(second_out),
+            "--checkpoint-dir",
+            str(checkpoints),
+        ]
+    )
     assert result.returncode == 1
     _assert_one_line_error(
-        result.stderr, f"--model mlp does not match the run in --checkpoint-dir {checkpoints}, started with --model small-cnn"
+        result.stderr,
+        f"--model mlp does not match the run in --checkpoint-dir {checkpoints}, started with --model small-cnn",
     )
     assert {path.name: path.read_bytes() for path in checkpoints.iterdir()} == before
     assert not (second_out / "model.pt").exists()
@@ -69,12 +90,20 @@ def test_checkpoint_of_another_model_is_refused_and_left_intact(tmp_path: Path) 
 def test_checkpoint_dir_shared_by_two_jobs_is_refused(tmp_path: Path) -> None:
     """Same model and data, but another run: resuming from its checkpoints would mix two jobs."""
     checkpoints = tmp_path / "shared-checkpoints"
-    first = run_trainer(["train", "--epochs", "1", "--output-dir", str(tmp_path / "job-a"), "--checkpoint-dir", str(checkpoints)])
+    first = run_trainer(
+        ["train", "--epochs", "1", "--output-dir", str(tmp_path / "job-a"), "--checkpoint-dir", str(checkpoints)]
+    )
     assert first.returncode == 0, first.stderr
     before = {path.name: path.read_bytes() for path in checkpoints.iterdir()}
-    result = run_trainer(["train", "--epochs", "1", "--output-dir", str(tmp_path / "job-b"), "--checkpoint-dir", str(checkpoints)])
+    result = run_trainer(
+        ["train", "--epochs", "1", "--output-dir", str(tmp_path / "job-b"), "--checkpoint-dir", str(checkpoints)]
+    )
     assert result.returncode == 1
-    _assert_one_line_error(result.stderr, f"--run-name {tmp_path / 'job-b'} does not match", f"started with --run-name {tmp_path / 'job-a'}")
+    _assert_one_line_error(
+        result.stderr,
+        f"--run-name {tmp_path / 'job-b'} does not match",
+        f"started with --run-name {tmp_path / 'job-a'}",
+    )
     assert {path.name: path.read_bytes() for path in checkpoints.iterdir()} == before
 
 
@@ -90,15 +119,32 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ("flag", "value", "recorded"),
     [("--seed", "1", "0"), ("--lr", "0.01", "0.003"), ("--epochs", "2", "1"), ("--batch-size", "32", "64")],
 )
-def test_a_resume_with_other_hyperparameters_is_refused(finished_run: Path, flag: str, value: str, recorded: str) -> None:
+def test_a_resume_with_other_hyperparameters_is_refused(
+    finished_run: Path, flag: str, value: str, recorded: str
+) -> None:
     """Re-running a job with another seed, LR, length or batch must not silently continue the old run."""
     checkpoints = finished_run / "checkpoints"
     before = {path.name: path.read_bytes() for path in checkpoints.iterdir()}
-    args = ["train", "--epochs", "1", "--model", "mlp", "--output-dir", str(finished_run), "--run-name", "job", flag, value]
+    args = [
+        "train",
+        "--epochs",
+        "1",
+        "--model",
+        "mlp",
+        "--output-dir",
+        str(finished_run),
+        "--run-name",
+        "job",
+        flag,
+        value,
+    ]
     result = run_trainer(args)
     assert result.returncode == 1
-    _assert_one_line_error(result.stderr, f"{flag} {value} does not match the run in --checkpoint-dir {checkpoints}, "
-                                          f"started with {flag} {recorded}; resume it with {flag} {recorded}")
+    _assert_one_line_error(
+        result.stderr,
+        f"{flag} {value} does not match the run in --checkpoint-dir {checkpoints}, "
+        f"started with {flag} {recorded}; resume it with {flag} {recorded}",
+    )
     assert {path.name: path.read_bytes() for path in checkpoints.iterdir()} == before
 
 

@@ -20,13 +20,30 @@ pytestmark = pytest.mark.slow
 GLOBAL_BATCH = 64
 INTERRUPTED_AT = 30
 RUN = [
-    "train", "--dataset", "digits", "--model", "mlp", "--precision", "fp32", "--epochs", "3", "--seed", "7",
-    "--checkpoint-every", "5", "--keep-checkpoints", "100", "--run-name", "resize",
+    "train",
+    "--dataset",
+    "digits",
+    "--model",
+    "mlp",
+    "--precision",
+    "fp32",
+    "--epochs",
+    "3",
+    "--seed",
+    "7",
+    "--checkpoint-every",
+    "5",
+    "--keep-checkpoints",
+    "100",
+    "--run-name",
+    "resize",
 ]
 
 
 def _train(output: Path, batch_size: int, ranks: int) -> dict[str, object]:
-    result = run_trainer([*RUN, "--batch-size", str(batch_size), "--output-dir", str(output)], nproc=ranks if ranks > 1 else None)
+    result = run_trainer(
+        [*RUN, "--batch-size", str(batch_size), "--output-dir", str(output)], nproc=ranks if ranks > 1 else None
+    )
     assert result.returncode == 0, result.stderr
     return read_summary(output)
 
@@ -36,7 +53,9 @@ def _parameters(output: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize(("ranks_before", "ranks_after"), [(2, 1), (1, 2)])
-def test_a_resize_mid_epoch_ends_where_the_uninterrupted_run_ends(tmp_path: Path, ranks_before: int, ranks_after: int) -> None:
+def test_a_resize_mid_epoch_ends_where_the_uninterrupted_run_ends(
+    tmp_path: Path, ranks_before: int, ranks_after: int
+) -> None:
     batch_size = GLOBAL_BATCH // ranks_before  # the flag the run was started with, as a rerun of the same job passes it
     uninterrupted = _train(tmp_path / "uninterrupted", batch_size, ranks_before)
     steps_per_epoch = int(uninterrupted["steps"]) // 3  # type: ignore[call-overload]
@@ -58,5 +77,7 @@ def test_a_resize_mid_epoch_ends_where_the_uninterrupted_run_ends(tmp_path: Path
     assert resumed["gradient_accumulation_steps"] == expected_accumulation
     before, after = _parameters(tmp_path / "uninterrupted"), _parameters(resumed_dir)
     difference = max(float((before[name] - after[name]).abs().max()) for name in before)
-    print(f"{ranks_before}->{ranks_after} ranks at step {INTERRUPTED_AT}: {resumed['steps']} steps, max |dparam| {difference:.2e}")
+    print(
+        f"{ranks_before}->{ranks_after} ranks at step {INTERRUPTED_AT}: {resumed['steps']} steps, max |dparam| {difference:.2e}"
+    )
     assert difference < 1e-4

@@ -5,11 +5,16 @@ from trainer.errors import UsageError
 from trainer.sampling import GlobalBatchSampler, plan_batches
 
 
-def _steps(size: int, global_batch: int, world: int, max_micro_batch: int, epoch: int, position: int = 0) -> list[list[int]]:
+def _steps(
+    size: int, global_batch: int, world: int, max_micro_batch: int, epoch: int, position: int = 0
+) -> list[list[int]]:
     """Each remaining optimizer step's samples over all ranks and micro-batches, sorted."""
     plan = plan_batches(global_batch, world, max_micro_batch)
     per_rank = [GlobalBatchSampler(size, plan, rank, seed=3).batches(epoch, position) for rank in range(world)]
-    return [sorted(torch.cat([batches[step].flatten() for batches in per_rank]).tolist()) for step in range(len(per_rank[0]))]
+    return [
+        sorted(torch.cat([batches[step].flatten() for batches in per_rank]).tolist())
+        for step in range(len(per_rank[0]))
+    ]
 
 
 @pytest.mark.parametrize(("world", "max_micro_batch"), [(1, 8), (2, 4), (4, 2), (1, 2), (8, 1)])
@@ -45,13 +50,17 @@ def test_the_plan_uses_the_largest_micro_batch_that_fits(
 
 @pytest.mark.parametrize(("global_batch", "world"), [(128, 3), (2, 4)])
 def test_a_world_size_that_cannot_share_the_global_batch_is_refused(global_batch: int, world: int) -> None:
-    with pytest.raises(UsageError, match=rf"global batch of {global_batch} samples cannot be shared evenly by {world} ranks"):
+    with pytest.raises(
+        UsageError, match=rf"global batch of {global_batch} samples cannot be shared evenly by {world} ranks"
+    ):
         plan_batches(global_batch, world, 64)
 
 
 def test_a_position_off_a_step_boundary_is_refused() -> None:
     sampler = GlobalBatchSampler(10, plan_batches(4, 2, 2), 0, seed=0)
-    with pytest.raises(ValueError, match=r"position 6 is not a step boundary of the epoch \(a multiple of 4 up to 12\)"):
+    with pytest.raises(
+        ValueError, match=r"position 6 is not a step boundary of the epoch \(a multiple of 4 up to 12\)"
+    ):
         sampler.batches(0, 6)
     with pytest.raises(ValueError, match="position 16"):
         sampler.batches(0, 16)
