@@ -3,9 +3,11 @@
 The job is rendered by the same function the PyTorchJob component applies; each
 replica's container command then runs as a local process with the environment
 the training operator injects (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK and
-torchrun's PET_* variables). Only four things change, each printed: the claim's
+torchrun's PET_* variables). Only five things change, each printed: the claim's
 mount path maps to a local directory, the dataset becomes the offline `digits`,
-threads fit this machine, and the socket interface becomes loopback. Every
+torchrun's processes per pod and their threads fit this machine (the trainer keeps
+the job's global batch, so the run is the cluster's), and the socket interface
+becomes loopback. Every
 replica's init containers run first, side by side (the root step that hands the
 claim's directories to the trainer's user included; `prepare-data` is skipped,
 the offline dataset needs no download), and, when run as root, every container
