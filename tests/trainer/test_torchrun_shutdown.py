@@ -1,10 +1,14 @@
 """torchrun's shutdown timer, for real: the pod's grace period only helps if torchrun waits that long.
 
 torchrun forwards SIGTERM to its workers and SIGKILLs them TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds
-later (30 by default). A worker whose SIGTERM work (the checkpoint) takes 32 s is cut off by the
-default and finishes with the value the PyTorchJob's pods get.
+later (30 by default; torch/distributed/elastic/multiprocessing/api.py in torch 2.13). The trainer
+runs under torchrun with checkpoint writes that take 32 s once the signal is near (a slow shared file
+system, simulated by a `sitecustomize` that wraps the trainer's atomic write): the default timer cuts
+the SIGTERM checkpoint off, the value the PyTorchJob's pods get lets it finish, and the next run
+resumes from it.
 """
 
+import re
 import signal
 import subprocess
 import time
@@ -12,48 +16,83 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TORCHRUN, free_port, trainer_env
+from tests.conftest import ROOT, TORCHRUN, free_port, read_summary, run_trainer, trainer_env
 from workloads.pytorchjob import WORKER_SHUTDOWN_SECONDS
 
 pytestmark = pytest.mark.slow
 SLOW_CHECKPOINT_SECONDS = 32
-WORKER = f"""
-import signal, sys, time
+SLOW_WRITES = f"""
+import os, time
 from pathlib import Path
 
-def on_term(signum, frame):
-    time.sleep({SLOW_CHECKPOINT_SECONDS})  # a checkpoint write on a slow shared file system
-    Path(sys.argv[1]).write_text("complete")
-    sys.exit(143)
+import trainer.checkpoint
 
-signal.signal(signal.SIGTERM, on_term)
-Path(sys.argv[1] + ".ready").write_text("")
-while True:
-    time.sleep(0.1)
+_write = trainer.checkpoint.write_atomically
+
+
+def _slow_once_signalled(path, data):
+    if Path(os.environ["SLOW_CHECKPOINTS_AFTER"]).exists() and path.suffix == ".pt":
+        time.sleep({SLOW_CHECKPOINT_SECONDS})  # a checkpoint write on a slow shared file system
+    _write(path, data)
+
+
+trainer.checkpoint.write_atomically = _slow_once_signalled
 """
+ARGS = [
+    "train",
+    "--dataset",
+    "digits",
+    "--epochs",
+    "10",
+    "--batch-size",
+    "16",
+    "--seed",
+    "3",
+    "--checkpoint-every",
+    "40",
+]
 
 
-def _terminate_torchrun(tmp_path: Path, shutdown_timeout: str | None) -> bool:
-    script, marker = tmp_path / "worker.py", tmp_path / "checkpoint"
-    script.write_text(WORKER)
+def _terminate_during_a_slow_checkpoint(tmp_path: Path, shutdown_timeout: str | None) -> tuple[int | None, int]:
+    """Train under torchrun and SIGTERM it after its first checkpoint; returns the step the SIGTERM checkpoint
+    was written at (None if it was cut off) and the step the next run resumes from."""
+    hooks, marker, output = tmp_path / "hooks", tmp_path / "signalled", tmp_path / "run"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(SLOW_WRITES)
     env = {key: value for key, value in trainer_env().items() if key != "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"}
+    env.update(PYTHONPATH=f"{hooks}:{ROOT}", SLOW_CHECKPOINTS_AFTER=str(marker))
     if shutdown_timeout is not None:
         env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = shutdown_timeout
-    command = [TORCHRUN, "--standalone", "--nproc-per-node", "1", "--master-port", str(free_port()), str(script), str(marker)]
-    torchrun = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not Path(f"{marker}.ready").exists():
-        assert time.monotonic() < deadline and torchrun.poll() is None, "the worker never started"
-        time.sleep(0.1)
+    command = [TORCHRUN, "--standalone", "--nproc-per-node", "2", "--master-port", str(free_port()), "-m", "trainer"]
+    torchrun = subprocess.Popen(
+        [*command, *ARGS, "--output-dir", str(output)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not list((output / "checkpoints").glob("step-*.json")):
+        assert time.monotonic() < deadline and torchrun.poll() is None, "no checkpoint before the signal"
+        time.sleep(0.05)
+    marker.write_text("")
     torchrun.send_signal(signal.SIGTERM)  # what the kubelet sends the pod's PID 1
-    torchrun.wait(timeout=SLOW_CHECKPOINT_SECONDS + 60)
-    return marker.exists()
+    _, stderr = torchrun.communicate(timeout=3 * SLOW_CHECKPOINT_SECONDS + 120)
+    stopped = re.search(r"\[rank 0\] stopped by signal at step (\d+); checkpoint written", stderr)
+
+    resumed = run_trainer([*ARGS, "--output-dir", str(output)], nproc=2)
+    assert resumed.returncode == 0, resumed.stderr
+    return (int(stopped.group(1)) if stopped else None), int(read_summary(output)["resumed_from_step"])
 
 
-def test_the_default_timer_cuts_a_slow_checkpoint_off(tmp_path: Path) -> None:
-    assert not _terminate_torchrun(tmp_path, None)
+def test_the_default_timer_cuts_the_sigterm_checkpoint_off(tmp_path: Path) -> None:
+    """Killed mid-write: the next run falls back to the checkpoint before the signal."""
+    written, resumed = _terminate_during_a_slow_checkpoint(tmp_path, None)
+    assert written is None and resumed >= 40
 
 
-def test_the_pods_timer_lets_it_finish(tmp_path: Path) -> None:
+def test_the_pods_timer_lets_it_finish_and_the_next_run_resumes_from_it(tmp_path: Path) -> None:
     assert WORKER_SHUTDOWN_SECONDS > SLOW_CHECKPOINT_SECONDS
-    assert _terminate_torchrun(tmp_path, str(WORKER_SHUTDOWN_SECONDS))
+    written, resumed = _terminate_during_a_slow_checkpoint(tmp_path, str(WORKER_SHUTDOWN_SECONDS))
+    assert written is not None and resumed == written
