@@ -27,6 +27,9 @@ if settings.job is not None:
     job, namespace = settings.job.job.name, platform.training_namespace
     pulumi.export("watchJob", f"kubectl -n {namespace} get pytorchjob {job} -w")
     pulumi.export("jobLogs", f"kubectl -n {namespace} logs -f {job}-master-0")
+    if deployed.job is not None:
+        pulumi.export("runName", deployed.job.run_name)
+        pulumi.export("runDirectory", deployed.job.output_dir)
     if settings.job.prepare_data:
         pulumi.export("watchData", f"kubectl -n {namespace} logs -f job/{job}-data")
     if settings.job.evaluate:

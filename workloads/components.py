@@ -82,10 +82,17 @@ class PyTorchJob(pulumi.ComponentResource):
     """The rendered PyTorchJob (plain; what `pulumi up` applies)."""
     resource: pulumi.CustomResource
     """Escape hatch: the applied custom resource."""
+    run_name: str
+    """`<namespace>/<job>/<run id>`: names the run in its checkpoints, summary and model."""
+    output_dir: str
+    """Where the run's model, summary and plots land on the shared claim."""
 
     def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate_job("PyTorchJob", args["job"], args["node_group"])
-        self.manifest = pytorchjob.render(args["job"], target_of(args["node_group"]))
+        target = target_of(args["node_group"])
+        self.manifest = pytorchjob.render(args["job"], target)
+        self.run_name = pytorchjob.run_name(args["job"], target)
+        self.output_dir = args["job"].paths(pytorchjob.run_id(args["job"], target))["output"]
         errors = pytorchjob.admission_errors(self.manifest)
         if errors:
             raise InvalidArgument("PyTorchJob", "job", args["job"].name, "; ".join(errors))

@@ -22,12 +22,19 @@ JOB = TrainingJob(name="mnist-ddp", namespace="training", image="img:1", replica
 
 
 def test_pytorchjob_waits_for_the_operator(pulumi_mocks: Recorded) -> None:
+    components: list[PyTorchJob] = []
+
     def program() -> None:
         provider = k8s.Provider("k8s", kubeconfig="{}")
         operator = TrainingOperator("operator", {"provider": provider})
-        PyTorchJob("train", {"provider": provider, "node_group": EfaNodeGroup("workers", GROUP), "job": JOB, "training_operator": operator})
+        group = EfaNodeGroup("workers", GROUP)
+        components.append(PyTorchJob("train", {"provider": provider, "node_group": group, "job": JOB, "training_operator": operator}))
 
     pulumi_mocks.run(program)
+    (component,) = components
+    command = component.manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+    assert command[command.index("--run-name") + 1] == component.run_name  # what the stack exports as runName
+    assert command[command.index("--output-dir") + 1] == component.output_dir  # and as runDirectory
     job = pulumi_mocks.named("train-job")
     assert job.type == "kubernetes:kubeflow.org/v1:PyTorchJob"
     assert pulumi_mocks.named("operator-manifests").urn in job.dependencies
