@@ -2,6 +2,7 @@
 
 import pulumi
 
+from infra import instance_facts
 from stack.config import parse
 from stack.program import build
 from stack.project_config import PROJECT, check_declared, configured_keys, declarations
@@ -12,7 +13,9 @@ declared = declarations()
 check_declared(pulumi.get_stack(), configured_keys(), declared)
 readers = {"string": config.get, "integer": config.get_int, "boolean": config.get_bool}
 values = {key: readers.get(spec.get("type", ""), config.get_object)(key) for key, spec in declared.items()}
-settings = parse({key: value for key, value in values.items() if value is not None}, pulumi.Config("aws").get("region"))
+configured = {key: value for key, value in values.items() if value is not None}
+# Instance facts from EC2: any type works, and sizing follows what EC2 says it has.
+settings = parse(configured, pulumi.Config("aws").get("region"), describe=instance_facts.describe)
 deployed = build(settings, name=PROJECT)
 
 platform = deployed.platform

@@ -9,8 +9,8 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
-from infra import catalogue, versions
-from infra.catalogue import Architecture
+from infra import instance_facts, versions
+from infra.instance_facts import ami_type
 from infra.errors import InvalidArgument
 from infra.iam import node_role
 from infra.launch_template import secure_launch_template, template_reference
@@ -37,7 +37,7 @@ class ClusterOptions(TypedDict):
     log_types: NotRequired[Sequence[str]]
     """Control-plane log types sent to CloudWatch (default all five)."""
     system_instance_type: NotRequired[str]
-    """Graviton type of the system node group for operators (default m7g.large)."""
+    """Instance type of the system node group for operators, any architecture (default m7g.large)."""
     system_node_count: NotRequired[int]
     """Nodes in the system node group (default 2, one per zone for resilience)."""
     tags: NotRequired[dict[str, str]]
@@ -72,9 +72,9 @@ def validate(name: str, args: ClusterOptions) -> None:
     if unknown:
         raise InvalidArgument(COMPONENT, "log_types", unknown, f"use some of {', '.join(LOG_TYPES)}")
     system = args.get("system_instance_type", "m7g.large")
-    facts = catalogue.lookup(system)
-    if facts is None or facts.architecture != Architecture.ARM64 or facts.is_gpu:
-        raise InvalidArgument(COMPONENT, "system_instance_type", system, f"use a Graviton type from infra.catalogue such as {', '.join(catalogue.SYSTEM_INSTANCE_TYPES)}")
+    problem = instance_facts.name_problem(system)
+    if problem:
+        raise InvalidArgument(COMPONENT, "system_instance_type", system, problem)
     count = args.get("system_node_count", 2)
     if not 1 <= count <= 10:
         raise InvalidArgument(COMPONENT, "system_node_count", count, "use 1 to 10")
@@ -186,7 +186,7 @@ class Cluster(pulumi.ComponentResource):
             node_role_arn=role.arn,
             subnet_ids=args["private_subnet_ids"],
             instance_types=[system_type],
-            ami_type="AL2023_ARM_64_STANDARD",
+            ami_type=ami_type(instance_facts.describe(system_type, pulumi.InvokeOptions(parent=self))),
             scaling_config={"min_size": count, "max_size": count, "desired_size": count},
             launch_template=template_reference(template),
             labels=SYSTEM_LABEL,

@@ -18,21 +18,23 @@ class EfaDevicePluginArgs(TypedDict):
     """Kubernetes provider of the cluster."""
     node_taints: NotRequired[Sequence[Taint]]
     """Taints of the EFA node groups, to tolerate."""
+    instance_types: NotRequired[Sequence[str]]
+    """Instance types of the EFA node groups: the plugin may run on these and the catalogue's EFA types."""
     depends_on: NotRequired[Sequence[pulumi.Resource]]
     """Resources to wait for (the EFA node groups)."""
 
 
-def plugin_values(taints: Sequence[Taint]) -> dict[str, Any]:
+def plugin_values(taints: Sequence[Taint], instance_types: Sequence[str] = ()) -> dict[str, Any]:
     """Chart values: on every EFA node of ours, and only there.
 
     The chart turns `supportedInstanceLabels` into a required node affinity
     (aws/eks-charts stable/aws-efa-k8s-device-plugin templates/daemonset.yaml): a
     type missing from its list never gets the plugin, so the list is our own
-    catalogue's and cannot lag it. The node selector keeps the plugin off
+    catalogue's plus the stack's EFA groups' types, and cannot lag them. The node selector keeps the plugin off
     EFA-capable instances launched without EFA interfaces, where it crash-loops.
     """
     return {
-        "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": sorted(catalogue.EFA_INSTANCE_TYPES)},
+        "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": sorted({*catalogue.EFA_INSTANCE_TYPES, *instance_types})},
         "nodeSelector": {EFA_LABEL: "true"},
         "tolerations": helm.tolerations(taints),
     }
@@ -45,5 +47,6 @@ class EfaDevicePlugin(pulumi.ComponentResource):
     def __init__(self, name: str, args: EfaDevicePluginArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         self.release = helm.release(f"{name}-chart", self, args["provider"], versions.EFA_DEVICE_PLUGIN_CHART, "kube-system",
-                                    plugin_values(args.get("node_taints", [])), args.get("depends_on", []))
+                                    plugin_values(args.get("node_taints", []), args.get("instance_types", [])),
+                                    args.get("depends_on", []))
         self.register_outputs({})

@@ -15,8 +15,9 @@ from typing import Any, NotRequired, TypedDict
 import pulumi
 import pulumi_aws as aws
 
-from infra import catalogue, versions
-from infra.catalogue import Architecture, InstanceType
+from infra import catalogue, instance_facts, versions
+from infra.instance_facts import ami_type
+from infra.catalogue import InstanceType
 from infra.errors import InvalidArgument
 from infra.iam import node_role
 from infra.launch_template import secure_launch_template, template_reference
@@ -24,6 +25,8 @@ from infra.launch_template import secure_launch_template, template_reference
 COMPONENT = "EfaNodeGroup"
 EFA_LABEL = "vpc.amazonaws.com/efa.present"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
+# On GPU groups: the label the NVIDIA device plugin's chart selects on (one of its default affinity terms).
+GPU_LABEL = "nvidia.com/gpu.present"
 
 
 class CapacityType(str, Enum):
@@ -60,7 +63,7 @@ class NodeGroupShape(TypedDict):
     """What a training node group looks like, independent of the cluster it joins."""
 
     instance_type: str
-    """An instance type from infra.catalogue (EFA-capable when `efa` is on)."""
+    """Any EC2 instance type (EFA-capable when `efa` is on); its facts come from EC2."""
     availability_zone: str
     """The one zone the group lives in (EFA traffic stays inside a placement group)."""
     efa: NotRequired[bool]
@@ -76,7 +79,7 @@ class NodeGroupShape(TypedDict):
     capacity_reservation_id: NotRequired[str]
     """Launch into this On-Demand Capacity Reservation or Capacity Block (then no placement group is forced)."""
     labels: NotRequired[Mapping[str, str]]
-    """Node labels in addition to `vpc.amazonaws.com/efa.present`."""
+    """Node labels in addition to `vpc.amazonaws.com/efa.present` (and `nvidia.com/gpu.present` on GPU types)."""
     taints: NotRequired[Sequence[Taint]]
     """Node taints (also announced to the autoscaler for scale-from-zero)."""
     root_volume_gib: NotRequired[int]
@@ -131,28 +134,35 @@ def autoscaler_tags(cluster_name: str, instance: InstanceType, efa: bool, labels
     return tags
 
 
-def ami_type(instance: InstanceType) -> str:
-    if instance.architecture == Architecture.ARM64:
-        return "AL2023_ARM_64_STANDARD"
-    return "AL2023_x86_64_NVIDIA" if instance.is_gpu else "AL2023_x86_64_STANDARD"
+def node_labels(instance: InstanceType, efa: bool, labels: Mapping[str, str]) -> dict[str, str]:
+    """The group's node labels: EFA's and the GPUs' presence (what the device plugins select on), then the user's."""
+    return {**({EFA_LABEL: "true"} if efa else {}), **({GPU_LABEL: "true"} if instance.is_gpu else {}), **labels}
 
 
 def validate(args: EfaNodeGroupArgs) -> InstanceType:
-    """Check everything that can be checked before creating anything; returns the instance facts."""
+    """Check everything that can be checked before creating anything; returns EC2's facts of the type."""
     if not args.get("cluster_name"):
         raise InvalidArgument(COMPONENT, "cluster_name", args.get("cluster_name"), "give the EKS cluster's name")
-    return validate_shape(args)
+    _check_name(args.get("instance_type", ""))
+    instance = instance_facts.describe(args["instance_type"])
+    validate_shape(args, instance)
+    return instance
 
 
-def validate_shape(args: NodeGroupShape) -> InstanceType:
-    """The group's own settings, independent of any cluster (stack config checks these early)."""
+def _check_name(name: str) -> None:
+    problem = instance_facts.name_problem(name)
+    if problem:
+        raise InvalidArgument(COMPONENT, "instance_type", name, problem)
+
+
+def validate_shape(args: NodeGroupShape, instance: InstanceType) -> None:
+    """The group's own settings against its type's facts, independent of any cluster (stack config checks
+    these early, with the catalogue's facts)."""
+    _check_name(args.get("instance_type", ""))
     efa = args.get("efa", True)
-    name = args.get("instance_type", "")
-    instance = catalogue.EFA_INSTANCE_TYPES.get(name) if efa else catalogue.lookup(name)
-    if instance is None:
-        known = sorted(catalogue.EFA_INSTANCE_TYPES if efa else {**catalogue.EFA_INSTANCE_TYPES, **catalogue.SYSTEM_INSTANCE_TYPES})
-        what = "is not an EFA-capable type in infra.catalogue" if efa else "is not in infra.catalogue"
-        raise InvalidArgument(COMPONENT, "instance_type", name, f"it {what}; choose one of {', '.join(known)}")
+    if efa and not instance.efa:
+        raise InvalidArgument(COMPONENT, "efa", efa, f"{instance.name} does not support EFA; turn efa off or use an "
+                              f"EFA type such as {', '.join(sorted(catalogue.EFA_INSTANCE_TYPES)[:4])}")
     if not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d[a-z]", args.get("availability_zone", "")):
         raise InvalidArgument(COMPONENT, "availability_zone", args.get("availability_zone"), "name one zone, such as us-east-1a")
     minimum, maximum = args.get("min_size", 0), args.get("max_size", 2)
@@ -186,7 +196,6 @@ def validate_shape(args: NodeGroupShape) -> InstanceType:
     _validate_release_version(args.get("release_version"), instance, args.get("efa", True))
     if EFA_LABEL in args.get("labels", {}):
         raise InvalidArgument(COMPONENT, "labels", dict(args.get("labels", {})), f"{EFA_LABEL} is set by the component from `efa`")
-    return instance
 
 
 def _is_effect(value: object) -> bool:
@@ -218,7 +227,7 @@ class EfaNodeGroup(pulumi.ComponentResource):
     instance_type: str
     """The instance type (plain, for sizing pods)."""
     instance: InstanceType
-    """Catalogue facts of the instance type: vCPUs, memory, network cards, GPUs, price."""
+    """EC2's facts of the instance type: vCPUs, memory, network cards, GPUs (and the catalogue's price)."""
     efa_interfaces: int
     """EFA interfaces per node: what a pod must request as `vpc.amazonaws.com/efa` (0 without EFA)."""
     labels: dict[str, str]
@@ -245,7 +254,7 @@ class EfaNodeGroup(pulumi.ComponentResource):
         self.instance_type, self.instance = instance.name, instance
         self.max_size = args.get("max_size", 2)
         self.efa_interfaces = instance.network_cards if efa else 0
-        self.labels = {**({EFA_LABEL: "true"} if efa else {}), **args.get("labels", {})}
+        self.labels = node_labels(instance, efa, args.get("labels", {}))
         self.taints = list(args.get("taints", []))
 
         role = node_role(f"{name}-node-role", self, tags)

@@ -11,6 +11,8 @@ from typing import Any
 import pulumi
 from pulumi.runtime.mocks import MockMonitor
 
+from infra import instance_facts
+
 # How the Pulumi wire format marks a resource reference inside a struct.
 _SIGNATURE_KEY = "4dabf18193072939515e22adb298388d"
 _RESOURCE_REFERENCE = "5cf8f73096256a8f31e491e813e4eb8e"
@@ -106,6 +108,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             return {"names": names, "zoneIds": [f"az{index}" for index in range(1, 7)], "id": self.region}, []
         if args.token == "aws:ecr/getAuthorizationToken:getAuthorizationToken":
             return {"userName": "AWS", "password": "mock-token", "authorizationToken": "", "proxyEndpoint": "", "expiresAt": "", "id": ACCOUNT}, []
+        if args.token == instance_facts.GET_INSTANCE_TYPE:
+            return instance_facts.ec2_answer(args.args["instanceType"]), []
         if args.token == "aws:index/getRegion:getRegion":
             return {"name": self.region, "region": self.region}, []
         return {}, []

@@ -1,7 +1,7 @@
 """TrainingPlatform: network, cluster, node groups, add-ons, storage and bucket from one args dict."""
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import NotRequired, TypedDict
 
@@ -11,6 +11,8 @@ import pulumi_kubernetes as k8s
 
 from infra.cluster import Cluster, ClusterArgs, ClusterOptions
 from infra.cluster import validate as validate_cluster
+from infra import instance_facts
+from infra.catalogue import InstanceType
 from infra.cluster_autoscaler import ClusterAutoscaler
 from infra.efa_device_plugin import EfaDevicePlugin
 from infra.efa_node_group import EfaNodeGroup, EfaNodeGroupArgs, NodeGroupShape, validate_shape
@@ -22,6 +24,7 @@ from infra.metrics_server import MetricsServer
 from infra.model_bucket import ModelBucket
 from infra.model_bucket import validate as validate_bucket
 from infra.network import Network, NetworkArgs
+from infra.nvidia_device_plugin import NvidiaDevicePlugin
 from infra.network import validate as validate_network
 from infra.training_operator import TrainingOperator
 
@@ -52,7 +55,7 @@ class TrainingPlatformArgs(TypedDict):
     private_endpoint_only: NotRequired[bool]
     """API endpoint only inside the VPC."""
     system_instance_type: NotRequired[str]
-    """Graviton type of the system node group (default m7g.large)."""
+    """Instance type of the system node group, any architecture (default m7g.large)."""
     system_node_count: NotRequired[int]
     """System nodes (default 2)."""
     node_groups: NotRequired[Sequence[NodeGroupSpec]]
@@ -73,6 +76,8 @@ class TrainingPlatformArgs(TypedDict):
     """Install metrics-server (default true)."""
     efa_device_plugin: NotRequired[bool]
     """Install the EFA device plugin (default true when a group has EFA)."""
+    nvidia_device_plugin: NotRequired[bool]
+    """Install the NVIDIA device plugin (default true when a group has NVIDIA GPUs)."""
     training_operator: NotRequired[bool]
     """Install the Kubeflow training operator (default true)."""
     tags: NotRequired[dict[str, str]]
@@ -83,8 +88,11 @@ CLUSTER_OPTIONS = ("cluster_name", "kubernetes_version", "admin_principal_arns",
                    "system_instance_type", "system_node_count")
 
 
-def validate(name: str, args: TrainingPlatformArgs) -> None:
-    """Every check of every child component, so bad arguments fail before any resource is registered."""
+def validate(name: str, args: TrainingPlatformArgs, describe: Callable[[str], InstanceType] = instance_facts.describe) -> None:
+    """Every check of every child component, so bad arguments fail before any resource is registered.
+
+    `describe` gives an instance type's facts: EC2's in a Pulumi program, the catalogue's offline.
+    """
     network = args.get("network", {})
     validate_network(network)
     cluster: ClusterOptions = {"cluster_name": name, **{key: args[key] for key in CLUSTER_OPTIONS if key in args}}  # type: ignore[misc]
@@ -104,7 +112,11 @@ def validate(name: str, args: TrainingPlatformArgs) -> None:
         if group.get("availability_zone") not in zones:
             raise InvalidArgument(COMPONENT, f"{where}.availability_zone", group.get("availability_zone"), f"use one of the network's zones: {', '.join(zones)}")
         try:
-            validate_shape(group)
+            instance_type = group.get("instance_type", "")
+            problem = instance_facts.name_problem(instance_type)
+            if problem:
+                raise InvalidArgument(COMPONENT, "instance_type", instance_type, problem)
+            validate_shape(group, describe(instance_type))
         except InvalidArgument as error:
             raise InvalidArgument(COMPONENT, f"{where}.{error.argument}", error.value, error.allowed) from None
     storage = args.get("storage", StorageKind.FSX)
@@ -185,7 +197,15 @@ class TrainingPlatform(pulumi.ComponentResource):
         namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata={"name": self.training_namespace, "labels": TRAINING_LABELS}, opts=provided)
         efa_groups = [group for group in self.node_groups.values() if group.efa_interfaces]
         if efa_groups and args.get("efa_device_plugin", True):
-            EfaDevicePlugin(f"{name}-efa-device-plugin", {"provider": self.provider, "node_taints": [t for g in efa_groups for t in g.taints], "depends_on": system}, opts=child)
+            EfaDevicePlugin(f"{name}-efa-device-plugin", {
+                "provider": self.provider, "node_taints": [t for g in efa_groups for t in g.taints],
+                "instance_types": [g.instance_type for g in efa_groups], "depends_on": system,
+            }, opts=child)
+        gpu_groups = [group for group in self.node_groups.values() if group.instance.is_gpu]
+        if gpu_groups and args.get("nvidia_device_plugin", True):
+            NvidiaDevicePlugin(f"{name}-nvidia-device-plugin", {
+                "provider": self.provider, "node_taints": [t for g in gpu_groups for t in g.taints], "depends_on": system,
+            }, opts=child)
         oidc = {"oidc_provider_arn": self.cluster.oidc_provider_arn, "oidc_issuer": self.cluster.oidc_issuer}
         if args.get("cluster_autoscaler", True):
             region = aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self)).region

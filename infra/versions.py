@@ -39,6 +39,11 @@ EKS_CHARTS = "https://aws.github.io/eks-charts"
 # types the plugin may run on, which the component overrides with the catalogue.
 EFA_DEVICE_PLUGIN_CHART = ("aws-efa-k8s-device-plugin", "v0.5.30", EKS_CHARTS)
 
+# The NVIDIA device plugin advertises nvidia.com/gpu; the EKS AL2023 NVIDIA AMIs need it. v0.20.0
+# (2026-08-19) is the newest release of NVIDIA/k8s-device-plugin; its node-feature-discovery
+# dependency stays off (our GPU groups carry nvidia.com/gpu.present=true themselves).
+NVIDIA_DEVICE_PLUGIN_CHART = ("nvidia-device-plugin", "0.20.0", "https://nvidia.github.io/k8s-device-plugin")
+
 # Chart 9.x deploys Cluster Autoscaler 1.3x; the image itself is chosen from
 # CLUSTER_AUTOSCALER_IMAGES so its minor version matches the cluster's, each at
 # its newest patch (kubernetes/autoscaler tags cluster-autoscaler-1.34.5 and

@@ -8,11 +8,12 @@ validation, before any resource is registered; errors name the stack key
 """
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra import catalogue, platform
+from infra import instance_facts, platform
+from infra.catalogue import InstanceType
 from infra.errors import InvalidArgument
 from infra.platform import NodeGroupSpec, StorageKind, TrainingPlatformArgs
 from stack.project_config import PROJECT, closest
@@ -220,7 +221,12 @@ def _storage(raw: Any) -> tuple[StorageKind, dict[str, Any]]:
     return StorageKind(kind), options
 
 
-def _job(raw: Any, groups: Sequence[NodeGroupSpec], namespace: str, image: str, claim: str | None) -> JobConfig | None:
+Describe = Callable[[str], InstanceType]
+
+
+def _job(
+    raw: Any, groups: Sequence[NodeGroupSpec], namespace: str, image: str, claim: str | None, describe: Describe
+) -> JobConfig | None:
     if raw is None:
         return None
     key = _key("job")
@@ -245,7 +251,7 @@ def _job(raw: Any, groups: Sequence[NodeGroupSpec], namespace: str, image: str, 
     for argument, value in numbers.items():
         if value < 1:
             raise ConfigError(f"{key}.{_camel(JOB, argument)}", value, "use a whole number >= 1")
-    small = too_small(catalogue.lookup(by_name[target]["instance_type"]))  # type: ignore[arg-type]  # validated above
+    small = too_small(describe(by_name[target]["instance_type"]))
     if small:
         raise ConfigError(f"{key}.nodeGroup", target, small)
     max_size = by_name[target].get("max_size", 2)
@@ -294,8 +300,12 @@ def _job(raw: Any, groups: Sequence[NodeGroupSpec], namespace: str, image: str, 
     return JobConfig(node_group=target, job=job, prepare_data=prepare, evaluate=fields.get("evaluate", True))
 
 
-def parse(values: Mapping[str, Any], region: str | None) -> StackConfig:
-    """Typed stack configuration from the `eks-ddp:*` values (keys without the project prefix)."""
+def parse(values: Mapping[str, Any], region: str | None, describe: Describe = instance_facts.offline) -> StackConfig:
+    """Typed stack configuration from the `eks-ddp:*` values (keys without the project prefix).
+
+    `describe` gives an instance type's facts: the catalogue's (or a stated guess) offline, EC2's in
+    `pulumi up` (`__main__.py` passes infra.instance_facts.describe).
+    """
     top = _fields(dict(values), PROJECT, TOP_LEVEL)
     if not region:
         raise ConfigError("aws:region", region, "set the AWS region, e.g. `pulumi config set aws:region us-east-1`")
@@ -313,7 +323,7 @@ def parse(values: Mapping[str, Any], region: str | None) -> StackConfig:
     if kind == StorageKind.FSX:
         platform_args["fsx"] = fsx  # type: ignore[typeddict-item]
     try:
-        platform.validate(PROJECT, platform_args)
+        platform.validate(PROJECT, platform_args, describe)
     except InvalidArgument as error:
         raise ConfigError(layout.stack_key(error), error.value, error.allowed) from None
     if kind == StorageKind.NONE and top.get("job") is not None:
@@ -324,7 +334,8 @@ def parse(values: Mapping[str, Any], region: str | None) -> StackConfig:
     claim = None if kind == StorageKind.NONE else "shared"
     image = top.get("image") or None
     namespace = platform_args.get("training_namespace", "training")
-    job = _job(top.get("job"), platform_args.get("node_groups", []), namespace, image or "(built by the stack)", claim)
+    groups = platform_args.get("node_groups", [])
+    job = _job(top.get("job"), groups, namespace, image or "(built by the stack)", claim, describe)
     return StackConfig(
         region=region,
         platform=platform_args,

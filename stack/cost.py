@@ -7,7 +7,7 @@ CloudWatch usage are not included.
 
 from dataclasses import dataclass
 
-from infra.catalogue import lookup
+from infra.instance_facts import offline
 from infra.network import NatGateways
 from infra.platform import StorageKind, TrainingPlatformArgs
 
@@ -29,17 +29,17 @@ class Line:
 
 
 def estimate(platform: TrainingPlatformArgs) -> list[Line]:
-    """One line per priced item: nodes at desired size, control plane, NAT gateways, FSx."""
+    """One line per priced item: nodes at desired size, control plane, NAT gateways, FSx; a type the
+    catalogue does not price gets a line that says so."""
     system_type = platform.get("system_instance_type", "m7g.large")
-    system = lookup(system_type)
     lines = [Line("EKS control plane", 1, EKS_CONTROL_PLANE_HOURLY)]
-    if system is not None:
-        lines.append(Line(f"system nodes ({system_type})", platform.get("system_node_count", 2), system.hourly_usd))
+    nodes = [(f"system nodes ({system_type})", system_type, platform.get("system_node_count", 2))]
     for group in platform.get("node_groups", []):
-        instance = lookup(group["instance_type"])
-        if instance is not None:
-            desired = group.get("desired_size", group.get("min_size", 0))
-            lines.append(Line(f"{group['name']} nodes ({instance.name}, desired size)", desired, instance.hourly_usd))
+        desired = group.get("desired_size", group.get("min_size", 0))
+        nodes.append((f"{group['name']} nodes ({group['instance_type']}, desired size)", group["instance_type"], desired))
+    for item, instance_type, count in nodes:
+        price = offline(instance_type).hourly_usd
+        lines.append(Line(item if price is not None else f"{item}: price unknown, counted as 0", count, price or 0.0))
     network = platform.get("network", {})
     zones = len(network.get("availability_zones", [])) or network.get("availability_zone_count", 2)
     if "existing_vpc_id" not in network:

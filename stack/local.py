@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.catalogue import lookup
+from infra.instance_facts import offline
 from infra.errors import InvalidArgument
-from infra.efa_node_group import EFA_LABEL
+from infra.efa_node_group import node_labels
 from stack import stack_file
 from stack.config import ConfigError, parse
 from stack.local_pods import (
@@ -63,13 +63,12 @@ def render_for(stack: str, project_dir: Path = stack_file.ROOT) -> tuple[dict[st
     if config.job is None:
         raise ConfigError("eks-ddp:job", None, f"Pulumi.{stack}.yaml defines no job to run")
     spec = next(group for group in config.platform.get("node_groups", []) if group["name"] == config.job.node_group)
-    instance = lookup(spec["instance_type"])
-    assert instance is not None  # parse() checked it
+    instance = offline(spec["instance_type"])
     efa = spec.get("efa", True)
     target = NodeTarget(
         instance,
         instance.network_cards if efa else 0,
-        {**({EFA_LABEL: "true"} if efa else {}), **spec.get("labels", {})},
+        node_labels(instance, efa, spec.get("labels", {})),
         [dict(t) for t in spec.get("taints", [])],
     )
     return pytorchjob.render(config.job.job, target), batch_jobs.render_evaluation(config.job.job, target)

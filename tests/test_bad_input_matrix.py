@@ -49,7 +49,7 @@ def _config(path: str, value: object, **job: object) -> Callable[[], object]:
 def _small_group_job() -> Callable[[], object]:
     def attempt() -> object:
         values: Any = copy.deepcopy(DEV)
-        values["nodeGroups"].append({"name": "small", "instanceType": "m7g.large", "efa": False,
+        values["nodeGroups"].append({"name": "small", "instanceType": "t4g.small", "efa": False,
                                      "availabilityZone": "us-east-1a", "maxSize": 2})
         values["job"]["nodeGroup"] = "small"
         return parse(values, REGION)
@@ -84,7 +84,8 @@ def _trainer(*argv: str) -> Callable[[], object]:
 
 CASES: list[tuple[str, Callable[[], object], str]] = [
     # Stack configuration (Pulumi.<stack>.yaml): errors name the config key.
-    ("config: instance type without EFA", _config("nodeGroups.1.instanceType", "c7g.large"), "eks-ddp:nodeGroups[1].instanceType: 'c7g.large' is not allowed; it is not an EFA-capable type"),
+    ("config: instance type without EFA", _config("nodeGroups.1.instanceType", "c7g.large"), "eks-ddp:nodeGroups[1].efa: True is not allowed; c7g.large does not support EFA; turn efa off"),
+    ("config: not an instance type", _config("nodeGroups.1.instanceType", "c7g"), "eks-ddp:nodeGroups[1].instanceType: 'c7g' is not allowed; give an EC2 instance type such as"),
     ("config: minSize > maxSize", _config("nodeGroups.1.minSize", 8), "eks-ddp:nodeGroups[1].minSize: 8 is not allowed; need 0 <= min_size <= max_size"),
     ("config: desiredSize outside the range", _config("nodeGroups.1.desiredSize", 0), "eks-ddp:nodeGroups[1].desiredSize: 0 is not allowed; must lie between min_size=1 and max_size=6"),
     ("config: zone outside the VPC's", _config("nodeGroups.1.availabilityZone", "us-west-2a"), "eks-ddp:nodeGroups[1].availabilityZone: 'us-west-2a' is not allowed; use one of eks-ddp:vpc.availabilityZones (us-east-1a, us-east-1b)"),
@@ -102,7 +103,7 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     # Checked by the components after resources were registered, now in the stack config first.
     ("config: Kubernetes version 1.x", _config("kubernetesVersion", "1.x"), "eks-ddp:kubernetesVersion: '1.x' is not allowed; use one of 1.34, 1.35"),
     ("config: Kubernetes version out of support", _config("kubernetesVersion", "1.33"), "eks-ddp:kubernetesVersion: '1.33' is not allowed"),
-    ("config: x86 system nodes", _config("nodeGroups.0.instanceType", "c5.2xlarge"), "eks-ddp:nodeGroups[0].instanceType: 'c5.2xlarge' is not allowed; use a Graviton type"),
+    ("config: system nodes of no type", _config("nodeGroups.0.instanceType", "c5 2xlarge"), "eks-ddp:nodeGroups[0].instanceType: 'c5 2xlarge' is not allowed; give an EC2 instance type"),
     ("config: no system nodes", _config("nodeGroups.0.desiredSize", 0), "eks-ddp:nodeGroups[0].desiredSize: 0 is not allowed; use 1 to 10"),
     ("config: admin that is not an IAM ARN", _config("adminPrincipalArns", ["alice"]), "eks-ddp:adminPrincipalArns: 'alice' is not allowed; give IAM role or user ARNs"),
     ("config: cluster name", _config("clusterName", "-eks"), "eks-ddp:clusterName: '-eks' is not allowed; use 1-100 letters"),
@@ -114,7 +115,7 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("config: AMI pin before EFA", _config("nodeGroups.1.releaseVersion", "1.35.0-20260401"), "eks-ddp:nodeGroups[1].releaseVersion: '1.35.0-20260401' is not allowed; EFA on AL2023_ARM_64_STANDARD needs the AMI release of 20260505"),
     ("config: hugepages (retired)", _config("job.hugepagesMiB", 5120), "eks-ddp:job.hugepagesMiB: 5120 is not allowed; removed: no node group allocates hugepages"),
     ("config: FSx options on EFS", _config("storage.kind", "efs"), "eks-ddp:storage.capacityGiB: 1200 is not allowed; it applies to kind fsx, not efs"),
-    ("config: a job on 2-vCPU nodes", _small_group_job(), "eks-ddp:job.nodeGroup: 'small' is not allowed; m7g.large (2 vCPUs, 8 GiB) leaves no whole CPU"),
+    ("config: a job on 2-GiB nodes", _small_group_job(), "eks-ddp:job.nodeGroup: 'small' is not allowed; t4g.small (2 vCPUs, 2 GiB) leaves no whole CPU and GiB"),
     ("config: negative node losses", _config("job.survivesNodeLosses", -1), "eks-ddp:job.survivesNodeLosses: -1 is not allowed; use 0 to 10"),
     ("config: a job without shared storage", _config("storage", {"kind": "none"}), "eks-ddp:storage.kind: 'none' is not allowed; a job keeps its data, checkpoints and model on shared storage: use fsx or efs"),
     ("workload: a job without a claim", _job(claim_name=None), "PyTorchJob: job.claim_name=None is not allowed; the trainer keeps data, checkpoints and the model under /shared"),
@@ -131,7 +132,7 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("component: Kubernetes version 1.x", _component(lambda: Cluster("c", {"vpc_id": "v", "private_subnet_ids": [], "kubernetes_version": "1.x"})), "Cluster: kubernetes_version='1.x' is not allowed; use one of 1.34, 1.35"),
     ("component: one availability zone", _component(lambda: Network("n", {"availability_zones": ["us-east-1a"]})), "Network: availability_zones=['us-east-1a'] is not allowed; name at least 2 distinct zones"),
     ("component: CIDR too small for the subnets", _component(lambda: Network("n", {"cidr": "10.0.0.0/24", "availability_zone_count": 5})), "Network: cidr='10.0.0.0/24' is not allowed; too small for 10 subnets"),
-    ("component: EFA on a type without it", _component(lambda: EfaNodeGroup("g", {**GROUP, "instance_type": "t4g.large"})), "EfaNodeGroup: instance_type='t4g.large' is not allowed; it is not an EFA-capable type"),  # type: ignore[typeddict-item]
+    ("component: EFA on a type without it", _component(lambda: EfaNodeGroup("g", {**GROUP, "instance_type": "t4g.large"})), "EfaNodeGroup: efa=True is not allowed; t4g.large does not support EFA"),  # type: ignore[typeddict-item]
     ("component: capacity block without reservation", _component(lambda: EfaNodeGroup("g", {**GROUP, "capacity_type": "CAPACITY_BLOCK"})), "EfaNodeGroup: capacity_reservation_id=None is not allowed; a CAPACITY_BLOCK group needs"),  # type: ignore[typeddict-item]
     ("component: metadata open to pods", _component(lambda: EfaNodeGroup("g", {**GROUP, "metadata_hop_limit": 0})), "EfaNodeGroup: metadata_hop_limit=0 is not allowed"),  # type: ignore[typeddict-item]
     ("component: FSx PERSISTENT_2 without throughput", _component(lambda: FsxLustreStorage("f", {"provider": k8s.Provider("k", kubeconfig="{}"), "vpc_id": "v", "subnet_id": "s", "node_security_group_id": "g", "namespace": "t", "deployment_type": "PERSISTENT_2", **OIDC})), "FsxLustreStorage: per_unit_storage_throughput=None is not allowed"),  # type: ignore[typeddict-item]

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from trainer import datasets, models, precision
+from trainer import datasets, distributed, models, precision
 from trainer.config import TrainConfig
 from trainer.distributed import Topology
 from trainer.errors import CheckpointError, DownloadError, PeerLost, UsageError
@@ -91,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="auto: bf16 where the hardware does it natively",
     )
+    train.add_argument(
+        "--device",
+        choices=distributed.DEVICES,
+        default="auto",
+        help="auto: CUDA when there is a GPU; cuda: stop when there is none (GPU pods pass it)",
+    )
     train.add_argument("--output-dir", type=Path, default=Path("runs/train"))
     train.add_argument("--checkpoint-dir", type=Path, help="default: OUTPUT_DIR/checkpoints; share it between restarts")
     train.add_argument(
@@ -144,6 +150,7 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
         warmup_fraction=args.warmup_fraction,
         seed=args.seed,
         precision=args.precision,
+        device=args.device,
         output_dir=args.output_dir,
         run_name=args.run_name or str(args.output_dir.resolve()),
         checkpoint_dir=args.checkpoint_dir or args.output_dir / "checkpoints",

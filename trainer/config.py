@@ -21,6 +21,8 @@ class TrainConfig:
     warmup_fraction: float
     seed: int
     precision: str
+    device: str
+    """auto (CUDA when present), cpu, or cuda (stop when there is none: the pod was given GPUs)."""
     output_dir: Path
     run_name: str
     """Recorded in checkpoints: a directory holding another run's checkpoints is refused."""

@@ -65,15 +65,43 @@ class Topology:
         return topology
 
 
-def pick_device(topology: Topology) -> torch.device:
-    """CUDA device LOCAL_RANK when there is a GPU, else the CPU."""
-    if torch.cuda.is_available():
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def pick_device(topology: Topology, requested: str = "auto") -> torch.device:
+    """CUDA device LOCAL_RANK when there is a GPU (or `--device cuda`), else the CPU.
+
+    A pod that was given GPUs asks for cuda: finding none is a broken image or node (a CPU wheel, no
+    driver), and training on its CPUs instead would be slow and silent, so it stops with one line.
+    """
+    if requested == "cuda" and not torch.cuda.is_available():
+        build = f"torch {torch.__version__} was built without CUDA" if torch.version.cuda is None else "no GPU is visible"
+        raise UsageError(f"--device cuda: {build}; run an image with CUDA on a GPU node, or use --device cpu")
+    if requested != "cpu" and torch.cuda.is_available():
         return torch.device("cuda", topology.local_rank % torch.cuda.device_count())
     return torch.device("cpu")
 
 
+def backend_for(device: torch.device) -> str:
+    """The process group's backend: gloo for CPU tensors always, NCCL for CUDA tensors on GPUs.
+
+    NCCL serves CUDA tensors only (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp refuses others,
+    "No backend type associated with device type cpu"), and the trainer sums CPU tensors too (epoch
+    totals, the stop vote): one group with a backend per device type serves both.
+    """
+    return "cpu:gloo,cuda:nccl" if device.type == "cuda" else "gloo"
+
+
+def served_devices(backend: str) -> set[str]:
+    """Device types a backend string serves (c10d's `device:backend` list; a bare name serves its own)."""
+    bare = {"gloo": {"cpu", "cuda"}, "nccl": {"cuda"}}
+    if ":" not in backend:
+        return bare.get(backend, set())
+    return {pair.split(":")[0] for pair in backend.split(",")}
+
+
 def start(topology: Topology, device: torch.device, timeout: datetime.timedelta) -> None:
-    """Set intra-op threads and join the process group (nccl on CUDA, gloo on CPU).
+    """Set intra-op threads and join the process group (`backend_for` the device).
 
     The timeout bounds every collective, so it must outlast the slowest checkpoint
     write: minutes, never seconds.
@@ -87,8 +115,7 @@ def start(topology: Topology, device: torch.device, timeout: datetime.timedelta)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if topology.world_size > 1 and not dist.is_initialized():
-        backend = "nccl" if device.type == "cuda" else "gloo"
-        dist.init_process_group(backend=backend, timeout=timeout)
+        dist.init_process_group(backend=backend_for(device), timeout=timeout)
 
 
 def stop() -> None:
@@ -129,15 +156,13 @@ def any_rank(flag: bool, device: torch.device) -> bool:
 class StopVote:
     """Whether any rank was asked to stop, agreed on every step without stalling the step.
 
-    Each step posts this rank's flag in an asynchronous MAX all-reduce on a CPU (gloo) group
-    and reads the previous step's result, finished long before: every rank stops at the same
-    step, one step after the signal, and the accelerator is never synchronised for it.
+    Each step posts this rank's flag in an asynchronous MAX all-reduce of a CPU tensor (gloo serves
+    it on every device, see `backend_for`) and reads the previous step's result, finished long
+    before: every rank stops at the same step, one step after the signal, and the accelerator is
+    never synchronised for it.
     """
 
     def __init__(self) -> None:
-        self.group = None
-        if dist.is_initialized() and dist.get_backend() != "gloo":
-            self.group = dist.new_group(backend="gloo")
         self.pending: tuple[torch.Tensor, dist.Work] | None = None
 
     def poll(self, flag: bool) -> bool:
@@ -146,7 +171,7 @@ class StopVote:
             return flag
         decided = self.settle()
         value = torch.tensor([int(flag)])
-        work = dist.all_reduce(value, op=dist.ReduceOp.MAX, group=self.group, async_op=True)
+        work = dist.all_reduce(value, op=dist.ReduceOp.MAX, async_op=True)
         assert work is not None  # async_op=True always returns the work handle
         self.pending = (value, work)
         return decided

@@ -75,12 +75,12 @@ class Run:
         self.config = config
         self.topology = topology
         self.started = time.perf_counter()
+        self.device = distributed.pick_device(topology, config.device)  # before anything is written
         self.splits = datasets.load(config.dataset, config.data_dir, config.synthetic, config.seed)
         self.model_name = models.resolve(config.model, config.dataset)
         if topology.is_main:
             outputs.ensure_writable(config.output_dir, "--output-dir")
             outputs.ensure_writable(config.checkpoint_dir, "--checkpoint-dir")
-        self.device = distributed.pick_device(topology)
         self.precision = precision.resolve(config.precision, self.device)
         torch.manual_seed(config.seed)
         self.model = models.build(self.model_name, self.splits.input_shape, len(self.splits.classes)).to(self.device)

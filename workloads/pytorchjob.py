@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.shared_claim import SHARED_UID
-from workloads.target import NodeTarget, pod_cpus, resources
+from workloads.fabric_env import collective_env
+from workloads.target import NodeTarget, resources
 
 API_VERSION, KIND = "kubeflow.org/v1", "PyTorchJob"
 CONTAINER = "pytorch"  # the operator finds the training container by this name
@@ -119,6 +120,8 @@ def trainer_command(job: TrainingJob, target: NodeTarget) -> list[str]:
         "torchrun", "-m", "trainer", "train", *run_arguments(job, target),
         "--data-dir", paths["data"], "--output-dir", paths["output"], "--checkpoint-dir", paths["checkpoints"],
         "--run-name", run_name(job, target), "--checkpoint-every", str(job.checkpoint_every),
+        # A GPU pod without CUDA (a CPU image, no driver) stops with one line instead of training on CPUs.
+        *(["--device", "cuda"] if target.instance.gpus else []),
     ]
 
 
@@ -155,12 +158,8 @@ def _pod_template(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     env = [
         {"name": "PET_RDZV_CONF", "value": f"timeout={RENDEZVOUS_TIMEOUT_SECONDS},join_timeout={RENDEZVOUS_TIMEOUT_SECONDS}"},
         {"name": "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "value": str(WORKER_SHUTDOWN_SECONDS)},
-        {"name": "GLOO_SOCKET_IFNAME", "value": "eth0"},
-        {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"},
-        {"name": "NCCL_DEBUG", "value": "WARN"},
+        *collective_env(target, f"{job.paths(run_id(job, target))['output']}/flight-recorder-rank-"),
     ]
-    if not target.instance.gpus:
-        env.append({"name": "OMP_NUM_THREADS", "value": str(pod_cpus(target.instance))})
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     if job.claim_name:

@@ -29,21 +29,54 @@ class NodeTarget:
         ]
 
 
+# What an EKS AL2023 node keeps from pods (awslabs/amazon-eks-ami, nodeadm/internal/kubelet/config.go,
+# withDefaultReservedResources, getCPUMillicoresToReserve, getMemoryMebibytesToReserve; evictionHard):
+# kube-reserved CPU of 6 % of the first core, 1 % of the second, 0.5 % of the next two and 0.25 % beyond;
+# kube-reserved memory of 11 MiB per pod the node may hold plus 255 MiB; 100 MiB eviction threshold.
+# maxPods is at most 110 below 30 vCPUs and 250 above (EKS's max-pods calculator caps), used here as the
+# bound, so the reserve is never under-estimated.
+CPU_RESERVE_STEPS = ((1000, 600), (2000, 100), (4000, 50), (None, 25))  # (up to millicores, 1/10000 reserved)
+EVICTION_MIB = 100
+# The kernel and firmware keep part of EC2's memory from the node's capacity: Karpenter assumes 7.5 %
+# (aws/karpenter-provider-aws, VM_MEMORY_OVERHEAD_PERCENT default 0.075).
+VM_MEMORY_OVERHEAD = 0.075
+# Daemon sets on every training node: aws-node 25m, kube-proxy 100m, eks-pod-identity-agent, the CSI
+# node plugins, the EFA and NVIDIA device plugins; requests rounded up to leave room for another.
+DAEMON_SETS_MILLICORES, DAEMON_SETS_MIB = 400, 768
+
+
+def kube_reserved_millicores(vcpus: int) -> int:
+    total, reserved, start = vcpus * 1000, 0, 0
+    for end, per_ten_thousand in CPU_RESERVE_STEPS:
+        top = total if end is None else min(total, end)
+        reserved += max(0, top - start) * per_ten_thousand // 10000
+        start = end or start
+    return reserved
+
+
+def max_pods(vcpus: int) -> int:
+    return 110 if vcpus < 30 else 250
+
+
 def pod_cpus(instance: InstanceType) -> int:
-    """Whole CPUs a training pod gets: the node's vCPUs less a reserve for kubelet and daemon sets."""
-    return instance.vcpus - max(2, instance.vcpus // 16)
+    """Whole CPUs a training pod gets: the node's allocatable CPU less the daemon sets', rounded down."""
+    allocatable = instance.vcpus * 1000 - kube_reserved_millicores(instance.vcpus)
+    return (allocatable - DAEMON_SETS_MILLICORES) // 1000
 
 
 def pod_memory_gib(instance: InstanceType) -> int:
-    """Memory a training pod gets: 85 % of the node, less 2 GiB for kubelet, eviction and daemon sets."""
-    return int(instance.memory_gib * 0.85) - 2
+    """Whole GiB a training pod gets: the node's allocatable memory less the daemon sets', rounded down."""
+    capacity = instance.memory_gib * 1024 * (1 - VM_MEMORY_OVERHEAD)
+    allocatable = capacity - (11 * max_pods(instance.vcpus) + 255) - EVICTION_MIB
+    return int((allocatable - DAEMON_SETS_MIB) // 1024)
 
 
 def too_small(instance: InstanceType) -> str | None:
     """Why a training pod cannot fit `instance`, or None: it needs a whole CPU and a GiB after the node's reserve."""
     if pod_cpus(instance) < 1 or pod_memory_gib(instance) < 1:
-        return (f"{instance.name} ({instance.vcpus} vCPUs, {instance.memory_gib} GiB) leaves no whole CPU and GiB for a "
-                "training pod after the node's reserve for kubelet and daemon sets; use a type with at least 4 vCPUs")
+        return (f"{instance.name} ({instance.vcpus} vCPUs, {instance.memory_gib:g} GiB) leaves no whole CPU and GiB "
+                "for a training pod after what EKS reserves and the daemon sets; use a type with at least 2 vCPUs "
+                "and 4 GiB")
     return None
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.catalogue import EFA_INSTANCE_TYPES, SYSTEM_INSTANCE_TYPES
+from infra.catalogue import EFA_INSTANCE_TYPES, INSTANCE_TYPES
 from stack.reference_data import REFERENCE, read_network_cards
 
 # karpenter-provider-aws v1.14.1's generated VPC limits have no hpc7g rows; EC2's EFA
@@ -26,7 +26,7 @@ def _network_cards() -> dict[str, int]:
 def test_network_cards_match_ec2() -> None:
     """One EFA interface per network card: a wrong count leaves interfaces unattached (p5e has 32, not 16)."""
     cards = _network_cards()
-    catalogue = {**EFA_INSTANCE_TYPES, **SYSTEM_INSTANCE_TYPES}
+    catalogue = INSTANCE_TYPES
     assert set(catalogue) - set(cards) == ABSENT_FROM_VPC_LIMITS
     wrong = {
         name: (facts.network_cards, cards[name])
@@ -36,7 +36,9 @@ def test_network_cards_match_ec2() -> None:
     assert wrong == {}, f"(catalogue, EC2) network cards differ: {wrong}"
 
 
-def test_every_efa_type_is_one_the_device_plugin_knows() -> None:
-    """The plugin's chart v0.5.30 lists the types EFA works on; ours must be among them."""
+def test_efa_support_matches_the_device_plugins_list() -> None:
+    """The plugin's chart v0.5.30 lists the types EFA works on: ours are among them, and a type the
+    catalogue marks without EFA is not (the flag decides whether a group may turn EFA on offline)."""
     known = set(_reference("efa-instance-types.txt").read_text().split())
     assert set(EFA_INSTANCE_TYPES) - known == set()
+    assert {name for name, facts in INSTANCE_TYPES.items() if not facts.efa} & known == set()

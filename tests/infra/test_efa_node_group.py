@@ -97,9 +97,9 @@ def test_without_efa_no_fabric_resources(pulumi_mocks: Recorded) -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"instance_type": "c7g.large"}, "instance_type='c7g.large' is not allowed; it is not an EFA-capable type in infra.catalogue; choose one of c7g.16xlarge, c7g.metal"),
-        ({"instance_type": "m7g.large"}, "instance_type='m7g.large' is not allowed; it is not an EFA-capable type"),
-        ({"instance_type": "m5.large", "efa": False}, "instance_type='m5.large' is not allowed; it is not in infra.catalogue"),
+        ({"instance_type": "c7g.large"}, "efa=True is not allowed; c7g.large does not support EFA; turn efa off or use an EFA type"),
+        ({"instance_type": "m7g.large"}, "efa=True is not allowed; m7g.large does not support EFA"),
+        ({"instance_type": "m5large", "efa": False}, "instance_type='m5large' is not allowed; give an EC2 instance type such as"),
         ({"min_size": 3, "max_size": 2}, "min_size=3 is not allowed; need 0 <= min_size <= max_size (2)"),
         ({"desired_size": 9}, "desired_size=9 is not allowed; must lie between min_size=0 and max_size=6"),
         ({"availability_zone": "us-east-1"}, "availability_zone='us-east-1' is not allowed; name one zone"),

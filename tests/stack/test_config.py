@@ -40,7 +40,8 @@ def test_dev_stack_parses() -> None:
 @pytest.mark.parametrize(
     ("path", "value", "message"),
     [
-        ("nodeGroups.1.instanceType", "c7g.large", "eks-ddp:nodeGroups[1].instanceType: 'c7g.large' is not allowed; it is not an EFA-capable type in infra.catalogue; choose one of c7g.16xlarge"),
+        ("nodeGroups.1.instanceType", "c7g.large", "eks-ddp:nodeGroups[1].efa: True is not allowed; c7g.large does not support EFA"),
+        ("nodeGroups.1.instanceType", "c7g-16xlarge", "eks-ddp:nodeGroups[1].instanceType: 'c7g-16xlarge' is not allowed; give an EC2 instance type"),
         ("nodeGroups.1.minSize", 7, "eks-ddp:nodeGroups[1].minSize: 7 is not allowed"),
         ("nodeGroups.1.desiredSize", 9, "eks-ddp:nodeGroups[1].desiredSize: 9 is not allowed; must lie between"),
         ("nodeGroups.1.availabilityZone", "us-east-1c", "eks-ddp:nodeGroups[1].availabilityZone: 'us-east-1c' is not allowed; use one of eks-ddp:vpc.availabilityZones"),

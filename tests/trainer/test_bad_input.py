@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.conftest import run_trainer
 
@@ -38,6 +39,13 @@ def test_bad_flags(args: list[str], fragments: tuple[str, ...], tmp_path: Path) 
     result = run_trainer([*args, *(["--output-dir", str(tmp_path / "out")] if args[0] == "train" else [])])
     assert result.returncode == 2
     _assert_one_line_error(result.stderr, *fragments)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA; the refusal is for pods without it")
+def test_a_gpu_pod_without_cuda_stops_before_writing_anything(tmp_path: Path) -> None:
+    result = run_trainer(["train", "--device", "cuda", "--output-dir", str(tmp_path / "out")])
+    assert result.returncode == 2 and not (tmp_path / "out").exists()
+    _assert_one_line_error(result.stderr, "--device cuda: torch", "was built without CUDA", "or use --device cpu")
 
 
 def test_unwritable_output_dir(tmp_path: Path) -> None:

@@ -27,8 +27,8 @@ def test_static_job_on_graviton_validates_and_is_shaped_for_cpu() -> None:
     (container,) = pod["containers"]
     assert container["name"] == "pytorch" and container["command"][:4] == ["torchrun", "-m", "trainer", "train"]
     assert not any(flag in container["command"] for flag in ("--nnodes", "--master-addr", "--nproc-per-node"))
-    assert container["resources"]["requests"] == container["resources"]["limits"] == {"cpu": "60", "memory": "106Gi", "vpc.amazonaws.com/efa": "1"}
-    assert {"name": "OMP_NUM_THREADS", "value": "60"} in container["env"]
+    assert container["resources"]["requests"] == container["resources"]["limits"] == {"cpu": "63", "memory": "114Gi", "vpc.amazonaws.com/efa": "1"}
+    assert {"name": "OMP_NUM_THREADS", "value": "63"} in container["env"]
     assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in pod["volumes"]
     assert pod["nodeSelector"] == {"vpc.amazonaws.com/efa.present": "true", "kubernetes.io/arch": "arm64"}
     assert pod["tolerations"] == [{"key": "training", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
@@ -44,6 +44,23 @@ def test_gpu_job_runs_one_process_per_gpu_with_every_efa_interface() -> None:
     assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == "32" and container["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert not any(name.startswith("hugepages-") for name in container["resources"]["limits"])  # no node allocates them
     assert not any(variable["name"] == "OMP_NUM_THREADS" for variable in container["env"])
+    env = {variable["name"]: variable["value"] for variable in container["env"]}
+    assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1"  # no silent TCP; GPUDirect RDMA
+    assert env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1" and int(env["TORCH_FR_BUFFER_SIZE"]) > 0
+    assert env["TORCH_FR_DUMP_TEMP_FILE"].startswith("/shared/runs/llm/")  # the run's directory on the claim
+    assert container["command"][-2:] == ["--device", "cuda"]  # no CUDA in the pod: one line, not CPU training
+
+
+def test_rdma_only_where_efa_supports_rdma_read() -> None:
+    """p3dn's and g5's EFA has no RDMA read: FI_EFA_USE_DEVICE_RDMA=1 there makes libfabric fail."""
+    from infra.catalogue import INSTANCE_TYPES
+
+    for name, expected in (("p3dn.24xlarge", False), ("g5.8xlarge", False), ("p4de.24xlarge", True), ("p5en.48xlarge", True)):
+        target = NodeTarget(INSTANCE_TYPES[name], efa_interfaces=INSTANCE_TYPES[name].network_cards)
+        spec = render(TrainingJob(name="g", namespace="training", image="i"), target)["spec"]
+        env = {v["name"]: v["value"] for v in spec["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"]}
+        assert ("FI_EFA_USE_DEVICE_RDMA" in env) is expected, name
+        assert env["FI_PROVIDER"] == "efa" and spec["nprocPerNode"] == str(INSTANCE_TYPES[name].gpus)
 
 
 def test_elastic_job_has_workers_only_and_c10d_rendezvous() -> None:
@@ -129,13 +146,24 @@ def test_pods_fetch_or_verify_their_data_before_training() -> None:
     ]
 
 
-def test_training_pods_always_fit_their_node_with_a_whole_cpu() -> None:
-    """2-vCPU types once rendered cpu "0" and OMP_NUM_THREADS "0"; the smallest accepted type gets 2 CPUs."""
-    from infra.catalogue import SYSTEM_INSTANCE_TYPES
-    from workloads.target import pod_cpus, too_small
+def test_kube_reserved_cpu_follows_nodeadm() -> None:
+    """awslabs/amazon-eks-ami nodeadm getCPUMillicoresToReserve: 6 %, 1 %, 0.5 % x 2, then 0.25 % per core."""
+    from workloads.target import kube_reserved_millicores
 
-    assert too_small(SYSTEM_INSTANCE_TYPES["m7g.large"]) is not None and too_small(SYSTEM_INSTANCE_TYPES["t4g.large"]) is not None
-    assert too_small(SYSTEM_INSTANCE_TYPES["m7g.xlarge"]) is None and pod_cpus(SYSTEM_INSTANCE_TYPES["m7g.xlarge"]) == 2
+    assert [kube_reserved_millicores(vcpus) for vcpus in (1, 2, 4, 16, 64, 96)] == [60, 70, 80, 110, 230, 310]
+
+
+def test_training_pods_fit_what_eks_leaves_them_with_a_whole_cpu() -> None:
+    """Sized from the node's allocatable (EC2 memory less 7.5 %, kube-reserved, eviction) less the daemon
+    sets: the CPU tutorial's 2-vCPU m5.large gets 1 CPU and 5 GiB; a 2-GiB type is refused, never cpu "0"."""
+    from infra.catalogue import INSTANCE_TYPES
+    from workloads.target import pod_cpus, pod_memory_gib, too_small
+
+    m5 = INSTANCE_TYPES["m5.large"]  # 2000 - 70 - 400 m; 8192 x 0.925 - (11 x 110 + 255) - 100 - 768 MiB
+    assert (pod_cpus(m5), pod_memory_gib(m5), too_small(m5)) == (1, 5, None)
+    graviton = INSTANCE_TYPES["c7g.16xlarge"]  # 64000 - 230 - 400 m; 131072 x 0.925 - 3005 - 100 - 768 MiB
+    assert (pod_cpus(graviton), pod_memory_gib(graviton)) == (63, 114)
+    assert too_small(INSTANCE_TYPES["t4g.small"]) is not None
 
 
 def test_the_restart_budget_counts_node_losses_and_rendezvous_outlasts_a_scale_up() -> None:

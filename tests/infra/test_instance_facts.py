@@ -1,0 +1,59 @@
+"""Any EC2 instance type: EC2's facts in `pulumi up` (the mocks stand in), the catalogue's or a stated guess offline."""
+
+from typing import Any
+
+import pulumi
+import pytest
+
+from infra import instance_facts
+from infra.cluster import Cluster
+from infra.efa_node_group import EfaNodeGroup
+from infra.mocking import RecordingMocks
+from tests.infra.test_efa_node_group import _args
+from tests.pulumi_harness import Recorded
+
+
+def test_offline_facts_come_from_the_catalogue_or_a_guess_that_says_so() -> None:
+    assert instance_facts.offline("p4de.24xlarge").gpus == 8 and instance_facts.offline("p4de.24xlarge").assumed == ""
+    guess = instance_facts.offline("r7i.8xlarge")
+    facts = (guess.vcpus, guess.memory_gib, guess.architecture.value, guess.efa, guess.hourly_usd)
+    assert facts == (32, 256, "x86_64", True, None)
+    assert guess.assumed.startswith("r7i.8xlarge is not in infra.catalogue: assumed 32 vCPUs, 256 GiB, x86_64")
+    small_arm = instance_facts.offline("m8g.xlarge")
+    assert (small_arm.architecture.value, small_arm.efa) == ("arm64", False)  # EFA only on the largest sizes
+    with pytest.raises(ValueError, match="give an EC2 instance type"):
+        instance_facts.offline("c5-large")
+
+
+class OtherEc2(RecordingMocks):
+    """EC2 answering differently from the catalogue: the components must follow EC2."""
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
+        if args.token == instance_facts.GET_INSTANCE_TYPE and args.args["instanceType"] == "c7g.16xlarge":
+            return {**instance_facts.ec2_answer("c7g.16xlarge"), "maximumNetworkCards": 2}, []
+        return super().call(args)
+
+
+def test_node_groups_take_their_facts_from_ec2(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.monitor.mocks = OtherEc2()
+    pulumi_mocks.run(lambda: EfaNodeGroup("workers", _args()))
+    template = pulumi_mocks.named("workers-template").inputs
+    assert [interface["interfaceType"] for interface in template["networkInterfaces"]] == ["efa", "efa-only"]
+    tag = pulumi_mocks.named("workers-asg-node-template-resources-vpc-amazonaws-com-efa").inputs["tag"]
+    assert tag["value"] == "2"
+
+
+def test_any_type_for_any_group_x86_arm_cpu_gpu_system_or_training(pulumi_mocks: Recorded) -> None:
+    def program() -> None:
+        Cluster("c", {"vpc_id": "v", "private_subnet_ids": ["s"], "system_instance_type": "c5.2xlarge"})
+        EfaNodeGroup("gpu", _args(instance_type="p4de.24xlarge", capacity_reservation_id="cr-0123456789abcdef0"))
+        EfaNodeGroup("cpu", _args(instance_type="c5.4xlarge", efa=False))
+        EfaNodeGroup("other", _args(instance_type="r7i.48xlarge"))
+
+    pulumi_mocks.run(program)
+    assert pulumi_mocks.named("c-system").inputs["amiType"] == "AL2023_x86_64_STANDARD"
+    gpu = pulumi_mocks.named("gpu-nodes").inputs
+    assert gpu["amiType"] == "AL2023_x86_64_NVIDIA" and gpu["labels"]["nvidia.com/gpu.present"] == "true"
+    assert len(pulumi_mocks.named("gpu-template").inputs["networkInterfaces"]) == 4
+    assert pulumi_mocks.named("cpu-nodes").inputs["amiType"] == "AL2023_x86_64_STANDARD"
+    assert pulumi_mocks.named("other-nodes").inputs["instanceTypes"] == ["r7i.48xlarge"]

@@ -1,0 +1,41 @@
+"""The environment a training pod's collectives need: gloo on CPUs, NCCL over EFA on GPUs.
+
+Sources: AWS "Get started with EFA and NCCL" (EC2 user guide) and aws-ofi-nccl's README: with the
+plugin installed NCCL uses libfabric; `FI_PROVIDER=efa` makes a missing EFA device an error instead
+of a silent fall-back to TCP sockets; `FI_EFA_USE_DEVICE_RDMA=1` turns on GPUDirect RDMA on the types
+whose EFA supports RDMA read (p4d, p4de and the p5 and p6 families; not p3dn, g5 or g6). PyTorch's
+flight recorder (torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp, TORCH_FR_*) keeps the last
+collectives of each rank and writes them out when the watchdog times out: what explains a hang.
+"""
+
+from typing import Any
+
+from workloads.target import NodeTarget, pod_cpus
+
+RDMA_READ_FAMILIES = ("p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200")
+FLIGHT_RECORDER_ENTRIES = 20000
+
+
+def _env(**values: str) -> list[dict[str, str]]:
+    return [{"name": name, "value": value} for name, value in values.items()]
+
+
+def rdma_read(instance_type: str) -> bool:
+    return instance_type.split(".")[0] in RDMA_READ_FAMILIES
+
+
+def collective_env(target: NodeTarget, trace_prefix: str) -> list[dict[str, Any]]:
+    """Variables for the training container; `trace_prefix` is where each rank's flight record goes."""
+    env = _env(GLOO_SOCKET_IFNAME="eth0", NCCL_SOCKET_IFNAME="eth0", NCCL_DEBUG="WARN")
+    if not target.instance.gpus:
+        # One process per pod uses every CPU of the pod as intra-op threads (never the host's count).
+        return [*env, *_env(OMP_NUM_THREADS=str(pod_cpus(target.instance)))]
+    env += _env(
+        TORCH_FR_BUFFER_SIZE=str(FLIGHT_RECORDER_ENTRIES), TORCH_NCCL_DUMP_ON_TIMEOUT="1",
+        TORCH_FR_DUMP_TEMP_FILE=trace_prefix,
+    )
+    if target.efa_interfaces:
+        env += _env(FI_PROVIDER="efa")
+        if rdma_read(target.instance.name):
+            env += _env(FI_EFA_USE_DEVICE_RDMA="1")
+    return env
