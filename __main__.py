@@ -22,7 +22,7 @@ platform = deployed.platform
 pulumi.export("kubeconfig", platform.kubeconfig)
 pulumi.export("clusterName", platform.cluster_name)
 pulumi.export("trainingNamespace", platform.training_namespace)
-pulumi.export("imageUri", deployed.image.image_uri)
+pulumi.export("images", deployed.images)
 pulumi.export("updateKubeconfig", f"aws eks update-kubeconfig --name {platform.cluster_name} --region {settings.region}")
 if platform.bucket_name is not None:
     pulumi.export("bucketName", platform.bucket_name)

@@ -45,6 +45,9 @@ class StackConfig:
     platform: TrainingPlatformArgs
     job: JobConfig | None
     image_uri: str | None
+    """The image every group's jobs run instead of the stack's builds (`eks-ddp:image`)."""
+    group_images: dict[str, str]
+    """Per training group, the image its jobs run instead (`eks-ddp:nodeGroups[i].image`)."""
     fabric_check: bool
     fabric_check_image: str | None
 
@@ -84,6 +87,7 @@ NODE_GROUP = {
     "taints": ("taints", list),
     "rootVolumeGiB": ("root_volume_gib", int),
     "releaseVersion": ("release_version", str),
+    "image": ("image", str),
 }
 TAINT = {"key": ("key", str), "value": ("value", str), "effect": ("effect", str)}
 STORAGE = {
@@ -180,9 +184,10 @@ def _camel(table: Mapping[str, tuple[str, type]], argument: str) -> str:
     return next((name for name, (snake, _) in table.items() if snake == argument), argument)
 
 
-def _node_groups(raw: list[Any], zones: list[str]) -> tuple[TrainingPlatformArgs, _Layout]:
+def _node_groups(raw: list[Any], zones: list[str]) -> tuple[TrainingPlatformArgs, _Layout, dict[str, str]]:
     platform_args: TrainingPlatformArgs = {}
     groups: list[NodeGroupSpec] = []
+    images: dict[str, str] = {}
     system_index, indexes = None, []
     for index, item in enumerate(raw):
         key = f"{_key('nodeGroups')}[{index}]"
@@ -202,10 +207,12 @@ def _node_groups(raw: list[Any], zones: list[str]) -> tuple[TrainingPlatformArgs
             _strings(list(group["labels"].values()), f"{key}.labels")
         if "taints" in group:
             group["taints"] = [_fields(taint, f"{key}.taints[{i}]", TAINT) for i, taint in enumerate(group["taints"])]
+        if "image" in group:
+            images[group.get("name", "")] = group.pop("image")
         groups.append(group)  # type: ignore[arg-type]
         indexes.append(index)
     platform_args["node_groups"] = groups
-    return platform_args, _Layout(system_index, indexes)
+    return platform_args, _Layout(system_index, indexes), images
 
 
 def _storage(raw: Any) -> tuple[StorageKind, dict[str, Any]]:
@@ -311,7 +318,7 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
         raise ConfigError("aws:region", region, "set the AWS region, e.g. `pulumi config set aws:region us-east-1`")
     network = _fields(top.get("vpc") or {}, _key("vpc"), VPC)
     zones = _strings(network.get("availability_zones", []), f"{_key('vpc')}.availabilityZones")
-    platform_args, layout = _node_groups(top.get("node_groups", []), zones)
+    platform_args, layout, group_images = _node_groups(top.get("node_groups", []), zones)
     platform_args.update({"network": network, "tags": {"project": PROJECT}})  # type: ignore[typeddict-item]
     for argument in ("cluster_name", "kubernetes_version", "training_namespace", "checkpoint_expiry_days"):
         if top.get(argument) not in (None, "", 0):  # the project defaults mean "not set"
@@ -341,6 +348,7 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
         platform=platform_args,
         job=job,
         image_uri=image,
+        group_images=group_images,
         fabric_check=top.get("fabric_check", True),
         fabric_check_image=top.get("fabric_check_image") or None,
     )

@@ -363,6 +363,52 @@ def efa_device_plugin_schedules(deployment: Deployment) -> Iterator[Finding]:
                 yield Finding("efa-device-plugin", where, "taints", "the plugin does not tolerate the group's taints")
 
 
+# NVIDIA/k8s-device-plugin v0.20.0 deployments/helm/nvidia-device-plugin/values.yaml: the default required
+# node affinity (any one term), kept unless a release's values replace `affinity`.
+NVIDIA_PLUGIN_AFFINITY = (
+    {"feature.node.kubernetes.io/pci-10de.present": "true"},
+    {"feature.node.kubernetes.io/cpu-model.vendor_id": "NVIDIA"},
+    {"nvidia.com/gpu.present": "true"},
+)
+
+
+def nvidia_device_plugin_schedules(deployment: Deployment) -> Iterator[Finding]:
+    """Without the NVIDIA device plugin on a GPU node no pod gets `nvidia.com/gpu`: GPU pods stay Pending
+    while the autoscaler keeps adding nodes for them.
+
+    Source: the chart's templates/daemonset-device-plugin.yml (v0.20.0) puts `nodeSelector`, `affinity` and
+    `tolerations` from its values on the DaemonSet; the EKS AL2023 NVIDIA AMIs ship no plugin of their own.
+    """
+    releases = [
+        r for r in deployment.of_type("kubernetes:helm.sh/v3:Release") if r.inputs.get("chart") == "nvidia-device-plugin"
+    ]
+    for node_group in deployment.of_type("aws:eks/nodeGroup:NodeGroup"):
+        if "NVIDIA" not in node_group.inputs.get("amiType", ""):
+            continue
+        labels, where = _node_labels(node_group, _launch_template(deployment, node_group)), _where(node_group)
+        if not releases:
+            yield Finding(
+                "nvidia-device-plugin", where, "amiType", "no NVIDIA device plugin: no pod gets nvidia.com/gpu"
+            )
+        for release in releases:
+            values = release.inputs.get("values", {})
+            selector = values.get("nodeSelector") or {}
+            terms = [
+                {e["key"]: e["values"][0] for e in term.get("matchExpressions", [])}
+                for term in (values.get("affinity") or {}).get("nodeAffinity", {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", [])
+            ] or NVIDIA_PLUGIN_AFFINITY
+            if any(labels.get(key) != value for key, value in selector.items()) or not any(
+                all(labels.get(key) == value for key, value in term.items()) for term in terms
+            ):
+                yield Finding("nvidia-device-plugin", where, "labels", f"the plugin's nodeSelector {selector} or "
+                              "node affinity does not match the group's labels")
+            if not _tolerated(node_group.inputs.get("taints") or [], values.get("tolerations") or []):
+                yield Finding(
+                    "nvidia-device-plugin", where, "taints", "the plugin does not tolerate the group's taints"
+                )
+
+
 def kubernetes_version_in_standard_support(deployment: Deployment) -> Iterator[Finding]:
     """A minor version past EKS standard support costs $0.60 instead of $0.10 per cluster hour.
 
@@ -557,6 +603,7 @@ RULES: tuple[Rule, ...] = (
     managed_node_group_launch_templates,
     efa_interfaces_per_network_card,
     efa_device_plugin_schedules,
+    nvidia_device_plugin_schedules,
     kubernetes_version_in_standard_support,
     pods_fit_node_templates,
     shared_volume_ownership,

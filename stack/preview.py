@@ -19,7 +19,7 @@ import yaml
 from infra.catalogue import PRICES_AS_OF
 from infra.errors import InvalidArgument
 from infra.mocking import Registration
-from stack import cost, stack_file
+from stack import cost, node_facts, stack_file
 from stack.config import ConfigError, parse
 from stack.project_config import StackFileError
 from stack.mocked import run_under_mocks
@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({
             "stack": args.stack,
             "resources": [{"type": r.type, "name": r.name, "parent": r.parent} for r in registrations],
+            "node_groups": node_facts.node_groups(config),
             "counts": dict(sorted(counts.items())),
             "cost": {"prices_as_of": PRICES_AS_OF, "currency": "USD", "hourly_total": round(total, 4),
                      "lines": [{"item": line.item, "quantity": line.quantity, "unit_hourly": line.unit_hourly, "hourly": round(line.hourly, 4)} for line in lines]},
@@ -108,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"Stack {args.stack}: {len(registrations)} resources (under mocks; nothing was sent to AWS)\n")
     print("\n".join(tree_lines(registrations)))
+    print("\nNode groups (offline facts: infra.catalogue; `pulumi up` takes EC2's):")
+    print("\n".join(node_facts.lines(node_facts.node_groups(config))))
     print("\nResources per type:")
     for type_, count in sorted(counts.items()):
         print(f"  {count:4d}  {type_}")

@@ -1,36 +1,58 @@
-"""The stack: TrainingPlatform, the trainer image and the workloads, from a parsed StackConfig."""
+"""The stack: TrainingPlatform, the trainer images and the workloads, from a parsed StackConfig."""
 
 import dataclasses
 from dataclasses import dataclass
 
 import pulumi
 
+from infra.catalogue import Architecture
 from infra.platform import TrainingPlatform
+from stack import images
 from stack.config import StackConfig
 from workloads.batch_jobs import default_fabric_image
 from workloads.components import DataPrepJob, EvaluationJob, FabricCheckJob, PyTorchJob, TrainingJobArgs
-from workloads.image import TrainerImage, TrainerImageArgs
+from workloads.image import Accelerator, TrainerImage, TrainerImageArgs
+
+IMAGE_SUFFIX = {Accelerator.CPU: "image", Accelerator.CUDA: "image-cuda"}
 
 
 @dataclass
 class Stack:
     platform: TrainingPlatform
-    image: TrainerImage
+    images: dict[str, pulumi.Output[str]]
+    """The image each training group's jobs run, by group name."""
     job: PyTorchJob | None
+
+
+def _images(config: StackConfig, platform: TrainingPlatform, name: str) -> dict[str, pulumi.Output[str]]:
+    """One build per accelerator the groups need (for all their architectures); given images as they are."""
+    choices = {group: images.choose(config, group, nodes.instance) for group, nodes in platform.node_groups.items()}
+    architectures: dict[Accelerator, set[Architecture]] = {}
+    for group, choice in choices.items():
+        if not choice.given:
+            architectures.setdefault(choice.accelerator, set()).add(platform.node_groups[group].instance.architecture)
+    built = {}
+    for accelerator, needed in sorted(architectures.items()):
+        args: TrainerImageArgs = {"architectures": sorted(needed), "tags": {"project": "eks-ddp"}}
+        if accelerator != Accelerator.CPU:
+            args["accelerator"] = accelerator
+        built[accelerator] = TrainerImage(f"{name}-{IMAGE_SUFFIX[accelerator]}", args).image_uri
+    return {
+        group: pulumi.Output.from_input(choice.given) if choice.given else built[choice.accelerator]
+        for group, choice in choices.items()
+    }
 
 
 def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
     platform = TrainingPlatform(name, config.platform)
-    architectures = sorted({group.instance.architecture for group in platform.node_groups.values()})
-    image_args: TrainerImageArgs = {"architectures": architectures, "tags": {"project": "eks-ddp"}}
-    if config.image_uri:
-        image_args["image_uri"] = config.image_uri
-    image = TrainerImage(f"{name}-image", image_args)
+    group_images = _images(config, platform, name)
     job = None
     if config.job is not None:
         group = platform.node_groups[config.job.node_group]
-        training = dataclasses.replace(config.job.job, image=image.image_uri)
-        args: TrainingJobArgs = {"provider": platform.provider, "node_group": group, "job": training, "depends_on": [platform]}
+        training = dataclasses.replace(config.job.job, image=group_images[config.job.node_group])
+        args: TrainingJobArgs = {
+            "provider": platform.provider, "node_group": group, "job": training, "depends_on": [platform]
+        }
         if config.job.prepare_data:
             DataPrepJob(f"{name}-data", args)
         if platform.training_operator is not None:
@@ -52,4 +74,4 @@ def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
                     "provider": platform.provider, "node_group": group, "namespace": platform.training_namespace,
                     "image": fabric_image, "depends_on": [platform],
                 })
-    return Stack(platform, image, job)
+    return Stack(platform, group_images, job)

@@ -1,8 +1,9 @@
-"""TrainerImage: the ECR repository and the trainer image the jobs run."""
+"""TrainerImage: the ECR repository and the trainer image the jobs run, for CPUs or for NVIDIA GPUs."""
 
 import hashlib
 import json
 from collections.abc import Sequence
+from enum import Enum
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
@@ -15,6 +16,16 @@ from infra.catalogue import Architecture
 
 # The build context: the trainer alone (its requirements.txt, Dockerfile and .dockerignore).
 CONTEXT = Path(__file__).resolve().parent.parent / "trainer"
+
+
+class Accelerator(str, Enum):
+    """What the image's torch runs on: the CPU wheel (slim), or CUDA with NCCL and the EFA plugin."""
+
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+DOCKERFILES = {Accelerator.CPU: "Dockerfile", Accelerator.CUDA: "Dockerfile.cuda"}
 PLATFORMS = {
     Architecture.ARM64: docker_build.Platform.LINUX_ARM64,
     Architecture.X86_64: docker_build.Platform.LINUX_AMD64,
@@ -24,6 +35,8 @@ PLATFORMS = {
 class TrainerImageArgs(TypedDict):
     architectures: list[Architecture]
     """CPU architectures of the node groups the image must run on."""
+    accelerator: NotRequired[Accelerator]
+    """cpu (default: trainer/Dockerfile) or cuda (trainer/Dockerfile.cuda, for NVIDIA GPU groups)."""
     image_uri: NotRequired[str]
     """Use this image instead of building one (then no repository is created)."""
     keep_images: NotRequired[int]
@@ -45,14 +58,16 @@ def context_files(context: Path = CONTEXT) -> list[str]:
     )
 
 
-def content_tag(platforms: Sequence[str], context: Path = CONTEXT) -> str:
+def content_tag(platforms: Sequence[str], context: Path = CONTEXT, dockerfile: str = "Dockerfile") -> str:
     """A tag from exactly what the build sends and the platforms it builds for.
 
     The repository's tags are immutable: the same tag for different content (another file,
     another architecture) would fail the push, and a new tag for the same content would
     rebuild and push for nothing.
     """
-    digest = hashlib.sha256(" ".join(sorted(platforms)).encode())
+    # The CPU image's tags predate Dockerfile.cuda: only another Dockerfile joins the digest.
+    named = [dockerfile] if dockerfile != "Dockerfile" else []
+    digest = hashlib.sha256(" ".join([*sorted(platforms), *named]).encode())
     for path in context_files(context):
         digest.update(path.encode() + b"\0" + (context / path).read_bytes())
     return digest.hexdigest()[:16]
@@ -113,13 +128,15 @@ class TrainerImage(pulumi.ComponentResource):
             registry_id=repository.registry_id, opts=pulumi.InvokeOutputOptions(parent=self)
         )
         platforms = [PLATFORMS[architecture] for architecture in dict.fromkeys(args["architectures"])]
+        dockerfile = DOCKERFILES[Accelerator(args.get("accelerator", Accelerator.CPU))]
+        tag = content_tag([platform.value for platform in platforms], dockerfile=dockerfile)
         image = docker_build.Image(
             f"{name}-build",
             context={"location": str(CONTEXT)},
-            dockerfile={"location": str(CONTEXT / "Dockerfile")},
+            dockerfile={"location": str(CONTEXT / dockerfile)},
             platforms=platforms,
             push=True,
-            tags=[pulumi.Output.concat(repository.repository_url, ":", content_tag([p.value for p in platforms]))],
+            tags=[pulumi.Output.concat(repository.repository_url, ":", tag)],
             registries=[
                 {"address": repository.repository_url, "username": token.user_name, "password": token.password}
             ],

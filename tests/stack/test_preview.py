@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from infra.platform import StorageKind, TrainingPlatformArgs
-from stack import cost, preview
+from stack import cost, preview, stack_file
 from tests.workloads.schemas import validate_pytorchjob
 
 
@@ -44,4 +44,5 @@ def test_preview_json_is_complete(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 def test_preview_of_a_missing_stack_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert preview.main(["--stack", "prod"]) == 2
-    assert capsys.readouterr().err.strip() == "error: --stack prod: Pulumi.prod.yaml not found (stacks here: dev)"
+    stacks = ", ".join(stack_file.stacks())
+    assert capsys.readouterr().err.strip() == f"error: --stack prod: Pulumi.prod.yaml not found (stacks here: {stacks})"

@@ -116,6 +116,15 @@ def _list_without_c8g(runs: list[Registration]) -> None:
     labels["values"] = [name for name in labels["values"] if not name.startswith("c8g")]
 
 
+def _no_nvidia_device_plugin(runs: list[Registration]) -> None:
+    runs.remove(next(r for r in runs if r.name == "eks-ddp-nvidia-device-plugin-chart"))
+
+
+def _nvidia_plugin_with_the_charts_tolerations_only(runs: list[Registration]) -> None:
+    values = _named(runs, "eks-ddp-nvidia-device-plugin-chart")["values"]
+    values["tolerations"] = [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
+
+
 def _hugepages(runs: list[Registration]) -> None:
     spec = _named(runs, "eks-ddp-train-job")["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     spec["containers"][0]["resources"]["requests"]["hugepages-2Mi"] = "5120Mi"
@@ -158,6 +167,8 @@ DEFECTS: list[tuple[Callable[[list[Registration]], None], str]] = [
         "efa-device-plugin: Release eks-ddp-efa-device-plugin-chart values.supportedInstanceLabels",
     ),
     (_list_without_c8g, "efa-device-plugin: NodeGroup eks-ddp-workers-nodes instanceTypes: c8g.48xlarge is not in"),
+    (_no_nvidia_device_plugin, "nvidia-device-plugin: NodeGroup eks-ddp-gpus-nodes amiType: no NVIDIA device plugin"),
+    (_nvidia_plugin_with_the_charts_tolerations_only, "nvidia-device-plugin: NodeGroup eks-ddp-gpus-nodes taints:"),
     (_hugepages, "schedulable: PyTorchJob eks-ddp-train-job resources.requests.hugepages-2Mi"),
     (_no_toleration_for_the_gpu_taint, "schedulable: Job eks-ddp-efa-check-job nodeSelector: no node group matches"),
     (_fabric_image_from_us_east_1, "image-region: Job eks-ddp-efa-check-job containers[fabric-check].image"),

@@ -6,22 +6,41 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "trainer" / "Dockerfile").read_text()
+CUDA_DOCKERFILE = (ROOT / "trainer" / "Dockerfile.cuda").read_text()
+BOTH = pytest.mark.parametrize("dockerfile", [DOCKERFILE, CUDA_DOCKERFILE], ids=["cpu", "cuda"])
 REQUIREMENTS = [line.split("#")[0].strip() for line in (ROOT / "trainer" / "requirements.txt").read_text().splitlines()]
 REQUIREMENTS = [line for line in REQUIREMENTS if line]
 
 
-def test_torch_pin_matches_the_requirements() -> None:
-    match = re.search(r"^ARG TORCH_VERSION=(\S+)$", DOCKERFILE, re.MULTILINE)
+@BOTH
+def test_torch_pin_matches_the_requirements(dockerfile: str) -> None:
+    match = re.search(r"^ARG TORCH_VERSION=(\S+)$", dockerfile, re.MULTILINE)
     assert match is not None and f"torch=={match.group(1)}" in REQUIREMENTS
 
 
-def test_runs_as_the_non_root_user_the_pods_and_the_volume_expect() -> None:
+@BOTH
+def test_runs_as_the_non_root_user_the_pods_and_the_volume_expect(dockerfile: str) -> None:
     from infra.shared_claim import SHARED_UID
 
-    users = re.findall(r"^USER (\S+)$", DOCKERFILE, re.MULTILINE)
-    assert users and users[-1] == f"{SHARED_UID}:{SHARED_UID}" and f"useradd --uid {SHARED_UID} " in DOCKERFILE
+    users = re.findall(r"^USER (\S+)$", dockerfile, re.MULTILINE)
+    assert users and users[-1] == f"{SHARED_UID}:{SHARED_UID}" and f"useradd --uid {SHARED_UID} " in dockerfile
+    assert "pip install -r /opt/eks-ddp/requirements.txt" in dockerfile
+
+
+def test_the_gpu_image_has_cuda_nccl_and_the_efa_plugin() -> None:
+    """The CPU wheel has no CUDA and no NCCL; without libfabric's EFA provider and aws-ofi-nccl, NCCL
+    falls back to TCP sockets: the GPU image is a CUDA base, the matching CUDA wheel and the EFA installer."""
+    cuda = re.search(r"^ARG CUDA_IMAGE=nvidia/cuda:(\d+)\.(\d+)\.\d+-cudnn-runtime-ubuntu\S+$", CUDA_DOCKERFILE, re.M)
+    index = re.search(r"^ARG TORCH_INDEX_URL=https://download\.pytorch\.org/whl/cu(\d+)$", CUDA_DOCKERFILE, re.M)
+    assert cuda and index and index.group(1) == cuda.group(1) + cuda.group(2)  # cu128 on a CUDA 12.8 base
+    assert re.search(r"^ARG EFA_INSTALLER_VERSION=\d+\.\d+\.\d+$", CUDA_DOCKERFILE, re.M)
+    assert "./efa_installer.sh -y -g -d --skip-kmod --skip-limit-conf --no-verify" in CUDA_DOCKERFILE
+    assert "/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib" in CUDA_DOCKERFILE  # where NCCL finds the plugin
+    assert "assert torch.version.cuda" in CUDA_DOCKERFILE and "whl/cpu" not in CUDA_DOCKERFILE
 
 
 def test_installs_the_trainer_set_only() -> None:

@@ -42,3 +42,8 @@ def test_another_platform_is_another_tag(context: Path) -> None:
     """Adding an x86 group builds a multi-architecture image: pushing it under the arm64 tag would fail."""
     assert content_tag(["linux/arm64"], context) != content_tag(["linux/arm64", "linux/amd64"], context)
     assert content_tag(["linux/amd64", "linux/arm64"], context) == content_tag(["linux/arm64", "linux/amd64"], context)
+
+
+def test_the_cuda_image_gets_its_own_tag(context: Path) -> None:
+    """Same context and platform, another Dockerfile: an immutable tag shared by both would fail the second push."""
+    assert content_tag(["linux/amd64"], context, dockerfile="Dockerfile.cuda") != content_tag(["linux/amd64"], context)

@@ -1,0 +1,30 @@
+"""Which image each training group's jobs run, and where it comes from: one plan for the program and the preview.
+
+A group's own image (`nodeGroups[i].image`) first, then the stack's (`eks-ddp:image`), else one the stack
+builds per accelerator: trainer/Dockerfile for CPU groups (every architecture they use), trainer/Dockerfile.cuda
+for NVIDIA GPU groups (CUDA, NCCL and the EFA plugin NCCL needs).
+"""
+
+from dataclasses import dataclass
+
+from infra.catalogue import Architecture, InstanceType
+from stack.config import StackConfig
+from workloads.image import DOCKERFILES, PLATFORMS, Accelerator
+
+
+@dataclass(frozen=True)
+class ImageChoice:
+    given: str | None
+    """The image the user named, or None when the stack builds it."""
+    accelerator: Accelerator
+
+    def describe(self, architectures: list[Architecture]) -> str:
+        if self.given:
+            return f"{self.given} (given)"
+        platforms = ", ".join(PLATFORMS[architecture].value for architecture in sorted(set(architectures)))
+        return f"built from trainer/{DOCKERFILES[self.accelerator]} for {platforms}"
+
+
+def choose(config: StackConfig, group: str, instance: InstanceType) -> ImageChoice:
+    accelerator = Accelerator.CUDA if instance.is_gpu else Accelerator.CPU
+    return ImageChoice(config.group_images.get(group) or config.image_uri, accelerator)

@@ -1,0 +1,63 @@
+"""What a reviewer checks per node group before `pulumi up`: type, capacity, EFA, GPUs and the jobs' image.
+
+Facts are the offline ones (infra.catalogue, or a stated guess for a type it lacks); `pulumi up` takes
+EC2's. The image line follows the same plan the program builds from (stack.images).
+"""
+
+from typing import Any
+
+from infra.efa_node_group import CapacityType
+from infra.instance_facts import offline
+from stack import images
+from stack.config import SYSTEM_GROUP, StackConfig
+
+
+def node_groups(config: StackConfig) -> list[dict[str, Any]]:
+    """One record per node group, the system group first."""
+    platform = config.platform
+    system_type = platform.get("system_instance_type", "m7g.large")
+    count = platform.get("system_node_count", 2)
+    records = [_record(SYSTEM_GROUP, system_type, "ON_DEMAND", None, 0, (count, count), None)]
+    groups = platform.get("node_groups", [])
+    instances = {group["name"]: offline(group["instance_type"]) for group in groups}
+    choices = {name: images.choose(config, name, instance) for name, instance in instances.items()}
+    for group in groups:
+        name, instance = group["name"], instances[group["name"]]
+        same_build = [
+            instances[other].architecture for other, choice in choices.items()
+            if not choice.given and choice.accelerator == choices[name].accelerator
+        ]
+        minimum, capacity = group.get("min_size", 0), CapacityType(group.get("capacity_type", "ON_DEMAND")).value
+        records.append(_record(
+            name, group["instance_type"], capacity, group.get("capacity_reservation_id"),
+            instance.network_cards if group.get("efa", True) else 0, (minimum, group.get("max_size", 2)),
+            choices[name].describe(same_build or [instance.architecture]),
+        ))
+    return records
+
+
+def _record(name: str, instance_type: str, capacity: str, reservation: str | None, efa: int,
+            sizes: tuple[int, int], image: str | None) -> dict[str, Any]:
+    instance = offline(instance_type)
+    return {
+        "name": name, "instance_type": instance_type, "architecture": instance.architecture.value,
+        "vcpus": instance.vcpus, "memory_gib": instance.memory_gib,
+        "gpus": f"{instance.gpus} x {instance.gpu_model}" if instance.gpus else "none",
+        "efa_interfaces": efa, "capacity_type": capacity, "capacity_reservation": reservation,
+        "nodes": f"{sizes[0]}-{sizes[1]}", "image": image, "assumed": instance.assumed or None,
+    }
+
+
+def lines(records: list[dict[str, Any]]) -> list[str]:
+    text = []
+    for r in records:
+        capacity = r["capacity_type"] + (f" from {r['capacity_reservation']}" if r["capacity_reservation"] else "")
+        shape = f"{r['architecture']}, {r['vcpus']} vCPUs, {r['memory_gib']:g} GiB, GPUs {r['gpus']}"
+        text.append(f"  {r['name']}: {r['instance_type']} ({shape}, {r['efa_interfaces']} EFA interfaces), "
+                    f"{capacity}, {r['nodes']} nodes")
+        if r["image"]:
+            text.append(f"    jobs run: {r['image']}")
+        if r["assumed"]:
+            text.append(f"    note: {r['assumed']}")
+    return text
+
