@@ -22,6 +22,7 @@ from infra.fsx_storage import FsxLustreStorage, FsxLustreStorageArgs, FsxOptions
 from infra.fsx_storage import validate as validate_fsx
 from infra.metrics_server import MetricsServer
 from infra.model_bucket import ModelBucket
+from infra.mpi_operator import MpiOperator
 from infra.model_bucket import validate as validate_bucket
 from infra.network import Network, NetworkArgs
 from infra.nvidia_device_plugin import NvidiaDevicePlugin
@@ -80,6 +81,8 @@ class TrainingPlatformArgs(TypedDict):
     """Install the NVIDIA device plugin (default true when a group has NVIDIA GPUs)."""
     training_operator: NotRequired[bool]
     """Install the Kubeflow training operator (default true)."""
+    mpi_operator: NotRequired[bool]
+    """Install the MPI operator v2 for MPIJobs (default true when a GPU group has EFA: the NCCL check)."""
     tags: NotRequired[dict[str, str]]
     """Tags for every taggable resource."""
 
@@ -157,6 +160,8 @@ class TrainingPlatform(pulumi.ComponentResource):
     """ServiceAccount with access to the bucket (None when turned off)."""
     training_operator: TrainingOperator | None
     """The training operator: PyTorchJobs must depend on it."""
+    mpi_operator: MpiOperator | None
+    """The MPI operator v2: MPIJobs must depend on it (None when not installed)."""
 
     def __init__(self, name: str, args: TrainingPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate(name, args)
@@ -215,9 +220,18 @@ class TrainingPlatform(pulumi.ComponentResource):
             }, opts=child)
         if args.get("metrics_server", True):
             MetricsServer(f"{name}-metrics-server", {"provider": self.provider, "depends_on": system}, opts=child)
+        # The GPU workshop's NCCL check is an MPIJob v2beta1: the MPI operator then owns mpijobs.kubeflow.org,
+        # and the training operator is installed without its own MPIJob v1 CRD and controller.
+        with_mpi = args.get("mpi_operator", any(group.instance.is_gpu and group.efa_interfaces for group in gpu_groups))
         self.training_operator = None
         if args.get("training_operator", True):
-            self.training_operator = TrainingOperator(f"{name}-training-operator", {"provider": self.provider, "depends_on": system}, opts=child)
+            self.training_operator = TrainingOperator(f"{name}-training-operator", {
+                "provider": self.provider, "depends_on": system, "mpi_jobs": not with_mpi,
+            }, opts=child)
+        self.mpi_operator = None
+        if with_mpi:
+            after = [*system, *([self.training_operator.manifests] if self.training_operator else [])]
+            self.mpi_operator = MpiOperator(f"{name}-mpi-operator", {"provider": self.provider, "depends_on": after}, opts=child)
 
         self.storage_claim_name = None
         storage = args.get("storage", StorageKind.FSX)

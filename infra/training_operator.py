@@ -2,6 +2,7 @@
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NotRequired, TypedDict
 
 import pulumi
@@ -20,8 +21,17 @@ class TrainingOperatorArgs(TypedDict):
     """Kubernetes provider of the cluster (it must apply server-side: the v1.9 CRD is too large for client-side apply)."""
     version: NotRequired[str]
     """Release tag of the v1 line (default versions.TRAINING_OPERATOR_VERSION)."""
+    mpi_jobs: NotRequired[bool]
+    """Run its MPIJob v1 controller and CRD (default true); false where the MPI operator v2 owns MPIJobs."""
     depends_on: NotRequired[Sequence[pulumi.Resource]]
     """Resources to wait for before installing (the system node group, whose nodes run it)."""
+
+
+def _stable_path(directory: str) -> str:
+    """Relative to the program's directory when inside it: an absolute path would differ between checkouts
+    and show as a change in every other machine's `pulumi preview`."""
+    path = Path(directory)
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else directory
 
 
 class TrainingOperator(pulumi.ComponentResource):
@@ -34,12 +44,18 @@ class TrainingOperator(pulumi.ComponentResource):
         version = args.get("version", versions.TRAINING_OPERATOR_VERSION)
         if not re.fullmatch(r"v1\.\d+\.\d+", version):
             raise InvalidArgument(COMPONENT, "version", version, "use a v1 release tag such as v1.9.4 (Trainer v2 is a different API)")
+        without_mpi = not args.get("mpi_jobs", True)
+        if without_mpi and version != versions.TRAINING_OPERATOR_VERSION:
+            patched = versions.TRAINING_OPERATOR_VERSION
+            raise InvalidArgument(COMPONENT, "version", version,
+                                  f"without MPIJobs only {patched} is patched (infra/manifests/training-operator-without-mpijob)")
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         self.version = version
         scoped = pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=list(args.get("depends_on", [])))
-        self.manifests = k8s.kustomize.v2.Directory(
-            f"{name}-manifests", directory=versions.TRAINING_OPERATOR_OVERLAY.format(version=version), namespace=NAMESPACE, opts=scoped
-        )
+        directory = versions.TRAINING_OPERATOR_OVERLAY.format(version=version)
+        if without_mpi:
+            directory = _stable_path(versions.TRAINING_OPERATOR_WITHOUT_MPIJOB)
+        self.manifests = k8s.kustomize.v2.Directory(f"{name}-manifests", directory=directory, namespace=NAMESPACE, opts=scoped)
         # Elastic PyTorchJobs with metrics create HorizontalPodAutoscalers.
         hpa_role = k8s.rbac.v1.ClusterRole(
             f"{name}-hpa",

@@ -5,6 +5,7 @@ fleet on the next `pulumi up`.
 """
 
 from datetime import date
+from pathlib import Path
 
 # EKS standard support: 14 months per minor, then extended support at $0.60 instead
 # of $0.10 per cluster hour (EKS user guide, "Understand the Kubernetes version
@@ -61,3 +62,11 @@ EFS_CSI_CHART = ("aws-efs-csi-driver", "3.1.9", "https://kubernetes-sigs.github.
 # is its newest release. The repository moved to kubeflow/trainer.
 TRAINING_OPERATOR_VERSION = "v1.9.4"
 TRAINING_OPERATOR_OVERLAY = "github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref={version}"
+
+# Without MPIJob v1, where the MPI operator v2 is installed (a local kustomization over the same release).
+TRAINING_OPERATOR_WITHOUT_MPIJOB = str(Path(__file__).resolve().parent / "manifests" / "training-operator-without-mpijob")
+
+# The MPI operator v2 (MPIJob kubeflow.org/v2beta1), which the GPU workshop installs for nccl-tests:
+# v0.8.0 (2026-02-18) is its newest release; its manifest carries the CRD, RBAC and the controller.
+MPI_OPERATOR_VERSION = "v0.8.0"
+MPI_OPERATOR_MANIFEST = "https://raw.githubusercontent.com/kubeflow/mpi-operator/{version}/deploy/v2beta1/mpi-operator.yaml"

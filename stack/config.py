@@ -50,6 +50,9 @@ class StackConfig:
     """Per training group, the image its jobs run instead (`eks-ddp:nodeGroups[i].image`)."""
     fabric_check: bool
     fabric_check_image: str | None
+    nccl_check: bool = True
+    """Run nccl-tests between two nodes of the first GPU group with EFA (`eks-ddp:ncclCheck`)."""
+    nccl_check_image: str | None = None
 
 
 # Each section's keys: stack key -> (argument name, type). bool is not an int here.
@@ -66,6 +69,8 @@ TOP_LEVEL = {
     "image": ("image", str),
     "fabricCheck": ("fabric_check", bool),
     "fabricCheckImage": ("fabric_check_image", str),
+    "ncclCheck": ("nccl_check", bool),
+    "ncclCheckImage": ("nccl_check_image", str),
 }
 VPC = {"cidr": ("cidr", str), "availabilityZones": ("availability_zones", list), "natGateways": ("nat_gateways", str)}
 SYSTEM = {
@@ -351,4 +356,6 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
         group_images=group_images,
         fabric_check=top.get("fabric_check", True),
         fabric_check_image=top.get("fabric_check_image") or None,
+        nccl_check=top.get("nccl_check", True),
+        nccl_check_image=top.get("nccl_check_image") or None,
     )

@@ -409,6 +409,31 @@ def nvidia_device_plugin_schedules(deployment: Deployment) -> Iterator[Finding]:
                 )
 
 
+# The CRDs each pinned operator install applies (read from the releases): kubeflow/trainer v1.9.4
+# manifests/base/crds/ and kubeflow/mpi-operator v0.8.0 deploy/v2beta1/mpi-operator.yaml.
+TRAINING_OPERATOR_CRDS = {f"{kind}.kubeflow.org" for kind in ("pytorchjobs", "mpijobs", "tfjobs", "xgboostjobs",
+                                                               "paddlejobs", "jaxjobs")}
+INSTALLED_CRDS = {
+    versions.TRAINING_OPERATOR_OVERLAY.format(version=versions.TRAINING_OPERATOR_VERSION): TRAINING_OPERATOR_CRDS,
+    "infra/manifests/training-operator-without-mpijob": TRAINING_OPERATOR_CRDS - {"mpijobs.kubeflow.org"},
+    versions.MPI_OPERATOR_MANIFEST.format(version=versions.MPI_OPERATOR_VERSION): {"mpijobs.kubeflow.org"},
+}
+
+
+def crds_have_one_owner(deployment: Deployment) -> Iterator[Finding]:
+    """Two installs that apply the same CRD replace each other's versions, and two controllers reconcile the
+    same objects: the training operator v1 and the MPI operator v2 both ship mpijobs.kubeflow.org."""
+    owners: dict[str, list[Registration]] = {}
+    for registration in deployment.registrations:
+        source = registration.inputs.get("directory") or registration.inputs.get("file")
+        for crd in INSTALLED_CRDS.get(str(source), set()) if registration.type.startswith(K8S_PREFIX) else set():
+            owners.setdefault(crd, []).append(registration)
+    for crd, installs in sorted(owners.items()):
+        for install in installs[1:]:
+            yield Finding("crd-owner", _where(install), "directory" if "directory" in install.inputs else "file",
+                          f"{crd} is also applied by {_where(installs[0])}; install one of them without it")
+
+
 def kubernetes_version_in_standard_support(deployment: Deployment) -> Iterator[Finding]:
     """A minor version past EKS standard support costs $0.60 instead of $0.10 per cluster hour.
 
@@ -432,7 +457,8 @@ def _pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     spec = manifest.get("spec", {})
     if "template" in spec:
         return [spec["template"].get("spec", {})]
-    return [replica.get("template", {}).get("spec", {}) for replica in spec.get("pytorchReplicaSpecs", {}).values()]
+    replica_specs = [value for key, value in spec.items() if key.endswith("ReplicaSpecs")]  # pytorch, mpi, ...
+    return [replica.get("template", {}).get("spec", {}) for specs in replica_specs for replica in specs.values()]
 
 
 def _extended_requests(pod: dict[str, Any]) -> set[str]:
@@ -604,6 +630,7 @@ RULES: tuple[Rule, ...] = (
     efa_interfaces_per_network_card,
     efa_device_plugin_schedules,
     nvidia_device_plugin_schedules,
+    crds_have_one_owner,
     kubernetes_version_in_standard_support,
     pods_fit_node_templates,
     shared_volume_ownership,

@@ -10,7 +10,9 @@ from infra.platform import TrainingPlatform
 from stack import images
 from stack.config import StackConfig
 from workloads.batch_jobs import default_fabric_image
-from workloads.components import DataPrepJob, EvaluationJob, FabricCheckJob, PyTorchJob, TrainingJobArgs
+from workloads.components import (
+    DataPrepJob, EvaluationJob, FabricCheckJob, NcclCheckArgs, NcclCheckJob, PyTorchJob, TrainingJobArgs,
+)
 from workloads.image import Accelerator, TrainerImage, TrainerImageArgs
 
 IMAGE_SUFFIX = {Accelerator.CPU: "image", Accelerator.CUDA: "image-cuda"}
@@ -74,4 +76,13 @@ def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
                     "provider": platform.provider, "node_group": group, "namespace": platform.training_namespace,
                     "image": fabric_image, "depends_on": [platform],
                 })
+    gpu_groups = [g for g in platform.node_groups.values() if g.instance.is_gpu and g.efa_interfaces and g.max_size >= 2]
+    if config.nccl_check and gpu_groups and platform.mpi_operator is not None:
+        check: NcclCheckArgs = {
+            "provider": platform.provider, "node_group": gpu_groups[0], "namespace": platform.training_namespace,
+            "mpi_operator": platform.mpi_operator, "depends_on": [platform],
+        }
+        if config.nccl_check_image:
+            check["image"] = config.nccl_check_image
+        NcclCheckJob(f"{name}-nccl-check", check)
     return Stack(platform, group_images, job)

@@ -7,8 +7,9 @@ import pulumi_kubernetes as k8s
 
 from infra.efa_node_group import EfaNodeGroup
 from infra.errors import InvalidArgument
+from infra.mpi_operator import MpiOperator
 from infra.training_operator import TrainingOperator
-from workloads import batch_jobs, pytorchjob
+from workloads import batch_jobs, nccl_check, pytorchjob
 from workloads.pytorchjob import TrainingJob
 from workloads.target import NodeTarget, too_small
 
@@ -171,3 +172,33 @@ class FabricCheckJob(_BatchJob):
         self.manifests = batch_jobs.render_fabric_check(name, args["namespace"], target_of(group), image)
         super().__init__("eksddp:index:FabricCheckJob", name, {}, opts)
         self._apply_all(name, args["provider"], args.get("depends_on", []))
+
+
+class NcclCheckArgs(TypedDict):
+    provider: k8s.Provider
+    """Kubernetes provider of the cluster."""
+    node_group: EfaNodeGroup
+    """A GPU node group with EFA that can hold two nodes."""
+    namespace: str
+    """Namespace for the check's pods."""
+    mpi_operator: MpiOperator
+    """The operator that installs the MPIJob CRD (kubeflow.org/v2beta1); the check waits for it."""
+    image: NotRequired[str]
+    """An nccl-tests image with OpenMPI, sshd, CUDA, NCCL and aws-ofi-nccl (default nccl_check.IMAGE)."""
+    depends_on: NotRequired[list[pulumi.Resource]]
+    """What the objects wait for (the platform: namespace, device plugins)."""
+
+
+class NcclCheckJob(_BatchJob):
+    """NCCL's bus bandwidth between two GPU nodes over EFA (nccl-tests all_reduce_perf as an MPIJob)."""
+
+    def __init__(self, name: str, args: NcclCheckArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        group = args["node_group"]
+        if not group.instance.is_gpu or not group.efa_interfaces:
+            raise InvalidArgument("NcclCheckJob", "node_group", group.instance_type, "the check needs a GPU group with EFA")
+        if group.max_size < nccl_check.NODES:
+            raise InvalidArgument("NcclCheckJob", "node_group", group.max_size, "the check needs a group that can hold two nodes (max_size >= 2)")
+        target = target_of(group)
+        self.manifests = [nccl_check.render(name, args["namespace"], target, args.get("image", nccl_check.IMAGE))]
+        super().__init__("eksddp:index:NcclCheckJob", name, {}, opts)
+        self._apply_all(name, args["provider"], [*args.get("depends_on", []), args["mpi_operator"].manifests])

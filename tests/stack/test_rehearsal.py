@@ -125,6 +125,13 @@ def _nvidia_plugin_with_the_charts_tolerations_only(runs: list[Registration]) ->
     values["tolerations"] = [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
 
 
+def _training_operator_with_mpijob_v1(runs: list[Registration]) -> None:
+    from infra import versions
+
+    overlay = versions.TRAINING_OPERATOR_OVERLAY.format(version=versions.TRAINING_OPERATOR_VERSION)
+    _named(runs, "eks-ddp-training-operator-manifests")["directory"] = overlay
+
+
 def _hugepages(runs: list[Registration]) -> None:
     spec = _named(runs, "eks-ddp-train-job")["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     spec["containers"][0]["resources"]["requests"]["hugepages-2Mi"] = "5120Mi"
@@ -169,6 +176,7 @@ DEFECTS: list[tuple[Callable[[list[Registration]], None], str]] = [
     (_list_without_c8g, "efa-device-plugin: NodeGroup eks-ddp-workers-nodes instanceTypes: c8g.48xlarge is not in"),
     (_no_nvidia_device_plugin, "nvidia-device-plugin: NodeGroup eks-ddp-gpus-nodes amiType: no NVIDIA device plugin"),
     (_nvidia_plugin_with_the_charts_tolerations_only, "nvidia-device-plugin: NodeGroup eks-ddp-gpus-nodes taints:"),
+    (_training_operator_with_mpijob_v1, "crd-owner: ConfigFile eks-ddp-mpi-operator-manifests file: mpijobs.kubeflow.org"),
     (_hugepages, "schedulable: PyTorchJob eks-ddp-train-job resources.requests.hugepages-2Mi"),
     (_no_toleration_for_the_gpu_taint, "schedulable: Job eks-ddp-efa-check-job nodeSelector: no node group matches"),
     (_fabric_image_from_us_east_1, "image-region: Job eks-ddp-efa-check-job containers[fabric-check].image"),

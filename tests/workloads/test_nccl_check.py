@@ -1,0 +1,71 @@
+"""The NCCL check: an MPIJob the MPI operator's schema accepts, and a verdict script that really decides.
+
+The script runs here with a stand-in `mpirun` that prints nccl-tests' own output format (no GPU here):
+what is checked is the parsing of the bus bandwidth at the largest message and the verdict.
+"""
+
+import os
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from infra.catalogue import INSTANCE_TYPES
+from workloads import nccl_check
+from workloads.target import NodeTarget
+from tests.workloads.schemas import SCHEMAS
+
+P5 = NodeTarget(INSTANCE_TYPES["p5.48xlarge"], 32, {"nvidia.com/gpu.present": "true"},
+                [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}])
+P4DE = NodeTarget(INSTANCE_TYPES["p4de.24xlarge"], 4, {"nvidia.com/gpu.present": "true"})
+HEADER = """# nThread 1 nGpus 1 minBytes 8 maxBytes 2147483648 step: 2(factor) warmup iters: 5 iters: 50
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+"""
+
+
+def _results(busbw_at_2g: float) -> str:
+    rows = [(8, 2, 0.0), (1073741824, 268435456, busbw_at_2g * 0.97), (2147483648, 536870912, busbw_at_2g)]
+    lines = [f"{size:>12} {count:>12}     float     sum      -1   5000.0   {bw / 1.875:6.2f}  {bw:6.2f}      0"
+             f"   5000.0   {bw / 1.875:6.2f}  {bw:6.2f}      0" for size, count, bw in rows]
+    return HEADER + "\n".join(lines) + "\n# Avg bus bandwidth    : 123.4\n"
+
+
+def _run(target: NodeTarget, output: str, tmp_path: Path, status: int = 0) -> subprocess.CompletedProcess[str]:
+    fake = tmp_path / "mpirun"
+    fake.write_text(f"#!/bin/sh\ncat <<'OUT'\n{output}OUT\nexit {status}\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    return subprocess.run(["bash", "-c", nccl_check.check_script(target)], env=env, capture_output=True, text=True)
+
+
+def test_the_mpijob_validates_and_takes_every_gpu_and_efa_device_of_two_nodes() -> None:
+    crd_path = SCHEMAS / "kubeflow.org_mpijobs-v2beta1-mpi-operator-v0.8.0.yaml"
+    if not crd_path.exists():
+        pytest.skip(f"{crd_path} is absent (../shared/ is not checked out): MPIJob schema not checked")
+    manifest = nccl_check.render("nccl-check", "training", P5)
+    crd = yaml.safe_load(crd_path.read_text())
+    jsonschema.validate(manifest, crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    worker = manifest["spec"]["mpiReplicaSpecs"]["Worker"]
+    limits = worker["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert worker["replicas"] == 2 and manifest["spec"]["slotsPerWorker"] == 8
+    assert limits["nvidia.com/gpu"] == "8" and limits["vpc.amazonaws.com/efa"] == "32"
+    assert worker["template"]["spec"]["tolerations"][0]["key"] == "nvidia.com/gpu"
+    assert manifest["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+
+
+def test_p5_passes_at_the_published_bandwidth_and_fails_on_tcp_speeds(tmp_path: Path) -> None:
+    passed = _run(P5, _results(441.2), tmp_path)
+    assert passed.returncode == 0 and passed.stdout.rstrip().endswith("NCCL CHECK PASSED"), passed.stdout
+    assert "bus bandwidth at 2G: 441.20 GB/s (floor 352 GB/s" in passed.stdout
+    slow = _run(P5, _results(11.9), tmp_path)  # what NCCL over TCP sockets gives
+    assert slow.returncode == 1 and "NCCL CHECK FAILED: 11.90 GB/s is below 352.0 GB/s" in slow.stdout
+
+
+def test_a_failed_mpirun_fails_the_check_and_a_type_without_a_figure_reports_it(tmp_path: Path) -> None:
+    crashed = _run(P5, _results(441.2), tmp_path, status=1)
+    assert crashed.returncode == 1 and "NCCL CHECK FAILED" in crashed.stdout
+    unknown = _run(P4DE, _results(88.0), tmp_path)
+    assert unknown.returncode == 0 and "no published figure for p4de.24xlarge" in unknown.stdout
+    assert "-x FI_EFA_USE_DEVICE_RDMA=1" in nccl_check.check_script(P4DE)

@@ -1,0 +1,87 @@
+"""The NCCL fabric check for GPU groups: nccl-tests' all_reduce_perf across two nodes, as an MPIJob.
+
+`fi_pingpong` (the EFA check) proves the fabric for libfabric; what a GPU user needs before a long
+run is NCCL's bus bandwidth across nodes, with the EFA plugin in the path. The launcher runs
+`mpirun` over every GPU of two nodes (OpenMPI, the MPI operator's SSH bootstrap) and the log ends
+in NCCL CHECK PASSED or FAILED against the floor for the instance type.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from workloads.fabric_env import rdma_read
+from workloads.target import NodeTarget, resources
+
+API_VERSION, KIND = "kubeflow.org/v2beta1", "MPIJob"
+NODES = 2
+LARGEST_MESSAGE = "2G"
+
+
+@dataclass(frozen=True)
+class Floor:
+    gb_per_second: float
+    source: str
+
+
+# Bus bandwidth at the largest message below which the check fails: 80 % of what was published for two
+# nodes with EFA (busbw of all_reduce_perf, GB/s), leaving room for a shared or busy fabric.
+FLOORS = {
+    # awsome-distributed-training micro-benchmarks/nccl-tests and aws-do-eks: 2 x p5.48xlarge on EKS,
+    # 438-444 GB/s at 2 GiB (the REFERENCE.md figures, 2026-11).
+    "p5.48xlarge": Floor(0.8 * 440, "2 x p5.48xlarge on EKS: about 440 GB/s at 2 GiB (awsome-distributed-training)"),
+    "p5e.48xlarge": Floor(0.8 * 440, "as p5.48xlarge: same 32 x 100 Gb/s EFA and H100-class NVLink"),
+}
+IMAGE = "public.ecr.aws/hpc-cloud/nccl-tests:latest"
+"""AWS's nccl-tests image (CUDA, NCCL, EFA installer, aws-ofi-nccl, OpenMPI, sshd); not pulled here: set
+`eks-ddp:ncclCheckImage` to a tag you have tested."""
+
+CHECK = """set -o pipefail
+mpirun --allow-run-as-root -np {ranks} --map-by ppr:{gpus}:node --bind-to none \\
+  -x FI_PROVIDER=efa {rdma}-x NCCL_DEBUG=WARN -x LD_LIBRARY_PATH -x PATH \\
+  all_reduce_perf -b 8 -e {largest} -f 2 -g 1 -c 1 -n 50 | tee /tmp/nccl.log \
+  || {{ echo "NCCL CHECK FAILED: mpirun or all_reduce_perf exited with an error"; exit 1; }}
+busbw=$(awk '$1 ~ /^[0-9]+$/ {{ last = $8 }} END {{ print last }}' /tmp/nccl.log)
+echo "bus bandwidth at {largest}: ${{busbw}} GB/s ({floor_text})"
+awk -v got="$busbw" -v floor={floor} 'BEGIN {{ exit !(got + 0 >= floor) }}' \\
+  && echo "NCCL CHECK PASSED" || {{ echo "NCCL CHECK FAILED: ${{busbw}} GB/s is below {floor} GB/s"; exit 1; }}
+"""
+
+
+def check_script(target: NodeTarget) -> str:
+    floor = FLOORS.get(target.instance.name)
+    gpus = target.instance.gpus
+    return CHECK.format(
+        ranks=NODES * gpus, gpus=gpus, largest=LARGEST_MESSAGE,
+        rdma="-x FI_EFA_USE_DEVICE_RDMA=1 " if rdma_read(target.instance.name) else "",
+        floor=floor.gb_per_second if floor else 0,
+        floor_text=f"floor {floor.gb_per_second:g} GB/s: {floor.source}" if floor
+        else f"no published figure for {target.instance.name}: any bandwidth passes, compare it yourself",
+    )
+
+
+def render(name: str, namespace: str, target: NodeTarget, image: str = IMAGE) -> dict[str, Any]:
+    """A launcher (on the system nodes' spare CPU) and one worker per GPU node, every GPU and EFA device."""
+    worker = {
+        "containers": [{"name": "worker", "image": image, "command": ["/usr/sbin/sshd", "-De"],
+                        "resources": resources(target)}],
+        "nodeSelector": target.node_selector(),
+        "tolerations": target.tolerations(),
+    }
+    small = {"cpu": "1", "memory": "1Gi"}
+    launcher = {
+        "containers": [{"name": "launcher", "image": image, "command": ["bash", "-c", check_script(target)],
+                        "resources": {"requests": small, "limits": small}}],
+    }
+    return {
+        "apiVersion": API_VERSION, "kind": KIND,
+        "metadata": {"name": name, "namespace": namespace, "annotations": {"pulumi.com/skipAwait": "true"}},
+        "spec": {
+            "slotsPerWorker": target.instance.gpus,
+            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0},
+            "mpiImplementation": "OpenMPI",
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": launcher}},
+                "Worker": {"replicas": NODES, "restartPolicy": "Never", "template": {"spec": worker}},
+            },
+        },
+    }
