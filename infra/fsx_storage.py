@@ -16,6 +16,8 @@ COMPONENT = "FsxLustreStorage"
 DEPLOYMENT_TYPES = ("SCRATCH_2", "PERSISTENT_2")
 PERSISTENT_2_THROUGHPUT = (125, 250, 500, 1000)
 CONTROLLER_ACCOUNT = "fsx-csi-controller-sa"
+LUSTRE_PORTS = ((988, 988), (1018, 1023))
+"""TCP ports Lustre clients and servers use (FSx for Lustre user guide, "File system access control with Amazon VPC")."""
 
 
 class FsxOptions(TypedDict):
@@ -87,7 +89,7 @@ class FsxLustreStorage(pulumi.ComponentResource):
         tags = dict(args.get("tags", {}))
         group = aws.ec2.SecurityGroup(f"{name}-lustre", vpc_id=args["vpc_id"], description="FSx for Lustre from the nodes", tags={**tags, "Name": f"{name}-lustre"}, opts=child)
         for source_name, source in (("nodes", args["node_security_group_id"]), ("self", group.id)):
-            for low, high in ((988, 988), (1018, 1023)):
+            for low, high in LUSTRE_PORTS:
                 aws.vpc.SecurityGroupIngressRule(
                     f"{name}-lustre-{source_name}-{low}", security_group_id=group.id, referenced_security_group_id=source,
                     ip_protocol="tcp", from_port=low, to_port=high, description=f"Lustre {low}-{high} from {source_name}", tags=tags, opts=child,

@@ -18,6 +18,8 @@ from infra.efa_device_plugin import EfaDevicePlugin
 from infra.efa_node_group import EfaNodeGroup, EfaNodeGroupArgs, NodeGroupShape, validate_shape
 from infra.efs_storage import EfsStorage
 from infra.errors import InvalidArgument
+from infra.existing_fsx import ExistingFsxOptions, ExistingFsxVolume, ExistingFsxVolumeArgs
+from infra.existing_fsx import validate as validate_existing_fsx
 from infra.fsx_storage import FsxLustreStorage, FsxLustreStorageArgs, FsxOptions
 from infra.fsx_storage import validate as validate_fsx
 from infra.metrics_server import MetricsServer
@@ -35,6 +37,7 @@ TRAINING_LABELS = {"purpose": "distributed-training"}
 
 class StorageKind(str, Enum):
     FSX = "fsx"
+    EXISTING_FSX = "existing-fsx"
     EFS = "efs"
     NONE = "none"
 
@@ -64,9 +67,11 @@ class TrainingPlatformArgs(TypedDict):
     training_namespace: NotRequired[str]
     """Namespace for training workloads (default `training`)."""
     storage: NotRequired[StorageKind]
-    """Shared file system: fsx (default), efs or none."""
+    """Shared file system: fsx (default, a new one), existing-fsx, efs or none."""
     fsx: NotRequired[FsxOptions]
     """FSx for Lustre settings, with storage fsx."""
+    existing_fsx: NotRequired[ExistingFsxOptions]
+    """The file system to mount, with storage existing-fsx."""
     model_bucket: NotRequired[bool]
     """S3 bucket for models and checkpoints with its IRSA role (default true)."""
     checkpoint_expiry_days: NotRequired[int]
@@ -131,6 +136,8 @@ def validate(name: str, args: TrainingPlatformArgs, describe: Callable[[str], In
         if not args.get("node_groups"):
             raise InvalidArgument(COMPONENT, "storage", storage, "fsx lives in a node group's zone: add a node group, or use efs or none")
         validate_fsx(args.get("fsx", {}))
+    if storage == StorageKind.EXISTING_FSX:
+        validate_existing_fsx(args.get("existing_fsx", {}))  # type: ignore[arg-type]
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", args.get("training_namespace", "training")):
         raise InvalidArgument(COMPONENT, "training_namespace", args.get("training_namespace"), "use a DNS label")
     if args.get("model_bucket", True) and "checkpoint_expiry_days" in args:
@@ -241,6 +248,9 @@ class TrainingPlatform(pulumi.ComponentResource):
             zone = args.get("node_groups", [])[0]["availability_zone"]
             fsx_args: FsxLustreStorageArgs = {**storage_base, **args.get("fsx", {}), "subnet_id": self.network.private_subnet_by_zone[zone]}  # type: ignore[typeddict-item]
             self.storage_claim_name = FsxLustreStorage(f"{name}-fsx", fsx_args, opts=child).claim_name
+        elif storage == StorageKind.EXISTING_FSX:
+            existing: ExistingFsxVolumeArgs = {**storage_base, **args["existing_fsx"]}  # type: ignore[typeddict-item]
+            self.storage_claim_name = ExistingFsxVolume(f"{name}-existing-fsx", existing, opts=child).claim_name
         elif storage == StorageKind.EFS:
             subnets = list(self.network.private_subnet_by_zone.values())
             self.storage_claim_name = EfsStorage(f"{name}-efs", {**storage_base, "subnet_ids": subnets}, opts=child).claim_name  # type: ignore[typeddict-item]

@@ -72,7 +72,14 @@ TOP_LEVEL = {
     "ncclCheck": ("nccl_check", bool),
     "ncclCheckImage": ("nccl_check_image", str),
 }
-VPC = {"cidr": ("cidr", str), "availabilityZones": ("availability_zones", list), "natGateways": ("nat_gateways", str)}
+VPC = {
+    "cidr": ("cidr", str),
+    "availabilityZones": ("availability_zones", list),
+    "natGateways": ("nat_gateways", str),
+    "existingVpcId": ("existing_vpc_id", str),
+    "existingPrivateSubnetIds": ("existing_private_subnet_ids", dict),
+    "existingPublicSubnetIds": ("existing_public_subnet_ids", list),
+}
 SYSTEM = {
     "name": ("name", str),
     "instanceType": ("system_instance_type", str),
@@ -102,6 +109,17 @@ STORAGE = {
     "perUnitStorageThroughput": ("per_unit_storage_throughput", int),
     "s3ImportPath": ("s3_import_path", str),
     "s3ExportPath": ("s3_export_path", str),
+    "fileSystemId": ("file_system_id", str),
+    "dnsName": ("dns_name", str),
+    "mountName": ("mount_name", str),
+    "securityGroupId": ("security_group_id", str),
+}
+# The storage keys each kind takes (besides `kind`).
+STORAGE_KEYS = {
+    "fsx": {"deployment_type", "capacity_gib", "per_unit_storage_throughput", "s3_import_path", "s3_export_path"},
+    "existing-fsx": {"file_system_id", "dns_name", "mount_name", "security_group_id", "capacity_gib"},
+    "efs": set(),
+    "none": set(),
 }
 JOB = {
     "name": ("name", str),
@@ -178,7 +196,7 @@ class _Layout:
             return f"{where}.{_camel(SYSTEM, argument)}"
         if error.component == "Network" or argument.startswith("network."):
             return f"{_key('vpc')}.{_camel(VPC, argument.removeprefix('network.'))}"
-        if error.component == "FsxLustreStorage":
+        if error.component in ("FsxLustreStorage", "ExistingFsxVolume"):
             return f"{_key('storage')}.{_camel(STORAGE, argument)}"
         if argument == "storage":
             return f"{_key('storage')}.kind"
@@ -224,12 +242,12 @@ def _storage(raw: Any) -> tuple[StorageKind, dict[str, Any]]:
     options = _fields(raw or {}, _key("storage"), STORAGE)
     kind = options.pop("kind", StorageKind.FSX.value)
     if kind not in [item.value for item in StorageKind]:
-        raise ConfigError(f"{_key('storage')}.kind", kind, "use fsx, efs or none")
-    if options and kind != StorageKind.FSX.value:
-        name = _camel(STORAGE, sorted(options)[0])
-        raise ConfigError(
-            f"{_key('storage')}.{name}", options[sorted(options)[0]], f"it applies to kind fsx, not {kind}"
-        )
+        raise ConfigError(f"{_key('storage')}.kind", kind, f"use {', '.join(item.value for item in StorageKind)}")
+    foreign = sorted(set(options) - STORAGE_KEYS[kind])
+    if foreign:
+        takes = [item for item, keys in STORAGE_KEYS.items() if foreign[0] in keys]
+        raise ConfigError(f"{_key('storage')}.{_camel(STORAGE, foreign[0])}", options[foreign[0]],
+                          f"it applies to kind {' or '.join(takes)}, not {kind}")
     return StorageKind(kind), options
 
 
@@ -323,6 +341,10 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
         raise ConfigError("aws:region", region, "set the AWS region, e.g. `pulumi config set aws:region us-east-1`")
     network = _fields(top.get("vpc") or {}, _key("vpc"), VPC)
     zones = _strings(network.get("availability_zones", []), f"{_key('vpc')}.availabilityZones")
+    if "existing_private_subnet_ids" in network:  # an existing VPC: its zones are the subnets' (zone -> id)
+        subnets = network["existing_private_subnet_ids"]
+        zones = list(subnets)
+        _strings(list(subnets.values()), f"{_key('vpc')}.existingPrivateSubnetIds")
     platform_args, layout, group_images = _node_groups(top.get("node_groups", []), zones)
     platform_args.update({"network": network, "tags": {"project": PROJECT}})  # type: ignore[typeddict-item]
     for argument in ("cluster_name", "kubernetes_version", "training_namespace", "checkpoint_expiry_days"):
@@ -334,6 +356,8 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     platform_args["storage"] = kind
     if kind == StorageKind.FSX:
         platform_args["fsx"] = fsx  # type: ignore[typeddict-item]
+    if kind == StorageKind.EXISTING_FSX:
+        platform_args["existing_fsx"] = fsx  # type: ignore[typeddict-item]
     try:
         platform.validate(PROJECT, platform_args, describe)
     except InvalidArgument as error:
@@ -341,7 +365,7 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     if kind == StorageKind.NONE and top.get("job") is not None:
         raise ConfigError(
             f"{_key('storage')}.kind", kind.value, "a job keeps its data, checkpoints and model on shared storage: "
-            f"use fsx or efs, or leave out {_key('job')}",
+            f"use fsx, existing-fsx or efs, or leave out {_key('job')}",
         )
     claim = None if kind == StorageKind.NONE else "shared"
     image = top.get("image") or None

@@ -379,9 +379,8 @@ def nvidia_device_plugin_schedules(deployment: Deployment) -> Iterator[Finding]:
     Source: the chart's templates/daemonset-device-plugin.yml (v0.20.0) puts `nodeSelector`, `affinity` and
     `tolerations` from its values on the DaemonSet; the EKS AL2023 NVIDIA AMIs ship no plugin of their own.
     """
-    releases = [
-        r for r in deployment.of_type("kubernetes:helm.sh/v3:Release") if r.inputs.get("chart") == "nvidia-device-plugin"
-    ]
+    charts = deployment.of_type("kubernetes:helm.sh/v3:Release")
+    releases = [r for r in charts if r.inputs.get("chart") == "nvidia-device-plugin"]
     for node_group in deployment.of_type("aws:eks/nodeGroup:NodeGroup"):
         if "NVIDIA" not in node_group.inputs.get("amiType", ""):
             continue
@@ -525,13 +524,18 @@ FS_GROUP_NOT_APPLIED = {
 
 
 def _claims(deployment: Deployment) -> dict[str, str]:
-    """Claim name -> the provisioner of its StorageClass."""
+    """Claim name -> the CSI driver behind it: its StorageClass's provisioner, or its static volume's driver."""
     classes = {
         str(r.inputs.get("metadata", {}).get("name")): str(r.inputs.get("provisioner", ""))
         for r in deployment.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
     }
+    volumes = {
+        str(r.inputs.get("metadata", {}).get("name")): (r.inputs.get("spec", {}).get("csi") or {}).get("driver", "")
+        for r in deployment.of_type("kubernetes:core/v1:PersistentVolume")
+    }
     return {
-        str(r.inputs["metadata"]["name"]): classes.get(str(r.inputs.get("spec", {}).get("storageClassName")), "")
+        str(r.inputs["metadata"]["name"]): volumes.get(str(r.inputs.get("spec", {}).get("volumeName")))
+        or classes.get(str(r.inputs.get("spec", {}).get("storageClassName")), "")
         for r in deployment.of_type("kubernetes:core/v1:PersistentVolumeClaim")
     }
 

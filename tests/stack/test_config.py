@@ -50,7 +50,7 @@ def test_dev_stack_parses() -> None:
         ("nodeGroups.1.taints", [{"key": "training", "effect": "Never"}], "eks-ddp:nodeGroups[1].taints: "),
         ("vpc.cidr", "10.0.0.0/26", "eks-ddp:vpc.cidr: '10.0.0.0/26' is not allowed; the prefix must be /16 to /24"),
         ("storage.capacityGiB", 1000, "eks-ddp:storage.capacityGiB: 1000 is not allowed; use 1200, 2400 or a multiple of 2400 GiB"),
-        ("storage.kind", "nfs", "eks-ddp:storage.kind: 'nfs' is not allowed; use fsx, efs or none"),
+        ("storage.kind", "nfs", "eks-ddp:storage.kind: 'nfs' is not allowed; use fsx, existing-fsx, efs, none"),
         ("job.epochs", -1, "eks-ddp:job.epochs: -1 is not allowed; use a whole number >= 1"),
         ("job.nodeGroup", "gpus", "eks-ddp:job.nodeGroup: 'gpus' is not allowed; use one of the training node groups: workers"),
         ("job.replicas", 7, "eks-ddp:job.replicas: 7 is not allowed; node group workers holds at most maxSize=6 pods"),

@@ -57,7 +57,7 @@ def test_main_program_runs_with_the_dev_stack_config(pulumi_mocks: Recorded) -> 
 
 
 def test_unknown_stack_is_named() -> None:
-    with pytest.raises(FileNotFoundError, match=r"--stack prod: Pulumi.prod.yaml not found \(stacks here: (\w+, )*dev(, \w+)*\)"):
+    with pytest.raises(FileNotFoundError, match=r"--stack prod: Pulumi.prod.yaml not found \(stacks here: ([-\w]+, )*dev(, [-\w]+)*\)"):
         stack_file.load("prod")
 
 

@@ -1,5 +1,6 @@
 """Each workshop's stack file: it previews offline, and its shape is the workshop's (GPU stacks train over EFA)."""
 
+from datetime import date
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from stack.config import parse
 from stack.mocked import run_under_mocks
 from tests.workloads.schemas import validate_pytorchjob
 
-WORKSHOP_STACKS = {"dev", "workshop", "gpu", "cpu"}
+WORKSHOP_STACKS = {"dev", "workshop", "gpu", "gpu-existing", "cpu"}
 
 
 def _run(stack: str) -> list[Registration]:
@@ -81,3 +82,50 @@ def test_a_type_outside_the_catalogue_is_accepted_offline_and_the_preview_says_w
     assert "EC2's facts replace these in `pulumi up`" in group["assumed"]
     registrations = run_under_mocks(config)
     assert _named(registrations, "eks-ddp-workers-nodes")["instanceTypes"] == ["c8gn.48xlarge"]
+
+
+def test_the_gpu_workshop_shape_reuses_its_vpc_and_mounts_its_file_system_statically() -> None:
+    from stack.engine_rules import Deployment, check
+    from tests.workloads.schemas import validate_core
+
+    registrations = _run("gpu-existing")
+    assert not [r for r in registrations if r.type == "aws:ec2/vpc:Vpc"]
+    assert _named(registrations, "eks-ddp-gpu-nodes")["subnetIds"] == ["subnet-0123456789abcdef0"]
+    volume = _named(registrations, "eks-ddp-existing-fsx-volume")
+    claim = _named(registrations, "eks-ddp-existing-fsx-claim")
+    for manifest in (volume, claim):
+        validate_core(preview._integral({key: manifest[key] for key in ("apiVersion", "kind", "metadata", "spec")}))
+    csi = volume["spec"]["csi"]
+    assert csi["driver"] == "fsx.csi.aws.com" and csi["volumeHandle"] == "fs-0123456789abcdef0"
+    assert csi["volumeAttributes"] == {"dnsname": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "mountname": "abcdefgh"}
+    assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Retain" and volume["spec"]["storageClassName"] == ""
+    assert claim["spec"]["volumeName"] == volume["metadata"]["name"] and claim["spec"]["storageClassName"] == ""
+    rules = [r.inputs for r in registrations if r.name.startswith("eks-ddp-existing-fsx-lustre-")]
+    assert {(rule["fromPort"], rule["toPort"]) for rule in rules} == {(988, 988), (1018, 1023)}
+    assert {rule["securityGroupId"] for rule in rules} == {"sg-0123456789abcdef0"}
+    assert not [r for r in registrations if r.type == "kubernetes:storage.k8s.io/v1:StorageClass"]
+    assert any(r.name == "eks-ddp-nccl-check-mpijob" for r in registrations)
+    # The static volume is FSx too: a pod whose first user of it is not root is reported, as on a new one.
+    job = next(r for r in registrations if r.name == "eks-ddp-train-job")
+    for replica in job.inputs["spec"]["pytorchReplicaSpecs"].values():
+        replica["template"]["spec"]["initContainers"] = replica["template"]["spec"]["initContainers"][1:]
+    findings = [str(f) for f in check(Deployment(registrations, "us-east-1", "arn:aws:iam::1:role/x", date.today()))]
+    assert any(f.startswith("volume-ownership: PyTorchJob eks-ddp-train-job") for f in findings), findings
+
+
+@pytest.mark.parametrize(
+    ("storage", "message"),
+    [
+        ({"kind": "existing-fsx", "fileSystemId": "fs-1"}, "eks-ddp:storage.fileSystemId: 'fs-1' is not allowed; use an id"),
+        ({"kind": "existing-fsx", "deploymentType": "SCRATCH_2"}, "eks-ddp:storage.deploymentType: 'SCRATCH_2' is not allowed; "
+         "it applies to kind fsx, not existing-fsx"),
+    ],
+)
+def test_existing_file_system_settings_are_checked(storage: dict[str, Any], message: str) -> None:
+    from stack.config import ConfigError
+
+    values, region = stack_file.load("gpu-existing")
+    values["storage"] = {**values["storage"], **storage}
+    with pytest.raises(ConfigError) as raised:
+        parse(values, region)
+    assert str(raised.value).startswith(message)
