@@ -6,6 +6,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-eks-ddp
+# Which Pulumi.<stack>.yaml `make demo` and `make preview` read: make preview STACK=gpu
+STACK ?= dev
 
 .PHONY: demo preview rehearse test typecheck unit bench clean
 
@@ -15,13 +17,13 @@ $(STAMP): pyproject.toml trainer/requirements.txt
 	$(BIN)/python -m pip install --quiet -e '.[infra,dev]'
 	touch $@
 
-## demo: run the dev stack's rendered PyTorchJob (2 replicas) and EvaluationJob on this machine
+## demo: run a stack's rendered PyTorchJob and EvaluationJob on this machine (default the dev stack: 2 replicas)
 demo: $(STAMP)
-	$(BIN)/python -m stack.local --stack dev
+	$(BIN)/python -m stack.local --stack $(STACK)
 
-## preview: what `pulumi up` would create for the dev stack, offline, with its hourly cost
+## preview: what `pulumi up` would create for a stack (default dev), offline, with its hourly cost
 preview: $(STAMP)
-	$(BIN)/python -m stack.preview --stack dev
+	$(BIN)/python -m stack.preview --stack $(STACK)
 
 ## rehearse: every stack file's first `pulumi up` against the engines' rules, offline (also part of `make test`)
 rehearse: $(STAMP)

@@ -7,7 +7,7 @@ torchrun's PET_* variables). Only five things change, each printed: the claim's
 mount path maps to a local directory, the dataset becomes the offline `digits`,
 torchrun's processes per pod and their threads fit this machine (the trainer keeps
 the job's global batch, so the run is the cluster's), and the socket interface
-becomes loopback. Every
+becomes loopback; a GPU pod's `--device cuda` becomes `auto` (CUDA if this machine has it). Every
 replica's init containers run first, side by side (the root step that hands the
 claim's directories to the trainer's user included; `prepare-data` is skipped,
 the offline dataset needs no download), and, when run as root, every container
@@ -46,6 +46,7 @@ from workloads.pytorchjob import SHARED_MOUNT
 from workloads.target import NodeTarget
 
 OFFLINE_DATASET = "digits"
+LOCAL_DEVICE = "auto"
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,8 @@ def _localize(command: list[str], shared: Path) -> list[str]:
     local = [localize(argument, shared) for argument in command]
     if "--dataset" in local:
         local[local.index("--dataset") + 1] = OFFLINE_DATASET
+    if "--device" in local:  # a GPU pod's `--device cuda`: here, CUDA when this machine has it, else the CPU
+        local[local.index("--device") + 1] = LOCAL_DEVICE
     executables = {"torchrun": str(Path(sys.executable).with_name("torchrun")), "python": sys.executable}
     return [executables.get(local[0], local[0]), *local[1:]]
 
@@ -159,7 +162,8 @@ def run(stack: str, workdir: Path, project_dir: Path = stack_file.ROOT) -> int:
     base.update(user_home(workdir, user))
     print(
         f"Running PyTorchJob {name} of stack {stack} locally: {describe_ranks(job)} (dataset -> {OFFLINE_DATASET}, "
-        f"{SHARED_MOUNT} -> {shared}, OMP_NUM_THREADS={processes[0].env['OMP_NUM_THREADS']}, sockets on lo)"
+        f"{SHARED_MOUNT} -> {shared}, OMP_NUM_THREADS={processes[0].env['OMP_NUM_THREADS']}, sockets on lo"
+        f"{', --device cuda -> ' + LOCAL_DEVICE if '--device' in processes[0].command else ''})"
     )
     steps = [init_steps(pod, shared, skipped={"prepare-data"}) for pod in pods]
     print(

@@ -154,3 +154,4 @@ def test_a_gpu_jobs_processes_are_scaled_to_this_machine_and_the_output_says_so(
     )
     command = replicas(job, tmp_path, 29500)[0].command
     assert command[command.index("--global-batch-size") + 1] == str(128 * 2 * 8)  # the cluster's, kept by accumulation
+    assert command[command.index("--device") + 1] == "auto"  # the pod's `cuda` would stop on this CPU machine
