@@ -45,6 +45,28 @@ def test_efa_device_plugin_only_on_efa_nodes_and_tolerates_their_taints(pulumi_m
     assert release["timeout"] == 600
 
 
+def test_efa_device_plugin_also_runs_on_the_stacks_efa_types_the_catalogue_lacks(pulumi_mocks: Recorded) -> None:
+    args = {"provider": _provider(), "instance_types": ["c8gn.48xlarge"]}
+    pulumi_mocks.run(lambda: EfaDevicePlugin("efa", args))  # type: ignore[arg-type]
+    labels = pulumi_mocks.named("efa-chart").inputs["values"]["supportedInstanceLabels"]["values"]
+    assert set(labels) == set(EFA_INSTANCE_TYPES) | {"c8gn.48xlarge"}
+
+
+def test_nvidia_device_plugin_only_on_our_gpu_nodes_tolerating_their_taints(pulumi_mocks: Recorded) -> None:
+    """The EKS AL2023 NVIDIA AMIs ship no device plugin: without one no pod gets nvidia.com/gpu."""
+    from infra.nvidia_device_plugin import CHART_TOLERATIONS, NvidiaDevicePlugin
+
+    taints = [{"key": "dedicated", "value": "llm", "effect": TaintEffect.NO_EXECUTE}]
+    pulumi_mocks.run(lambda: NvidiaDevicePlugin("gpu", {"provider": _provider(), "node_taints": taints}))  # type: ignore[typeddict-item]
+    release = pulumi_mocks.named("gpu-chart").inputs
+    assert (release["chart"], release["version"], release["repositoryOpts"]["repo"]) == versions.NVIDIA_DEVICE_PLUGIN_CHART
+    assert release["values"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert release["values"]["tolerations"] == [
+        *CHART_TOLERATIONS, {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}
+    ]
+    assert release["timeout"] == 600
+
+
 def test_autoscaler_role_is_least_privilege_and_trusts_only_its_service_account(pulumi_mocks: Recorded) -> None:
     pulumi_mocks.run(lambda: ClusterAutoscaler("cas", _autoscaler_args()))
     trust = json.loads(pulumi_mocks.named("cas-role").inputs["assumeRolePolicy"])
