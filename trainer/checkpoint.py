@@ -64,7 +64,8 @@ class CheckpointManager:
         found = (_NAME.match(entry.name) for entry in self.directory.iterdir())
         return sorted((int(match.group(1)) for match in found if match), reverse=True)
 
-    def _paths(self, step: int) -> tuple[Path, Path]:
+    def paths(self, step: int) -> tuple[Path, Path]:
+        """(payload, manifest) of checkpoint `step`."""
         stem = self.directory / f"step-{step:09d}"
         return stem.with_suffix(".pt"), stem.with_suffix(".json")
 
@@ -74,7 +75,7 @@ class CheckpointManager:
         Raises CheckpointError if the newest readable checkpoint belongs to another run, or to an older format.
         """
         for step in self.steps():
-            payload_path, manifest_path = self._paths(step)
+            payload_path, manifest_path = self.paths(step)
             try:
                 manifest = json.loads(manifest_path.read_text())
                 payload = payload_path.read_bytes()
@@ -101,7 +102,7 @@ class CheckpointManager:
     def save(self, step: int, state: dict[str, Any]) -> Path:
         """Write checkpoint `step` atomically, then keep only the newest `keep`."""
         payload = encode(state)
-        payload_path, manifest_path = self._paths(step)
+        payload_path, manifest_path = self.paths(step)
         manifest = {
             "format": FORMAT_VERSION,
             "step": step,
@@ -137,7 +138,7 @@ class CheckpointManager:
 
     def _prune(self) -> None:
         for step in self.steps()[self.keep :]:
-            for path in self._paths(step):
+            for path in self.paths(step):
                 path.unlink(missing_ok=True)
 
 

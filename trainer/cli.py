@@ -100,6 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--output-dir", type=Path, default=Path("runs/train"))
     train.add_argument("--checkpoint-dir", type=Path, help="default: OUTPUT_DIR/checkpoints; share it between restarts")
     train.add_argument(
+        "--artifact-uri",
+        help="s3://BUCKET/PREFIX: upload the model, summary, metrics, plots and checkpoints there, "
+        "and resume from the newest verified checkpoint there when none newer is local",
+    )
+    train.add_argument(
         "--run-name",
         help="recorded in checkpoints, the summary and the model (default: the output directory's absolute path)",
     )
@@ -154,6 +159,7 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
         output_dir=args.output_dir,
         run_name=args.run_name or str(args.output_dir.resolve()),
         checkpoint_dir=args.checkpoint_dir or args.output_dir / "checkpoints",
+        artifact_uri=args.artifact_uri,
         checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints,
         log_every=args.log_every,

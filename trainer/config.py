@@ -27,6 +27,8 @@ class TrainConfig:
     run_name: str
     """Recorded in checkpoints: a directory holding another run's checkpoints is refused."""
     checkpoint_dir: Path
+    artifact_uri: str | None
+    """s3://BUCKET/PREFIX: rank 0 uploads the results and checkpoints there and resumes from it."""
     checkpoint_every: int
     """Optimizer steps between checkpoints (0: only at epoch ends)."""
     keep_checkpoints: int

@@ -27,7 +27,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from trainer import datasets, distributed, evaluation, models, outputs, plots, precision
+from trainer import artifacts, datasets, distributed, evaluation, models, outputs, plots, precision
 from trainer.checkpoint import CheckpointManager, decode
 from trainer.config import TrainConfig
 from trainer.distributed import Topology
@@ -38,6 +38,9 @@ from trainer.sampling import BatchPlan, GlobalBatchSampler, plan_batches
 log = logging.getLogger(__name__)
 
 EVAL_BATCH_SIZE = 1024
+# How long a run's end (or a SIGTERM) waits for its uploads: inside the pod's 105 s shutdown window
+# (workloads.pytorchjob.WORKER_SHUTDOWN_SECONDS), after the checkpoint write.
+UPLOAD_WAIT_SECONDS = 60
 
 
 @dataclass
@@ -76,6 +79,7 @@ class Run:
         self.topology = topology
         self.started = time.perf_counter()
         self.device = distributed.pick_device(topology, config.device)  # before anything is written
+        location = artifacts.Location.parse(config.artifact_uri, "--artifact-uri") if config.artifact_uri else None
         self.splits = datasets.load(config.dataset, config.data_dir, config.synthetic, config.seed)
         self.model_name = models.resolve(config.model, config.dataset)
         if topology.is_main:
@@ -93,6 +97,7 @@ class Run:
             config.checkpoint_dir, run_definition(config, self.model_name), config.keep_checkpoints
         )
         self.progress = Progress()
+        self.artifacts = artifacts.ArtifactStore(location) if location and topology.is_main else None
         self.ddp: DistributedDataParallel | None = None
         # Set by resume(): a resumed run keeps the global batch it started with.
         self.plan: BatchPlan
@@ -111,6 +116,8 @@ class Run:
         error: str | None = None
         if self.topology.is_main:
             try:
+                if self.artifacts:
+                    self.artifacts.restore_newer_checkpoint(self.checkpoints)
                 verified = self.checkpoints.newest()
                 payload = verified.payload if verified else None
             except CheckpointError as problem:
@@ -163,6 +170,8 @@ class Run:
             }
             path = self.checkpoints.save(self.progress.step, state)
             log.info("checkpoint %s", path)
+            if self.artifacts:
+                self.artifacts.upload_checkpoint(*self.checkpoints.paths(self.progress.step))
         self.last_saved_step = self.progress.step
         distributed.barrier()
 
@@ -352,6 +361,9 @@ class Run:
             if history:
                 plots.training_curves(history, out / outputs.CURVES_FILE)
             outputs.write_json(out / outputs.SUMMARY_FILE, summary)
+            if self.artifacts:
+                for name in (outputs.MODEL_FILE, outputs.SUMMARY_FILE, outputs.METRICS_FILE, outputs.CURVES_FILE):
+                    self.artifacts.upload(out / name, name)
         distributed.barrier()
         return summary
 
@@ -396,4 +408,6 @@ def train(config: TrainConfig, topology: Topology) -> dict[str, Any]:
         with distributed.peers_guarded():
             return run.execute()
     finally:
+        if run.artifacts:  # the final results, or the SIGTERM checkpoint: inside the pod's shutdown window
+            run.artifacts.close(UPLOAD_WAIT_SECONDS)
         distributed.stop()
