@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from trainer import datasets, distributed, models, precision
+from trainer import datasets, distributed, models, outputs, precision
 from trainer.config import TrainConfig
 from trainer.distributed import Topology
 from trainer.errors import CheckpointError, DownloadError, PeerLost, UsageError
@@ -170,7 +170,9 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
 
 
 def _run_train(args: argparse.Namespace, topology: Topology) -> None:
-    from trainer.training import train  # imports torch.distributed machinery only when training
+    from trainer.training import (
+        train,  # imports torch.distributed machinery only when training
+    )
 
     summary = train(_train_config(args), topology)
     if topology.is_main:
@@ -182,6 +184,7 @@ def _run_train(args: argparse.Namespace, topology: Topology) -> None:
         print(f"model:   {out / 'model.pt'}")
         print(f"curves:  {out / 'training-curves.png'}")
         print(f"summary: {out / 'summary.json'}")
+        print(f"tensorboard: tensorboard --logdir {out / outputs.TENSORBOARD_DIR}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,11 +1,10 @@
-"""What a run leaves in --output-dir: model.pt, metrics.jsonl, summary.json, plots.
+"""What a run leaves in --output-dir: model.pt, summary.json, plots (metrics: trainer.run_log).
 
 Files a user keeps (the model, the summary) are replaced atomically, so a crash
 mid-write leaves the previous version, never half a file.
 """
 
 import json
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ MODEL_FILE = "model.pt"
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
 CURVES_FILE = "training-curves.png"
+TENSORBOARD_DIR = "tensorboard"
 
 
 def ensure_writable(directory: Path, flag: str) -> None:
@@ -34,25 +34,13 @@ def ensure_writable(directory: Path, flag: str) -> None:
 
 
 def save_model(path: Path, model: nn.Module, metadata: dict[str, Any]) -> None:
-    state = {"state_dict": {key: value.detach().cpu() for key, value in model.state_dict().items()}, "metadata": metadata}
+    weights = {key: value.detach().cpu() for key, value in model.state_dict().items()}
+    state = {"state_dict": weights, "metadata": metadata}
     write_atomically(path, encode(state))
 
 
 def write_json(path: Path, document: dict[str, Any]) -> None:
     write_atomically(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode())
-
-
-class MetricsLog:
-    """Appends one JSON line per log interval; a resumed run continues the same file."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def append(self, record: dict[str, Any]) -> None:
-        with self.path.open("a") as stream:
-            stream.write(json.dumps(record) + "\n")
-            stream.flush()
-            os.fsync(stream.fileno())
 
 
 def load_model_file(path: Path) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from trainer.config import TrainConfig
 from trainer.distributed import Topology
 from trainer.errors import CheckpointError
 from trainer.interrupt import StopSignals, TerminationRequested
+from trainer.run_log import RunLog
 from trainer.sampling import BatchPlan, GlobalBatchSampler, plan_batches
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,7 @@ class Run:
         )
         self.progress = Progress()
         self.artifacts = artifacts.ArtifactStore(location) if location and topology.is_main else None
+        self.run_log: RunLog | None = None
         self.ddp: DistributedDataParallel | None = None
         # Set by resume(): a resumed run keeps the global batch it started with.
         self.plan: BatchPlan
@@ -190,7 +192,8 @@ class Run:
             model = self.ddp
         if self.config.compile:
             model = torch.compile(model)  # type: ignore[assignment]
-        metrics = outputs.MetricsLog(self.config.output_dir / outputs.METRICS_FILE) if self.topology.is_main else None
+        metrics = RunLog(self.config.output_dir, resumed_from) if self.topology.is_main else None
+        self.run_log = metrics
         vote = distributed.StopVote()
         with StopSignals() as stop:
             while self.progress.epoch < self.config.epochs:
@@ -202,7 +205,7 @@ class Run:
         return self._finish(resumed_from)
 
     def _train_epoch(
-        self, model: nn.Module, metrics: outputs.MetricsLog | None, stop: StopSignals, vote: distributed.StopVote
+        self, model: nn.Module, metrics: RunLog | None, stop: StopSignals, vote: distributed.StopVote
     ) -> None:
         config, progress, plan = self.config, self.progress, self.plan
         batches = self.sampler.batches(progress.epoch, progress.position).to(self.device)
@@ -238,8 +241,9 @@ class Run:
                 window_loss = running_loss.item()  # the only host sync: once per log interval
                 progress.epoch_loss_sum += window_loss
                 progress.epoch_steps += window_steps
+                mean_loss = distributed.all_sum_(torch.tensor([window_loss])).item() / self.topology.world_size
                 self._log_interval(
-                    metrics, bar, window_loss / window_steps, window_steps * plan.global_batch / (now - window_start)
+                    metrics, bar, mean_loss / window_steps, window_steps * plan.global_batch / (now - window_start)
                 )
                 running_loss.zero_()
                 self.images_trained += window_steps * plan.global_batch
@@ -263,17 +267,11 @@ class Run:
             return contextlib.nullcontext()
         return self.ddp.no_sync()
 
-    def _log_interval(self, metrics: outputs.MetricsLog | None, bar: Any, loss: float, rate: float) -> None:
+    def _log_interval(self, metrics: RunLog | None, bar: Any, loss: float, rate: float) -> None:
+        """`loss`: the interval's mean over steps and ranks."""
         progress = self.progress
         if metrics is not None:
-            metrics.append(
-                {
-                    "step": progress.step,
-                    "epoch": progress.epoch + 1,
-                    "loss": round(loss, 6),
-                    "images_per_second": round(rate, 1),
-                }
-            )
+            metrics.interval(progress.step, progress.epoch + 1, loss, float(self.scheduler.get_last_lr()[0]), rate)
         if bar.disable:
             log.info(
                 "epoch %d/%d step %d loss %.4f %.0f images/s",
@@ -299,6 +297,8 @@ class Run:
             "elapsed_seconds": round(time.perf_counter() - self.started, 3),
         }
         progress.history.append(record)
+        if self.run_log is not None:
+            self.run_log.epoch(progress.step, record)
         log.info(
             "epoch %d/%d: train loss %.4f, test accuracy %.2f %%",
             record["epoch"],
@@ -364,6 +364,10 @@ class Run:
             if self.artifacts:
                 for name in (outputs.MODEL_FILE, outputs.SUMMARY_FILE, outputs.METRICS_FILE, outputs.CURVES_FILE):
                     self.artifacts.upload(out / name, name)
+                if self.run_log:
+                    self.run_log.writer.flush()
+                    for events in sorted((out / outputs.TENSORBOARD_DIR).glob("events.out.tfevents.*")):
+                        self.artifacts.upload(events, outputs.TENSORBOARD_DIR, events.name)
         distributed.barrier()
         return summary
 
@@ -408,6 +412,8 @@ def train(config: TrainConfig, topology: Topology) -> dict[str, Any]:
         with distributed.peers_guarded():
             return run.execute()
     finally:
+        if run.run_log:
+            run.run_log.close()
         if run.artifacts:  # the final results, or the SIGTERM checkpoint: inside the pod's shutdown window
             run.artifacts.close(UPLOAD_WAIT_SECONDS)
         distributed.stop()

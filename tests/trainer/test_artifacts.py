@@ -53,6 +53,7 @@ def test_a_run_uploads_its_results_and_checkpoints(s3: Any, tmp_path: Path) -> N
     assert result.returncode == 0, result.stderr
     keys = _keys(s3, "jobs/a")
     assert {"model.pt", "summary.json", "metrics.jsonl", "training-curves.png"} <= keys
+    assert any(key.startswith("tensorboard/events.out.tfevents.") for key in keys)
     steps = sorted(key for key in keys if key.startswith("checkpoints/") and key.endswith(".json"))
     assert steps and all(key.removesuffix(".json") + ".pt" in keys for key in steps)
     for name in ("model.pt", "summary.json"):

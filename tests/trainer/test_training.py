@@ -36,7 +36,7 @@ def test_two_ranks_reach_97_percent_on_digits(two_rank_run: Path) -> None:
 def test_outputs_are_complete(two_rank_run: Path) -> None:
     assert (two_rank_run / "training-curves.png").read_bytes().startswith(b"\x89PNG")
     lines = [json.loads(line) for line in (two_rank_run / "metrics.jsonl").read_text().splitlines()]
-    assert lines and all(set(line) == {"step", "epoch", "loss", "images_per_second"} for line in lines)
+    assert lines and all(set(line) == {"step", "epoch", "loss", "learning_rate", "images_per_second"} for line in lines)
     assert [line["step"] for line in lines] == sorted(line["step"] for line in lines)
     import torch
 
