@@ -55,8 +55,11 @@ def tls_only_policy(bucket_arn: str) -> dict[str, Any]:
 def access_policy(bucket_arn: str) -> dict[str, Any]:
     """Read, write and list this bucket only: nothing else in the account."""
     return policy([
-        {"Sid": "ListBucket", "Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": bucket_arn},
-        {"Sid": "ReadWriteObjects", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"], "Resource": f"{bucket_arn}/*"},
+        {"Sid": "ListCheckpoints", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": bucket_arn},
+        # What trainer/artifacts.py calls, and nothing more (tests/infra/test_bucket_access.py records it):
+        # uploads (multipart above 64 MiB, aborted by s3transfer when they fail) and checkpoint downloads.
+        {"Sid": "ReadWriteObjects", "Effect": "Allow",
+         "Action": ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"], "Resource": f"{bucket_arn}/*"},
     ])
 
 

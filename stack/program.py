@@ -51,7 +51,9 @@ def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
     job = None
     if config.job is not None:
         group = platform.node_groups[config.job.node_group]
-        training = dataclasses.replace(config.job.job, image=group_images[config.job.node_group])
+        training = dataclasses.replace(
+            config.job.job, image=group_images[config.job.node_group], artifact_bucket=platform.bucket_name
+        )
         args: TrainingJobArgs = {
             "provider": platform.provider, "node_group": group, "job": training, "depends_on": [platform]
         }

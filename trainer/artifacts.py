@@ -57,28 +57,30 @@ class Location:
 
 
 class ArtifactStore:
-    """Rank 0's uploads to, and checkpoint downloads from, one S3 prefix."""
+    """Rank 0's uploads to one S3 prefix, and its checkpoints' to and from another (default PREFIX/checkpoints)."""
 
-    def __init__(self, location: Location, client: Any = None) -> None:
+    def __init__(self, location: Location, checkpoints: Location | None = None, client: Any = None) -> None:
         self.location = location
+        self.checkpoints = checkpoints or Location(location.bucket, location.key(CHECKPOINTS))
         self.client = client or boto3.client("s3", config=CLIENT)
-        self.pending: queue.Queue[tuple[Path, str] | None] = queue.Queue(QUEUE_SIZE)
+        self.pending: queue.Queue[tuple[Path, str, str] | None] = queue.Queue(QUEUE_SIZE)
         self.warned = False
         self.unreachable = False
         """Set when S3 cannot be reached: later uploads are skipped instead of each retrying for seconds."""
         self.worker = threading.Thread(target=self._upload_all, name="artifact-uploads", daemon=True)
         self.worker.start()
 
-    def upload(self, path: Path, *key: str) -> None:
+    def upload(self, path: Path, *key: str, to: Location | None = None) -> None:
         """Queue `path` for upload under the prefix (returns at once)."""
+        location = to or self.location
         try:
-            self.pending.put_nowait((path, self.location.key(*key)))
+            self.pending.put_nowait((path, location.bucket, location.key(*key)))
         except queue.Full:
             self._warn(f"upload queue full: {path.name} not uploaded this time (S3 is slower than the run)")
 
     def upload_checkpoint(self, payload: Path, manifest: Path) -> None:
-        self.upload(payload, CHECKPOINTS, payload.name)
-        self.upload(manifest, CHECKPOINTS, manifest.name)  # last: only a complete upload has one
+        self.upload(payload, payload.name, to=self.checkpoints)
+        self.upload(manifest, manifest.name, to=self.checkpoints)  # last: only a complete upload has one
 
     def close(self, timeout: float) -> None:
         """Wait up to `timeout` seconds for the queued uploads, then stop the worker."""
@@ -89,19 +91,19 @@ class ArtifactStore:
 
     def _upload_all(self) -> None:
         while (item := self.pending.get()) is not None:
-            path, key = item
+            path, bucket, key = item
             if self.unreachable or not path.exists():  # or pruned locally: a newer checkpoint is queued behind it
                 continue
             try:
                 self.client.upload_file(
-                    str(path), self.location.bucket, key, ExtraArgs={"ChecksumAlgorithm": "SHA256"}, Config=TRANSFER
+                    str(path), bucket, key, ExtraArgs={"ChecksumAlgorithm": "SHA256"}, Config=TRANSFER
                 )
             except (EndpointConnectionError, ConnectTimeoutError) as error:
                 self.unreachable = True
                 self._warn(f"S3 is unreachable ({type(error).__name__}): nothing more is uploaded to {self.location} "
                            "by this run, and the local copies are kept")
             except (BotoCoreError, ClientError, OSError) as error:
-                self._warn(f"could not upload {path.name} to s3://{self.location.bucket}/{key} ({error}); "
+                self._warn(f"could not upload {path.name} to s3://{bucket}/{key} ({error}); "
                            "the local copy is kept")
 
     def _warn(self, message: str) -> None:
@@ -122,7 +124,7 @@ class ArtifactStore:
                        f"nothing is uploaded to {self.location} by this run")
             return None
         except (BotoCoreError, ClientError) as error:
-            self._warn(f"could not list checkpoints in {self.location} ({error}); resuming from local ones only")
+            self._warn(f"could not list checkpoints in {self.checkpoints} ({error}); resuming from local ones only")
             return None
         for step in (s for s in steps if s > newest_local):
             with tempfile.TemporaryDirectory() as staging:
@@ -130,11 +132,11 @@ class ArtifactStore:
                 payload, manifest = staged.paths(step)
                 try:
                     for path in (payload, manifest):
-                        key = self.location.key(CHECKPOINTS, path.name)
-                        self.client.download_file(self.location.bucket, key, str(path))
+                        key = self.checkpoints.key(path.name)
+                        self.client.download_file(self.checkpoints.bucket, key, str(path))
                 except (BotoCoreError, ClientError) as error:
                     log.warning("checkpoint step %d in %s is unreadable (%s); trying the previous one",
-                                step, self.location, error)
+                                step, self.checkpoints, error)
                     continue
                 verified = staged.newest()  # reports a corrupt or truncated payload, as for local ones
                 if verified is None:
@@ -143,14 +145,14 @@ class ArtifactStore:
                 local.directory.mkdir(parents=True, exist_ok=True)
                 write_atomically(target_payload, verified.payload)
                 write_atomically(target_manifest, manifest.read_bytes())
-                log.info("restored checkpoint step %d from %s", step, self.location)
+                log.info("restored checkpoint step %d from %s", step, self.checkpoints)
                 return step
         return None
 
     def _remote_steps(self) -> list[int]:
         """Steps with a manifest under the prefix, newest first."""
         pages = self.client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.location.bucket, Prefix=self.location.key(CHECKPOINTS) + "/"
+            Bucket=self.checkpoints.bucket, Prefix=self.checkpoints.key() + "/"
         )
         found = (MANIFEST.search(item["Key"]) for page in pages for item in page.get("Contents", []))
         return sorted((int(match.group(1)) for match in found if match), reverse=True)

@@ -105,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
         "and resume from the newest verified checkpoint there when none newer is local",
     )
     train.add_argument(
+        "--checkpoint-uri", help="s3://BUCKET/PREFIX for the checkpoints (default: ARTIFACT_URI/checkpoints)"
+    )
+    train.add_argument(
         "--run-name",
         help="recorded in checkpoints, the summary and the model (default: the output directory's absolute path)",
     )
@@ -160,6 +163,7 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
         run_name=args.run_name or str(args.output_dir.resolve()),
         checkpoint_dir=args.checkpoint_dir or args.output_dir / "checkpoints",
         artifact_uri=args.artifact_uri,
+        checkpoint_uri=args.checkpoint_uri,
         checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints,
         log_every=args.log_every,

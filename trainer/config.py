@@ -28,6 +28,8 @@ class TrainConfig:
     """Recorded in checkpoints: a directory holding another run's checkpoints is refused."""
     checkpoint_dir: Path
     artifact_uri: str | None
+    checkpoint_uri: str | None
+    """Where the checkpoints go in S3 (default ARTIFACT_URI/checkpoints)."""
     """s3://BUCKET/PREFIX: rank 0 uploads the results and checkpoints there and resumes from it."""
     checkpoint_every: int
     """Optimizer steps between checkpoints (0: only at epoch ends)."""

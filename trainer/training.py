@@ -31,7 +31,7 @@ from trainer import artifacts, datasets, distributed, evaluation, models, output
 from trainer.checkpoint import CheckpointManager, decode
 from trainer.config import TrainConfig
 from trainer.distributed import Topology
-from trainer.errors import CheckpointError
+from trainer.errors import CheckpointError, UsageError
 from trainer.interrupt import StopSignals, TerminationRequested
 from trainer.run_log import RunLog
 from trainer.sampling import BatchPlan, GlobalBatchSampler, plan_batches
@@ -81,6 +81,11 @@ class Run:
         self.started = time.perf_counter()
         self.device = distributed.pick_device(topology, config.device)  # before anything is written
         location = artifacts.Location.parse(config.artifact_uri, "--artifact-uri") if config.artifact_uri else None
+        if config.checkpoint_uri and location is None:
+            raise UsageError(f"--checkpoint-uri {config.checkpoint_uri}: give --artifact-uri too (the results' place)")
+        checkpoint_location = (
+            artifacts.Location.parse(config.checkpoint_uri, "--checkpoint-uri") if config.checkpoint_uri else None
+        )
         self.splits = datasets.load(config.dataset, config.data_dir, config.synthetic, config.seed)
         self.model_name = models.resolve(config.model, config.dataset)
         if topology.is_main:
@@ -98,7 +103,9 @@ class Run:
             config.checkpoint_dir, run_definition(config, self.model_name), config.keep_checkpoints
         )
         self.progress = Progress()
-        self.artifacts = artifacts.ArtifactStore(location) if location and topology.is_main else None
+        self.artifacts = (
+            artifacts.ArtifactStore(location, checkpoint_location) if location and topology.is_main else None
+        )
         self.run_log: RunLog | None = None
         self.ddp: DistributedDataParallel | None = None
         # Set by resume(): a resumed run keeps the global batch it started with.

@@ -62,6 +62,9 @@ class TrainingJob:
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     node_losses: int = 1
     """Node losses (spot interruptions, failed nodes) the job survives before the operator fails it."""
+    artifact_bucket: Any = None
+    """S3 bucket (a name, or a Pulumi output of one) the run uploads its results and checkpoints to and resumes
+    from: `runs/<job>/<run id>` and `checkpoints/<job>/<run id>`, as on the claim."""
 
     @property
     def elastic(self) -> bool:
@@ -122,7 +125,25 @@ def trainer_command(job: TrainingJob, target: NodeTarget) -> list[str]:
         "--run-name", run_name(job, target), "--checkpoint-every", str(job.checkpoint_every),
         # A GPU pod without CUDA (a CPU image, no driver) stops with one line instead of training on CPUs.
         *(["--device", "cuda"] if target.instance.gpus else []),
+        *artifact_arguments(job, run_id(job, target)),
     ]
+
+
+def artifact_arguments(job: TrainingJob, run: str) -> list[Any]:
+    """`--artifact-uri` and `--checkpoint-uri` under the job's bucket (none without one)."""
+    if job.artifact_bucket is None:
+        return []
+    return [
+        "--artifact-uri", _s3_uri(job.artifact_bucket, f"runs/{job.name}/{run}"),
+        "--checkpoint-uri", _s3_uri(job.artifact_bucket, f"checkpoints/{job.name}/{run}"),
+    ]
+
+
+def _s3_uri(bucket: Any, path: str) -> Any:
+    """s3://BUCKET/PATH, for a plain name or a Pulumi output of one (anything with `apply`)."""
+    if hasattr(bucket, "apply"):
+        return bucket.apply(lambda name: f"s3://{name}/{path}")
+    return f"s3://{bucket}/{path}"
 
 
 def shared_directories(job: TrainingJob, run: str) -> list[str]:

@@ -129,3 +129,16 @@ def test_existing_file_system_settings_are_checked(storage: dict[str, Any], mess
     with pytest.raises(ConfigError) as raised:
         parse(values, region)
     assert str(raised.value).startswith(message)
+
+
+def test_the_job_uploads_to_the_model_bucket_with_its_service_account() -> None:
+    registrations = _run("dev")
+    spec = _named(registrations, "eks-ddp-train-job")["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    command = spec["containers"][0]["command"]
+    run = command[command.index("--run-name") + 1].split("/")[-1]
+    artifact, checkpoints = (command[command.index(flag) + 1] for flag in ("--artifact-uri", "--checkpoint-uri"))
+    assert artifact.startswith("s3://") and artifact.endswith(f"/runs/mnist-ddp/{run}")
+    assert checkpoints == artifact.replace(f"/runs/mnist-ddp/{run}", f"/checkpoints/mnist-ddp/{run}")
+    account = _named(registrations, "eks-ddp-models-service-account")
+    assert spec["serviceAccountName"] == account["metadata"]["name"]
+    assert "eks.amazonaws.com/role-arn" in account["metadata"]["annotations"]  # IRSA: the role of test_bucket_access

@@ -62,20 +62,21 @@ def test_a_run_uploads_its_results_and_checkpoints(s3: Any, tmp_path: Path) -> N
 
 
 def test_losing_the_local_checkpoints_resumes_from_s3_skipping_a_truncated_one(s3: Any, tmp_path: Path) -> None:
-    out, uri = tmp_path / "run", f"s3://{BUCKET}/jobs/b"
-    first = run_trainer([*ARGS, "--output-dir", str(out), "--artifact-uri", uri], nproc=2)
+    out = tmp_path / "run"
+    uris = ["--artifact-uri", f"s3://{BUCKET}/runs/b", "--checkpoint-uri", f"s3://{BUCKET}/checkpoints/b"]
+    first = run_trainer([*ARGS, "--output-dir", str(out), *uris], nproc=2)
     assert first.returncode == 0, first.stderr
     final = read_summary(out)["steps"]
     shutil.rmtree(out)  # the whole shared volume is gone
-    again = run_trainer([*ARGS, "--output-dir", str(out), "--artifact-uri", uri], nproc=2)
+    again = run_trainer([*ARGS, "--output-dir", str(out), *uris], nproc=2)
     assert again.returncode == 0, again.stderr
     assert read_summary(out)["resumed_from_step"] == final > 0
 
     shutil.rmtree(out)
-    newest = f"jobs/b/checkpoints/step-{final:09d}.pt"
+    newest = f"checkpoints/b/step-{final:09d}.pt"
     payload = s3.get_object(Bucket=BUCKET, Key=newest)["Body"].read()
     s3.put_object(Bucket=BUCKET, Key=newest, Body=payload[: len(payload) // 2])  # a partial object
-    third = run_trainer([*ARGS, "--output-dir", str(out), "--artifact-uri", uri], nproc=2)
+    third = run_trainer([*ARGS, "--output-dir", str(out), *uris], nproc=2)
     assert third.returncode == 0, third.stderr
     assert "corrupt or truncated" in third.stderr
     assert 0 < read_summary(out)["resumed_from_step"] < final
