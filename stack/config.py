@@ -309,7 +309,10 @@ def _job(
                 f"evenly; use elasticMinReplicas {uneven[-1] + 1} or more, "
                 f"or a batchSize that {uneven[-1]} pods can share",
             )
-    prepare = fields.get("prepare_data", dataset in DOWNLOADABLE_DATASETS)
+    prepare = fields.get("prepare_data", dataset in DOWNLOADABLE_DATASETS and claim is not None)
+    if prepare and claim is None:
+        raise ConfigError(f"{key}.prepareData", prepare, "it fills the shared volume, and eks-ddp:storage is none: "
+                          "each pod fetches the data into its scratch space itself")
     if prepare and dataset not in DOWNLOADABLE_DATASETS:
         raise ConfigError(
             f"{key}.prepareData", prepare, f"only {', '.join(DOWNLOADABLE_DATASETS)} are downloaded; {dataset} is not"
@@ -362,11 +365,6 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
         platform.validate(PROJECT, platform_args, describe)
     except InvalidArgument as error:
         raise ConfigError(layout.stack_key(error), error.value, error.allowed) from None
-    if kind == StorageKind.NONE and top.get("job") is not None:
-        raise ConfigError(
-            f"{_key('storage')}.kind", kind.value, "a job keeps its data, checkpoints and model on shared storage: "
-            f"use fsx, existing-fsx or efs, or leave out {_key('job')}",
-        )
     claim = None if kind == StorageKind.NONE else "shared"
     image = top.get("image") or None
     namespace = platform_args.get("training_namespace", "training")

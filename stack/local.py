@@ -17,6 +17,7 @@ the steps run in order).
 """
 
 import argparse
+import dataclasses
 import os
 import shutil
 import socket
@@ -26,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.instance_facts import offline
-from infra.errors import InvalidArgument
 from infra.efa_node_group import node_labels
+from infra.errors import InvalidArgument
+from infra.instance_facts import offline
 from stack import stack_file
 from stack.config import ConfigError, parse
 from stack.local_pods import (
@@ -72,7 +73,10 @@ def render_for(stack: str, project_dir: Path = stack_file.ROOT) -> tuple[dict[st
         node_labels(instance, efa, spec.get("labels", {})),
         [dict(t) for t in spec.get("taints", [])],
     )
-    return pytorchjob.render(config.job.job, target), batch_jobs.render_evaluation(config.job.job, target)
+    # Without shared storage the pods' /shared is scratch space and results go to S3; here one local
+    # directory plays both (no S3 in the demo), so the job is rendered as if it had a claim.
+    job = config.job.job if config.job.job.claim_name else dataclasses.replace(config.job.job, claim_name="scratch")
+    return pytorchjob.render(job, target), batch_jobs.render_evaluation(job, target)
 
 
 def _localize(command: list[str], shared: Path) -> list[str]:

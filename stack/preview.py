@@ -64,7 +64,10 @@ def tree_lines(registrations: list[Registration]) -> list[str]:
 
 
 def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path]:
+    """One YAML file per object; files an earlier preview wrote there go first, so none outlives its object."""
     directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("*.yaml"):
+        stale.unlink()
     written = []
     for manifest in objects:
         metadata = manifest.get("metadata", {})

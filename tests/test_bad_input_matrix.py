@@ -117,8 +117,8 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("config: FSx options on EFS", _config("storage.kind", "efs"), "eks-ddp:storage.capacityGiB: 1200 is not allowed; it applies to kind fsx or existing-fsx, not efs"),
     ("config: a job on 2-GiB nodes", _small_group_job(), "eks-ddp:job.nodeGroup: 'small' is not allowed; t4g.small (2 vCPUs, 2 GiB) leaves no whole CPU and GiB"),
     ("config: negative node losses", _config("job.survivesNodeLosses", -1), "eks-ddp:job.survivesNodeLosses: -1 is not allowed; use 0 to 10"),
-    ("config: a job without shared storage", _config("storage", {"kind": "none"}), "eks-ddp:storage.kind: 'none' is not allowed; a job keeps its data, checkpoints and model on shared storage: use fsx, existing-fsx or efs"),
-    ("workload: a job without a claim", _job(claim_name=None), "PyTorchJob: job.claim_name=None is not allowed; the trainer keeps data, checkpoints and the model under /shared"),
+    ("config: data preparation without shared storage", _config("storage", {"kind": "none"}, prepareData=True), "eks-ddp:job.prepareData: True is not allowed; it fills the shared volume, and eks-ddp:storage is none"),
+    ("workload: a job with neither a claim nor a bucket", _job(claim_name=None), "PyTorchJob: job.claim_name=None is not allowed; without a claim /shared is scratch space lost with the pod"),
     # Strict types: a string is not a boolean, a boolean is not a number.
     ("config: boolean written as a string", _config("nodeGroups.1.efa", "false"), "eks-ddp:nodeGroups[1].efa: 'false' is not allowed; give true or false (unquoted)"),
     ("config: number written as a string", _config("job.epochs", "10"), "eks-ddp:job.epochs: '10' is not allowed; give a whole number"),

@@ -14,6 +14,7 @@ import queue
 import re
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ CHECKPOINTS = "checkpoints"
 MANIFEST = re.compile(r"step-(\d{9})\.json$")
 TRANSFER = TransferConfig(multipart_threshold=64 * 2**20, multipart_chunksize=64 * 2**20)
 CLIENT = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=60)
+POLL_SECONDS = 30
 QUEUE_SIZE = 16
 """Files waiting for upload; beyond it a file is skipped (a newer checkpoint or the final upload follows)."""
 
@@ -156,3 +158,37 @@ class ArtifactStore:
         )
         found = (MANIFEST.search(item["Key"]) for page in pages for item in page.get("Contents", []))
         return sorted((int(match.group(1)) for match in found if match), reverse=True)
+
+
+def fetch(uri: str, path: Path, wait_minutes: float, flag: str = "--model-uri") -> None:
+    """Download the object at `uri` to `path`, waiting up to `wait_minutes` for it to appear (a job that
+    evaluates what another is still training). UsageError naming `flag` when it never does."""
+    location = Location.parse(uri, flag)
+    client = boto3.client("s3", config=CLIENT)
+    deadline = time.monotonic() + 60 * wait_minutes
+    while True:
+        try:
+            client.head_object(Bucket=location.bucket, Key=location.prefix)
+            break
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey", "NotFound"):
+                raise UsageError(f"{flag} {uri}: {error}") from None
+        except (EndpointConnectionError, ConnectTimeoutError) as error:
+            raise UsageError(f"{flag} {uri}: S3 is unreachable ({type(error).__name__})") from None
+        if time.monotonic() >= deadline:
+            raise UsageError(f"{flag} {uri}: no such object (waited {wait_minutes:g} minutes)")
+        log.info("waiting for %s", uri)
+        time.sleep(POLL_SECONDS)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    client.download_file(location.bucket, location.prefix, str(path))
+
+
+def put(path: Path, uri: str) -> None:
+    """Upload one file now (a short job's report); a failure is one warning, the local file stays."""
+    location = Location.parse(uri, "--model-uri")
+    try:
+        boto3.client("s3", config=CLIENT).upload_file(
+            str(path), location.bucket, location.prefix, ExtraArgs={"ChecksumAlgorithm": "SHA256"}, Config=TRANSFER
+        )
+    except (BotoCoreError, ClientError, OSError) as error:
+        log.warning("could not upload %s to %s (%s); the local copy is kept", path.name, uri, error)

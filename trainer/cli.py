@@ -131,6 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--model-file", type=Path, required=True)
     evaluate.add_argument("--run-name", help="refuse a model that another run wrote (the name training was given)")
+    evaluate.add_argument(
+        "--model-uri",
+        help="s3://BUCKET/KEY of model.pt: downloaded to --model-file first, and the report uploaded next to it",
+    )
+    evaluate.add_argument(
+        "--wait-minutes", type=_bounded(float, 0), default=0.0, help="with --model-uri: wait this long for the model"
+    )
     evaluate.add_argument("--dataset", choices=datasets.DATASETS, help="default: the dataset the model was trained on")
     evaluate.add_argument("--data-dir", type=Path)
     evaluate.add_argument("--json", type=Path, help="also write the report as JSON here")
@@ -208,6 +215,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "evaluate":
             from trainer.evaluation import evaluate_command
 
+            from trainer import artifacts  # boto3, only for evaluate (prepare-data starts without it)
+
+            if args.model_uri:
+                artifacts.fetch(args.model_uri, args.model_file, args.wait_minutes)
             evaluate_command(
                 args.model_file,
                 args.dataset,
@@ -217,6 +228,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.batch_size,
                 args.run_name,
             )
+            if args.model_uri:  # the report lasts with the model, not with this pod's scratch space
+                folder = args.model_uri.rsplit("/", 1)[0]
+                matrix = args.confusion_matrix or args.model_file.with_name("confusion-matrix.png")
+                for path in (matrix, *([args.json] if args.json else [])):
+                    artifacts.put(path, f"{folder}/{path.name}")
         else:
             from trainer.prepare import prepare
 

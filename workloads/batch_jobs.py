@@ -3,12 +3,15 @@
 from typing import Any
 
 from workloads.pytorchjob import (
+    DOWNLOADABLE_DATASETS,
     RUN_AS_TRAINER,
     SHARED_MOUNT,
     TrainingJob,
     prepare_data_command,
     run_id,
     run_name,
+    s3_uri,
+    shared_volume,
     volume_permissions,
 )
 from workloads.target import NodeTarget
@@ -51,19 +54,22 @@ def _job(name: str, namespace: str, pod_spec: dict[str, Any], labels: dict[str, 
 
 
 def _shared_volume(job: TrainingJob) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    if not job.claim_name:
-        return [], []
-    return [{"name": "shared", "persistentVolumeClaim": {"claimName": job.claim_name}}], [{"name": "shared", "mountPath": SHARED_MOUNT}]
+    return [shared_volume(job)], [{"name": "shared", "mountPath": SHARED_MOUNT}]
 
 
 def evaluation_command(job: TrainingJob, target: NodeTarget) -> list[str]:
     """Evaluates the model of exactly this run: the trainer refuses a model.pt another run wrote."""
-    paths = job.paths(run_id(job, target))
-    return [
+    run = run_id(job, target)
+    paths = job.paths(run)
+    command = [
         "python", "-m", "trainer", "evaluate", "--model-file", f"{paths['output']}/model.pt",
         "--run-name", run_name(job, target), "--data-dir", paths["data"],
         "--json", f"{paths['output']}/evaluation.json",
     ]
+    if not job.claim_name:  # scratch space only: the model comes from S3, once training has uploaded it
+        model = s3_uri(job.artifact_bucket, f"runs/{job.name}/{run}/model.pt")
+        command += ["--model-uri", model, "--wait-minutes", str(EVALUATION_DEADLINE_SECONDS // 60)]
+    return command
 
 
 def _trainer_pod(job: TrainingJob, target: NodeTarget, command: list[str]) -> dict[str, Any]:
@@ -75,7 +81,7 @@ def _trainer_pod(job: TrainingJob, target: NodeTarget, command: list[str]) -> di
         }],
         "volumes": volumes,
         "securityContext": RUN_AS_TRAINER,
-        "initContainers": [volume_permissions(job, run_id(job, target))] if job.claim_name else [],
+        "initContainers": [volume_permissions(job, run_id(job, target))],
         "nodeSelector": target.node_selector(),
         "tolerations": target.tolerations(),
     }
@@ -97,16 +103,24 @@ def render_evaluation(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
 
     Created with the PyTorchJob, it waits in an init container until training has
     written summary.json (the trainer's last, atomic write), for up to two days, in the
-    run's own directory: a previous run's summary (another run id) cannot satisfy it.
+    run's own directory: a previous run's summary (another run id) cannot satisfy it. Without
+    shared storage it fetches the test set into its scratch space and waits for the run's model
+    in S3 instead (`evaluate --model-uri --wait-minutes`), and uploads its report next to it.
     """
     pod = _trainer_pod(job, target, evaluation_command(job, target))
-    summary = f"{job.paths(run_id(job, target))['output']}/summary.json"
-    pod["initContainers"].append({
-        "name": "wait-for-training", "image": job.image,
-        "command": ["sh", "-c", f'until [ -f "{summary}" ]; do echo "waiting for {summary}"; sleep 30; done'],
-        "volumeMounts": pod["containers"][0]["volumeMounts"],
-        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
-    })
+    mounts = pod["containers"][0]["volumeMounts"]
+    if job.claim_name:
+        summary = f"{job.paths(run_id(job, target))['output']}/summary.json"
+        pod["initContainers"].append({
+            "name": "wait-for-training", "image": job.image,
+            "command": ["sh", "-c", f'until [ -f "{summary}" ]; do echo "waiting for {summary}"; sleep 30; done'],
+            "volumeMounts": mounts,
+            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
+        })
+    elif job.dataset in DOWNLOADABLE_DATASETS:  # scratch space: the test set is fetched into it first
+        pod["initContainers"].append(
+            {"name": "prepare-data", "image": job.image, "command": prepare_data_command(job), "volumeMounts": mounts}
+        )
     manifest = _job(f"{job.name}-evaluate", job.namespace, pod, {"eks-ddp/job": job.name, "eks-ddp/step": "evaluate"})
     manifest["spec"]["activeDeadlineSeconds"] = EVALUATION_DEADLINE_SECONDS
     return manifest

@@ -59,6 +59,10 @@ def validate_job(component: str, job: TrainingJob, group: EfaNodeGroup) -> None:
     problem = pytorchjob.validate_name(job.name)
     if problem:
         raise InvalidArgument(component, "job.name", job.name, problem)
+    if not job.claim_name and job.artifact_bucket is None:
+        raise InvalidArgument(component, "job.claim_name", None, f"without a claim {pytorchjob.SHARED_MOUNT} is "
+                              "scratch space lost with the pod: give a ReadWriteMany claim, or job.artifact_bucket "
+                              "(the model bucket) for the results and checkpoints")
     if not 1 <= job.replicas <= group.max_size:
         raise InvalidArgument(component, "job.replicas", job.replicas, f"use 1 to the node group's max_size ({group.max_size}): one pod per node")
     if job.elastic_min_replicas is not None and not 1 <= job.elastic_min_replicas <= job.replicas:
@@ -70,10 +74,6 @@ def validate_job(component: str, job: TrainingJob, group: EfaNodeGroup) -> None:
     problem = too_small(group.instance)
     if problem:
         raise InvalidArgument(component, "node_group", group.instance_type, problem)
-    if not job.claim_name:
-        raise InvalidArgument(component, "job.claim_name", job.claim_name,
-                              f"the trainer keeps data, checkpoints and the model under {pytorchjob.SHARED_MOUNT}: "
-                              "give a ReadWriteMany claim (the platform's storage_claim_name)")
 
 
 class PyTorchJob(pulumi.ComponentResource):

@@ -134,12 +134,12 @@ def artifact_arguments(job: TrainingJob, run: str) -> list[Any]:
     if job.artifact_bucket is None:
         return []
     return [
-        "--artifact-uri", _s3_uri(job.artifact_bucket, f"runs/{job.name}/{run}"),
-        "--checkpoint-uri", _s3_uri(job.artifact_bucket, f"checkpoints/{job.name}/{run}"),
+        "--artifact-uri", s3_uri(job.artifact_bucket, f"runs/{job.name}/{run}"),
+        "--checkpoint-uri", s3_uri(job.artifact_bucket, f"checkpoints/{job.name}/{run}"),
     ]
 
 
-def _s3_uri(bucket: Any, path: str) -> Any:
+def s3_uri(bucket: Any, path: str) -> Any:
     """s3://BUCKET/PATH, for a plain name or a Pulumi output of one (anything with `apply`)."""
     if hasattr(bucket, "apply"):
         return bucket.apply(lambda name: f"s3://{name}/{path}")
@@ -164,6 +164,14 @@ def volume_permissions(job: TrainingJob, run: str) -> dict[str, Any]:
     }
 
 
+def shared_volume(job: TrainingJob) -> dict[str, Any]:
+    """The claim at /shared, or, without shared storage, scratch space that is lost with the pod: then what
+    must last (results, checkpoints) goes to the job's S3 bucket."""
+    if job.claim_name:
+        return {"name": "shared", "persistentVolumeClaim": {"claimName": job.claim_name}}
+    return {"name": "shared", "emptyDir": {}}
+
+
 def prepare_data_command(job: TrainingJob) -> list[str]:
     """Idempotent: verified files are not fetched again."""
     data = f"{SHARED_MOUNT}/data/{job.dataset}"
@@ -181,11 +189,8 @@ def _pod_template(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
         {"name": "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "value": str(WORKER_SHUTDOWN_SECONDS)},
         *collective_env(target, f"{job.paths(run_id(job, target))['output']}/flight-recorder-rank-"),
     ]
-    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
-    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    if job.claim_name:
-        volumes.append({"name": "shared", "persistentVolumeClaim": {"claimName": job.claim_name}})
-        mounts.append({"name": "shared", "mountPath": SHARED_MOUNT})
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, shared_volume(job)]
+    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "shared", "mountPath": SHARED_MOUNT}]
     spec: dict[str, Any] = {
         "containers": [{
             "name": CONTAINER,
@@ -205,10 +210,9 @@ def _pod_template(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     }
     if job.service_account:
         spec["serviceAccountName"] = job.service_account
-    if job.claim_name:
-        spec["initContainers"] = [volume_permissions(job, run_id(job, target))]
-    if job.claim_name and job.dataset in DOWNLOADABLE_DATASETS:
-        # Pods may start before the DataPrepJob finishes: fetch (or just verify) the data first.
+    spec["initContainers"] = [volume_permissions(job, run_id(job, target))]
+    if job.dataset in DOWNLOADABLE_DATASETS:
+        # Pods may start before the DataPrepJob finishes (or have only scratch space): fetch or verify the data.
         spec["initContainers"].append({
             "name": "prepare-data", "image": job.image, "command": prepare_data_command(job), "volumeMounts": mounts,
             "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},

@@ -97,7 +97,8 @@ def test_the_gpu_workshop_shape_reuses_its_vpc_and_mounts_its_file_system_static
         validate_core(preview._integral({key: manifest[key] for key in ("apiVersion", "kind", "metadata", "spec")}))
     csi = volume["spec"]["csi"]
     assert csi["driver"] == "fsx.csi.aws.com" and csi["volumeHandle"] == "fs-0123456789abcdef0"
-    assert csi["volumeAttributes"] == {"dnsname": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "mountname": "abcdefgh"}
+    dns = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
+    assert csi["volumeAttributes"] == {"dnsname": dns, "mountname": "abcdefgh"}
     assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Retain" and volume["spec"]["storageClassName"] == ""
     assert claim["spec"]["volumeName"] == volume["metadata"]["name"] and claim["spec"]["storageClassName"] == ""
     rules = [r.inputs for r in registrations if r.name.startswith("eks-ddp-existing-fsx-lustre-")]
@@ -116,9 +117,10 @@ def test_the_gpu_workshop_shape_reuses_its_vpc_and_mounts_its_file_system_static
 @pytest.mark.parametrize(
     ("storage", "message"),
     [
-        ({"kind": "existing-fsx", "fileSystemId": "fs-1"}, "eks-ddp:storage.fileSystemId: 'fs-1' is not allowed; use an id"),
-        ({"kind": "existing-fsx", "deploymentType": "SCRATCH_2"}, "eks-ddp:storage.deploymentType: 'SCRATCH_2' is not allowed; "
-         "it applies to kind fsx, not existing-fsx"),
+        ({"kind": "existing-fsx", "fileSystemId": "fs-1"},
+         "eks-ddp:storage.fileSystemId: 'fs-1' is not allowed; use an id"),
+        ({"kind": "existing-fsx", "deploymentType": "SCRATCH_2"},
+         "eks-ddp:storage.deploymentType: 'SCRATCH_2' is not allowed; it applies to kind fsx, not existing-fsx"),
     ],
 )
 def test_existing_file_system_settings_are_checked(storage: dict[str, Any], message: str) -> None:
@@ -142,3 +144,21 @@ def test_the_job_uploads_to_the_model_bucket_with_its_service_account() -> None:
     account = _named(registrations, "eks-ddp-models-service-account")
     assert spec["serviceAccountName"] == account["metadata"]["name"]
     assert "eks.amazonaws.com/role-arn" in account["metadata"]["annotations"]  # IRSA: the role of test_bucket_access
+
+
+def test_the_cpu_tutorials_stack_keeps_everything_in_the_bucket_and_mounts_no_claim() -> None:
+    registrations = _run("cpu")
+    assert not [r for r in registrations if r.type == "kubernetes:core/v1:PersistentVolumeClaim"]
+    assert not any(r.name == "eks-ddp-data-job" for r in registrations)  # each pod fetches its data itself
+    job = _named(registrations, "eks-ddp-train-job")
+    evaluation = _named(registrations, "eks-ddp-evaluate-job")
+    for spec in (*(r["template"]["spec"] for r in job["spec"]["pytorchReplicaSpecs"].values()),
+                 evaluation["spec"]["template"]["spec"]):
+        assert {"name": "shared", "emptyDir": {}} in spec["volumes"]
+        assert not any("persistentVolumeClaim" in volume for volume in spec["volumes"])
+        assert "prepare-data" in [c["name"] for c in spec["initContainers"]]
+    command = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+    assert command[command.index("--artifact-uri") + 1].startswith("s3://")
+    evaluate = evaluation["spec"]["template"]["spec"]["containers"][0]["command"]
+    model = evaluate[evaluate.index("--model-uri") + 1]
+    assert model == command[command.index("--artifact-uri") + 1] + "/model.pt" and "--wait-minutes" in evaluate

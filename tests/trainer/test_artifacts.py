@@ -100,3 +100,20 @@ def test_a_bad_artifact_uri_is_one_line_naming_the_flag() -> None:
     with pytest.raises(UsageError, match=r"^--artifact-uri gs://models/x: use s3://BUCKET/PREFIX"):
         Location.parse("gs://models/x", "--artifact-uri")
     assert Location.parse("s3://models/jobs/a/", "--artifact-uri").key("model.pt") == "jobs/a/model.pt"
+
+
+def test_evaluate_reads_the_model_from_s3_and_puts_its_report_next_to_it(s3: Any, tmp_path: Path) -> None:
+    """The storage-less EvaluationJob: no shared volume, the run's model from the bucket, the report back to it."""
+    out = tmp_path / "run"
+    trained = run_trainer([*ARGS, "--output-dir", str(out), "--artifact-uri", f"s3://{BUCKET}/runs/e"], nproc=2)
+    assert trained.returncode == 0, trained.stderr
+    scratch = tmp_path / "scratch"
+    args = ["evaluate", "--model-file", str(scratch / "model.pt"), "--json", str(scratch / "evaluation.json")]
+    evaluated = run_trainer([*args, "--model-uri", f"s3://{BUCKET}/runs/e/model.pt", "--wait-minutes", "1"])
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert {"evaluation.json", "confusion-matrix.png"} <= _keys(s3, "runs/e")
+    missing = run_trainer([*args, "--model-uri", f"s3://{BUCKET}/runs/none/model.pt"])
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines()[-1] == (
+        f"error: --model-uri s3://{BUCKET}/runs/none/model.pt: no such object (waited 0 minutes)"
+    )
