@@ -1,5 +1,6 @@
 """DDP is exact: 2 ranks with batch B/2 each take the same steps as 1 rank with batch B."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,11 @@ STEP = 20
 
 
 def _parameters_at_step(output: Path, batch_size: int, nproc: int | None) -> dict[str, torch.Tensor]:
+    """Trains one epoch (logging every 5 steps); returns the parameters at step STEP."""
     args = [
         "train", "--dataset", "digits", "--model", "mlp", "--precision", "fp32", "--epochs", "1",
         "--batch-size", str(batch_size), "--checkpoint-every", str(STEP), "--seed", "7", "--output-dir", str(output),
+        "--log-every", "5",
     ]
     result = run_trainer(args, nproc=nproc)
     assert result.returncode == 0, result.stderr
@@ -36,3 +39,17 @@ def test_two_ranks_with_half_batches_match_one_rank(tmp_path: Path) -> None:
     initial = models.build("mlp", (1, 8, 8), 10).state_dict()
     travelled = max(float((single[name] - initial[name]).abs().max()) for name in single)
     assert travelled > 100 * 1e-4, "the runs must have trained for the comparison to mean anything"
+
+
+def _logged_losses(output: Path) -> list[float]:
+    return [json.loads(line)["loss"] for line in (output / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_the_logged_loss_is_the_mean_over_ranks(tmp_path: Path) -> None:
+    """Each rank's loss is the mean over its half of the batch, so the mean over the 2 ranks is the loss of
+    the 1-rank run over the whole batch; rank 0's alone (as once logged) is not."""
+    _parameters_at_step(tmp_path / "one-rank", batch_size=32, nproc=None)
+    _parameters_at_step(tmp_path / "two-ranks", batch_size=16, nproc=2)
+    single, double = _logged_losses(tmp_path / "one-rank"), _logged_losses(tmp_path / "two-ranks")
+    assert len(single) == len(double) >= 4
+    assert max(abs(a - b) for a, b in zip(single, double, strict=True)) < 1e-4
