@@ -28,3 +28,14 @@ class ImageChoice:
 def choose(config: StackConfig, group: str, instance: InstanceType) -> ImageChoice:
     accelerator = Accelerator.CUDA if instance.is_gpu else Accelerator.CPU
     return ImageChoice(config.group_images.get(group) or config.image_uri, accelerator)
+
+
+def builds(
+    choices: dict[str, ImageChoice], instances: dict[str, InstanceType]
+) -> dict[Accelerator, list[Architecture]]:
+    """What the stack builds: per accelerator, the architectures of every group that runs that build."""
+    needed: dict[Accelerator, set[Architecture]] = {}
+    for group, choice in choices.items():
+        if not choice.given:
+            needed.setdefault(choice.accelerator, set()).add(instances[group].architecture)
+    return {accelerator: sorted(architectures) for accelerator, architectures in sorted(needed.items())}

@@ -21,17 +21,14 @@ def node_groups(config: StackConfig) -> list[dict[str, Any]]:
     groups = platform.get("node_groups", [])
     instances = {group["name"]: offline(group["instance_type"]) for group in groups}
     choices = {name: images.choose(config, name, instance) for name, instance in instances.items()}
+    builds = images.builds(choices, instances)
     for group in groups:
         name, instance = group["name"], instances[group["name"]]
-        same_build = [
-            instances[other].architecture for other, choice in choices.items()
-            if not choice.given and choice.accelerator == choices[name].accelerator
-        ]
         minimum, capacity = group.get("min_size", 0), CapacityType(group.get("capacity_type", "ON_DEMAND")).value
         records.append(_record(
             name, group["instance_type"], capacity, group.get("capacity_reservation_id"),
             instance.network_cards if group.get("efa", True) else 0, (minimum, group.get("max_size", 2)),
-            choices[name].describe(same_build or [instance.architecture]),
+            choices[name].describe(builds.get(choices[name].accelerator, [instance.architecture])),
         ))
     return records
 

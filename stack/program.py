@@ -5,13 +5,18 @@ from dataclasses import dataclass
 
 import pulumi
 
-from infra.catalogue import Architecture
 from infra.platform import TrainingPlatform
 from stack import images
 from stack.config import StackConfig
 from workloads.batch_jobs import default_fabric_image
 from workloads.components import (
-    DataPrepJob, EvaluationJob, FabricCheckJob, NcclCheckArgs, NcclCheckJob, PyTorchJob, TrainingJobArgs,
+    DataPrepJob,
+    EvaluationJob,
+    FabricCheckJob,
+    NcclCheckArgs,
+    NcclCheckJob,
+    PyTorchJob,
+    TrainingJobArgs,
 )
 from workloads.image import Accelerator, TrainerImage, TrainerImageArgs
 
@@ -28,14 +33,11 @@ class Stack:
 
 def _images(config: StackConfig, platform: TrainingPlatform, name: str) -> dict[str, pulumi.Output[str]]:
     """One build per accelerator the groups need (for all their architectures); given images as they are."""
-    choices = {group: images.choose(config, group, nodes.instance) for group, nodes in platform.node_groups.items()}
-    architectures: dict[Accelerator, set[Architecture]] = {}
-    for group, choice in choices.items():
-        if not choice.given:
-            architectures.setdefault(choice.accelerator, set()).add(platform.node_groups[group].instance.architecture)
+    instances = {group: nodes.instance for group, nodes in platform.node_groups.items()}
+    choices = {group: images.choose(config, group, instance) for group, instance in instances.items()}
     built = {}
-    for accelerator, needed in sorted(architectures.items()):
-        args: TrainerImageArgs = {"architectures": sorted(needed), "tags": {"project": "eks-ddp"}}
+    for accelerator, architectures in images.builds(choices, instances).items():
+        args: TrainerImageArgs = {"architectures": architectures, "tags": {"project": "eks-ddp"}}
         if accelerator != Accelerator.CPU:
             args["accelerator"] = accelerator
         built[accelerator] = TrainerImage(f"{name}-{IMAGE_SUFFIX[accelerator]}", args).image_uri
@@ -78,7 +80,9 @@ def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
                     "provider": platform.provider, "node_group": group, "namespace": platform.training_namespace,
                     "image": fabric_image, "depends_on": [platform],
                 })
-    gpu_groups = [g for g in platform.node_groups.values() if g.instance.is_gpu and g.efa_interfaces and g.max_size >= 2]
+    gpu_groups = [
+        g for g in platform.node_groups.values() if g.instance.is_gpu and g.efa_interfaces and g.max_size >= 2
+    ]
     if config.nccl_check and gpu_groups and platform.mpi_operator is not None:
         check: NcclCheckArgs = {
             "provider": platform.provider, "node_group": gpu_groups[0], "namespace": platform.training_namespace,
