@@ -199,21 +199,18 @@ class Run:
             model = self.ddp
         if self.config.compile:
             model = torch.compile(model)  # type: ignore[assignment]
-        metrics = RunLog(self.config.output_dir, resumed_from) if self.topology.is_main else None
-        self.run_log = metrics
+        self.run_log = RunLog(self.config.output_dir, resumed_from) if self.topology.is_main else None
         vote = distributed.StopVote()
         with StopSignals() as stop:
             while self.progress.epoch < self.config.epochs:
-                self._train_epoch(model, metrics, stop, vote)
+                self._train_epoch(model, stop, vote)
                 self._finish_epoch()
                 self.save_checkpoint()
                 if distributed.any_rank(stop.requested, self.device):
                     raise TerminationRequested(f"stopped by signal at step {self.progress.step}; checkpoint written")
         return self._finish(resumed_from)
 
-    def _train_epoch(
-        self, model: nn.Module, metrics: RunLog | None, stop: StopSignals, vote: distributed.StopVote
-    ) -> None:
+    def _train_epoch(self, model: nn.Module, stop: StopSignals, vote: distributed.StopVote) -> None:
         config, progress, plan = self.config, self.progress, self.plan
         batches = self.sampler.batches(progress.epoch, progress.position).to(self.device)
         show_bar = self.topology.is_main and sys.stderr.isatty()
@@ -249,9 +246,8 @@ class Run:
                 progress.epoch_loss_sum += window_loss
                 progress.epoch_steps += window_steps
                 mean_loss = distributed.all_sum_(torch.tensor([window_loss])).item() / self.topology.world_size
-                self._log_interval(
-                    metrics, bar, mean_loss / window_steps, window_steps * plan.global_batch / (now - window_start)
-                )
+                rate = window_steps * plan.global_batch / (now - window_start)
+                self._log_interval(bar, mean_loss / window_steps, rate)
                 running_loss.zero_()
                 self.images_trained += window_steps * plan.global_batch
                 window_steps, window_start = 0, now
@@ -274,11 +270,11 @@ class Run:
             return contextlib.nullcontext()
         return self.ddp.no_sync()
 
-    def _log_interval(self, metrics: RunLog | None, bar: Any, loss: float, rate: float) -> None:
+    def _log_interval(self, bar: Any, loss: float, rate: float) -> None:
         """`loss`: the interval's mean over steps and ranks."""
         progress = self.progress
-        if metrics is not None:
-            metrics.interval(progress.step, progress.epoch + 1, loss, float(self.scheduler.get_last_lr()[0]), rate)
+        if self.run_log is not None:
+            self.run_log.interval(progress.step, progress.epoch + 1, loss, float(self.scheduler.get_last_lr()[0]), rate)
         if bar.disable:
             log.info(
                 "epoch %d/%d step %d loss %.4f %.0f images/s",
