@@ -213,9 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "train":
             _run_train(args, topology)
         elif args.command == "evaluate":
+            from trainer import (
+                artifacts,  # boto3, only for evaluate (prepare-data starts without it)
+            )
             from trainer.evaluation import evaluate_command
-
-            from trainer import artifacts  # boto3, only for evaluate (prepare-data starts without it)
 
             if args.model_uri:
                 artifacts.fetch(args.model_uri, args.model_file, args.wait_minutes)
