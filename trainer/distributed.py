@@ -7,6 +7,7 @@ and every collective here is a no-op.
 """
 
 import datetime
+import gc
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -119,6 +120,18 @@ def start(topology: Topology, device: torch.device, timeout: datetime.timedelta)
 
 
 def stop() -> None:
+    """Leave the process group; call it only after dropping the DDP wrapper (see `training.train`).
+
+    Freed after the group is destroyed, DDP's C++ reducer drops the gloo group's last reference with
+    the GIL held (pybind11 `class_<Reducer, shared_ptr<Reducer>>`, unlike the backends' own no-GIL
+    destructor holders in torch/csrc/distributed/c10d/init.cpp): `~ProcessGroupGloo` then joins its
+    worker thread, which may still be freeing its last finished work and need the GIL for a tensor's
+    Python object. That deadlock, seen with gdb on torch 2.13.0 (pytorch/pytorch#56297 describes the
+    class), kept about 1 finished rank in 25 alive until torchrun's exit barrier gave up. Destroyed
+    here, the group goes with its Python object, whose destructor releases the GIL; `gc.collect`
+    first frees a wrapper caught in a reference cycle.
+    """
+    gc.collect()
     if dist.is_initialized():
         dist.destroy_process_group()
 

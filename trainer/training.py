@@ -419,4 +419,5 @@ def train(config: TrainConfig, topology: Topology) -> dict[str, Any]:
             run.run_log.close()
         if run.artifacts:  # the final results, or the SIGTERM checkpoint: inside the pod's shutdown window
             run.artifacts.close(UPLOAD_WAIT_SECONDS)
+        run.ddp = None  # DDP must not outlive the process group: see distributed.stop
         distributed.stop()
