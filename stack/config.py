@@ -17,8 +17,13 @@ from infra.catalogue import InstanceType
 from infra.errors import InvalidArgument
 from infra.platform import NodeGroupSpec, StorageKind, TrainingPlatformArgs
 from stack.project_config import PROJECT, closest
-from workloads.pytorchjob import DATASETS, DOWNLOADABLE_DATASETS, TrainingJob, validate_name
 from workloads.target import too_small
+from workloads.training_pod import (
+    DATASETS,
+    DOWNLOADABLE_DATASETS,
+    TrainingJob,
+    validate_name,
+)
 
 SYSTEM_GROUP = "system"
 

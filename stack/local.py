@@ -43,8 +43,8 @@ from stack.local_pods import (
 )
 from stack.project_config import StackFileError
 from workloads import batch_jobs, pytorchjob
-from workloads.pytorchjob import SHARED_MOUNT
 from workloads.target import NodeTarget
+from workloads.training_pod import SHARED_MOUNT
 
 OFFLINE_DATASET = "digits"
 LOCAL_DEVICE = "auto"

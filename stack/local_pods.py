@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workloads.pytorchjob import SHARED_MOUNT
+from workloads.training_pod import SHARED_MOUNT
 
 
 @dataclass(frozen=True)

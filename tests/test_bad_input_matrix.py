@@ -23,7 +23,7 @@ from stack.project_config import StackFileError
 from tests.pulumi_harness import Recorded
 from trainer import cli
 from workloads.components import PyTorchJob
-from workloads.pytorchjob import TrainingJob
+from workloads.training_pod import TrainingJob
 
 DEV, REGION = stack_file.load("dev")
 GROUP = {"cluster_name": "c", "vpc_id": "v", "cluster_security_group_id": "s", "instance_type": "c7g.16xlarge", "availability_zone": "us-east-1a", "subnet_id": "n", "max_size": 2}

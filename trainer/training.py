@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 EVAL_BATCH_SIZE = 1024
 # How long a run's end (or a SIGTERM) waits for its uploads: inside the pod's 105 s shutdown window
-# (workloads.pytorchjob.WORKER_SHUTDOWN_SECONDS), after the checkpoint write.
+# (workloads.training_pod.WORKER_SHUTDOWN_SECONDS), after the checkpoint write.
 UPLOAD_WAIT_SECONDS = 60
 
 

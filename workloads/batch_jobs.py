@@ -2,7 +2,8 @@
 
 from typing import Any
 
-from workloads.pytorchjob import (
+from workloads.target import NodeTarget
+from workloads.training_pod import (
     DOWNLOADABLE_DATASETS,
     RUN_AS_TRAINER,
     SHARED_MOUNT,
@@ -14,7 +15,6 @@ from workloads.pytorchjob import (
     shared_volume,
     volume_permissions,
 )
-from workloads.target import NodeTarget
 
 # x86 nodes: an AWS Deep Learning Container ships libfabric with the EFA provider
 # (fi_info, fi_pingpong), as the workshop uses. The tag was not pulled here (no

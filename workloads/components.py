@@ -9,9 +9,9 @@ from infra.efa_node_group import EfaNodeGroup
 from infra.errors import InvalidArgument
 from infra.mpi_operator import MpiOperator
 from infra.training_operator import TrainingOperator
-from workloads import batch_jobs, nccl_check, pytorchjob
-from workloads.pytorchjob import TrainingJob
+from workloads import batch_jobs, nccl_check, pytorchjob, training_pod
 from workloads.target import NodeTarget, too_small
+from workloads.training_pod import TrainingJob
 
 
 def target_of(group: EfaNodeGroup) -> NodeTarget:
@@ -56,19 +56,19 @@ class TrainingJobArgs(TypedDict):
 
 
 def validate_job(component: str, job: TrainingJob, group: EfaNodeGroup) -> None:
-    problem = pytorchjob.validate_name(job.name)
+    problem = training_pod.validate_name(job.name)
     if problem:
         raise InvalidArgument(component, "job.name", job.name, problem)
     if not job.claim_name and job.artifact_bucket is None:
-        raise InvalidArgument(component, "job.claim_name", None, f"without a claim {pytorchjob.SHARED_MOUNT} is "
+        raise InvalidArgument(component, "job.claim_name", None, f"without a claim {training_pod.SHARED_MOUNT} is "
                               "scratch space lost with the pod: give a ReadWriteMany claim, or job.artifact_bucket "
                               "(the model bucket) for the results and checkpoints")
     if not 1 <= job.replicas <= group.max_size:
         raise InvalidArgument(component, "job.replicas", job.replicas, f"use 1 to the node group's max_size ({group.max_size}): one pod per node")
     if job.elastic_min_replicas is not None and not 1 <= job.elastic_min_replicas <= job.replicas:
         raise InvalidArgument(component, "job.elastic_min_replicas", job.elastic_min_replicas, f"use 1 to replicas ({job.replicas})")
-    if job.dataset not in pytorchjob.DATASETS:
-        raise InvalidArgument(component, "job.dataset", job.dataset, f"use one of {', '.join(pytorchjob.DATASETS)}")
+    if job.dataset not in training_pod.DATASETS:
+        raise InvalidArgument(component, "job.dataset", job.dataset, f"use one of {', '.join(training_pod.DATASETS)}")
     if job.epochs < 1 or job.batch_size < 1:
         raise InvalidArgument(component, "job.epochs/batch_size", (job.epochs, job.batch_size), "both must be >= 1")
     problem = too_small(group.instance)
@@ -92,8 +92,8 @@ class PyTorchJob(pulumi.ComponentResource):
         validate_job("PyTorchJob", args["job"], args["node_group"])
         target = target_of(args["node_group"])
         self.manifest = pytorchjob.render(args["job"], target)
-        self.run_name = pytorchjob.run_name(args["job"], target)
-        self.output_dir = args["job"].paths(pytorchjob.run_id(args["job"], target))["output"]
+        self.run_name = training_pod.run_name(args["job"], target)
+        self.output_dir = args["job"].paths(training_pod.run_id(args["job"], target))["output"]
         errors = pytorchjob.admission_errors(self.manifest)
         if errors:
             raise InvalidArgument("PyTorchJob", "job", args["job"].name, "; ".join(errors))
@@ -119,8 +119,8 @@ class DataPrepJob(_BatchJob):
 
     def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate_job("DataPrepJob", args["job"], args["node_group"])
-        if args["job"].dataset not in pytorchjob.DOWNLOADABLE_DATASETS:
-            raise InvalidArgument("DataPrepJob", "job.dataset", args["job"].dataset, f"only {', '.join(pytorchjob.DOWNLOADABLE_DATASETS)} are downloaded")
+        if args["job"].dataset not in training_pod.DOWNLOADABLE_DATASETS:
+            raise InvalidArgument("DataPrepJob", "job.dataset", args["job"].dataset, f"only {', '.join(training_pod.DOWNLOADABLE_DATASETS)} are downloaded")
         self.manifests = [batch_jobs.render_data_preparation(args["job"], target_of(args["node_group"]))]
         super().__init__("eksddp:index:DataPrepJob", name, {}, opts)
         self._apply_all(name, args["provider"], args.get("depends_on", []))

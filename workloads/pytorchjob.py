@@ -1,239 +1,25 @@
-"""The PyTorchJob manifest (kubeflow.org/v1) that runs the bundled trainer, and the operator's rules.
+"""The PyTorchJob (kubeflow.org/v1) of the training operator v1, and the operator's rules.
 
-Pure functions returning plain dicts: tests validate them against the CRD schema,
-the local runner executes their commands, and the component applies them.
+The pod is workloads.training_pod's; this module wraps it in Master and Worker replicas.
 """
 
-import hashlib
-import json
-import re
-from dataclasses import dataclass, field
 from typing import Any
 
-from infra.shared_claim import SHARED_UID
-from workloads.fabric_env import collective_env
-from workloads.target import NodeTarget, resources
+from workloads.target import NodeTarget
+from workloads.training_pod import (
+    TrainingJob,
+    pod_template,
+    processes_per_pod,
+    restart_budget,
+)
 
 API_VERSION, KIND = "kubeflow.org/v1", "PyTorchJob"
 CONTAINER = "pytorch"  # the operator finds the training container by this name
-SHARED_MOUNT = "/shared"
-MASTER_PORT = 23456  # what the operator gives MASTER_PORT in static jobs
-CHECKPOINT_GRACE_SECONDS = 120
-# torchrun forwards SIGTERM to its workers, then SIGKILLs them after TORCH_ELASTIC_SHUTDOWN_TIMEOUT
-# (30 s by default; torch/distributed/launcher/api.py): it must leave them the pod's grace period,
-# less the seconds torchrun and the kubelet need to wind down after the workers exit.
-WORKER_SHUTDOWN_SECONDS = CHECKPOINT_GRACE_SECONDS - 15
-# A new FSx for Lustre file system's root belongs to root, and the FSx CSI chart's
-# `fsGroupPolicy: ReadWriteOnceWithFSType` (aws-fsx-csi-driver chart 1.11.0 values.yaml) means
-# Kubernetes never applies fsGroup to a ReadWriteMany Lustre volume: a small root step makes the
-# job's directories and gives them to the trainer's user, which every other container runs as.
-PERMISSIONS_IMAGE = "public.ecr.aws/docker/library/busybox:1.37.0"
-RUN_AS_TRAINER = {"runAsUser": SHARED_UID, "runAsGroup": SHARED_UID, "runAsNonRoot": True}
-# How long torchrun waits for every pod to join. Its static rendezvous gives up after 600 s
-# (torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py), but a pod can wait for a
-# node scaled up from zero: the Cluster Autoscaler allows 15 minutes to provision one
-# (--max-node-provision-time), then the image is pulled. `timeout` is the static rendezvous'
-# key, `join_timeout` the c10d one (elastic jobs); each ignores the other.
-RENDEZVOUS_TIMEOUT_SECONDS = 1800
-# The trainer's `train --dataset` and `prepare-data --dataset` choices (workloads know its command line, not its code).
-DATASETS = ("digits", "mnist", "cifar10", "synthetic")
-DOWNLOADABLE_DATASETS = ("mnist", "cifar10")
-
-
-@dataclass(frozen=True)
-class TrainingJob:
-    """What to train and how many pods; paths live under the shared claim."""
-
-    name: str
-    namespace: str
-    image: Any
-    """Container image: a string, or a Pulumi output of one when the stack builds the image."""
-    dataset: str = "mnist"
-    epochs: int = 10
-    batch_size: int = 128
-    replicas: int = 2
-    """Pods in all (static: 1 Master + replicas-1 Workers; elastic: the maximum)."""
-    elastic_min_replicas: int | None = None
-    """Set to make the job elastic (Workers only, c10d rendezvous) with this minimum."""
-    max_restarts: int = 3
-    claim_name: str | None = "shared"
-    service_account: str | None = "trainer"
-    checkpoint_every: int = 50
-    extra_args: tuple[str, ...] = field(default_factory=tuple)
-    node_losses: int = 1
-    """Node losses (spot interruptions, failed nodes) the job survives before the operator fails it."""
-    artifact_bucket: Any = None
-    """S3 bucket (a name, or a Pulumi output of one) the run uploads its results and checkpoints to and resumes
-    from: `runs/<job>/<run id>` and `checkpoints/<job>/<run id>`, as on the claim."""
-
-    @property
-    def elastic(self) -> bool:
-        return self.elastic_min_replicas is not None
-
-    def paths(self, run: str) -> dict[str, str]:
-        """Data (per dataset), and the run's checkpoints and model (per job and run: `run_id`) on the claim."""
-        return {
-            "data": f"{SHARED_MOUNT}/data/{self.dataset}",
-            "output": f"{SHARED_MOUNT}/runs/{self.name}/{run}",
-            "checkpoints": f"{SHARED_MOUNT}/checkpoints/{self.name}/{run}",
-        }
-
-
-def validate_name(name: str) -> str | None:
-    """Why `name` cannot name a PyTorchJob, or None. Its pods' services are `<name>-worker-<i>`."""
-    if not re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name):
-        return "must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter)"
-    if len(name) > 48:
-        return "must be at most 48 characters so `<name>-worker-<index>` stays a 63-character service name"
-    return None
-
-
-def global_batch(job: TrainingJob, target: NodeTarget) -> int:
-    """Samples per optimizer step: `batch_size` on every rank of the job at full size. The trainer keeps it
-    when an elastic job runs on fewer ranks (gradient accumulation), so its results do not depend on how
-    many nodes it got."""
-    return job.batch_size * job.replicas * processes_per_pod(target)
-
-
-def run_arguments(job: TrainingJob, target: NodeTarget) -> list[str]:
-    """The trainer's flags that define the run (it records them in its checkpoints and refuses a resume
-    that changes them)."""
-    return [
-        "--dataset", job.dataset, "--epochs", str(job.epochs),
-        "--batch-size", str(job.batch_size), "--global-batch-size", str(global_batch(job, target)), *job.extra_args,
-    ]
-
-
-def run_id(job: TrainingJob, target: NodeTarget) -> str:
-    """Names the run's directories: a deploy that changes what defines the run starts a new run beside the
-    old one (whose model and checkpoints stay), instead of a resume the trainer must refuse."""
-    return hashlib.sha256(json.dumps(run_arguments(job, target)).encode()).hexdigest()[:10]
-
-
-def run_name(job: TrainingJob, target: NodeTarget) -> str:
-    """The run's name in its checkpoints, summary and model, checked by the evaluation."""
-    return f"{job.namespace}/{job.name}/{run_id(job, target)}"
-
-
-def trainer_command(job: TrainingJob, target: NodeTarget) -> list[str]:
-    """torchrun reads PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE, PET_MASTER_* from the operator:
-    no --nnodes or --master-addr here."""
-    paths = job.paths(run_id(job, target))
-    return [
-        "torchrun", "-m", "trainer", "train", *run_arguments(job, target),
-        "--data-dir", paths["data"], "--output-dir", paths["output"], "--checkpoint-dir", paths["checkpoints"],
-        "--run-name", run_name(job, target), "--checkpoint-every", str(job.checkpoint_every),
-        # A GPU pod without CUDA (a CPU image, no driver) stops with one line instead of training on CPUs.
-        *(["--device", "cuda"] if target.instance.gpus else []),
-        *artifact_arguments(job, run_id(job, target)),
-    ]
-
-
-def artifact_arguments(job: TrainingJob, run: str) -> list[Any]:
-    """`--artifact-uri` and `--checkpoint-uri` under the job's bucket (none without one)."""
-    if job.artifact_bucket is None:
-        return []
-    return [
-        "--artifact-uri", s3_uri(job.artifact_bucket, f"runs/{job.name}/{run}"),
-        "--checkpoint-uri", s3_uri(job.artifact_bucket, f"checkpoints/{job.name}/{run}"),
-    ]
-
-
-def s3_uri(bucket: Any, path: str) -> Any:
-    """s3://BUCKET/PATH, for a plain name or a Pulumi output of one (anything with `apply`)."""
-    if hasattr(bucket, "apply"):
-        return bucket.apply(lambda name: f"s3://{name}/{path}")
-    return f"s3://{bucket}/{path}"
-
-
-def shared_directories(job: TrainingJob, run: str) -> list[str]:
-    """What the job's containers create files in (the data parent holds the preparers' lock)."""
-    paths = job.paths(run)
-    return [f"{SHARED_MOUNT}/data", paths["data"], paths["output"], paths["checkpoints"]]
-
-
-def volume_permissions(job: TrainingJob, run: str) -> dict[str, Any]:
-    """The init container that runs first, as root, and hands the job's directories to the trainer's user."""
-    directories = " ".join(shared_directories(job, run))
-    return {
-        "name": "volume-permissions", "image": PERMISSIONS_IMAGE,
-        "command": ["sh", "-c", f"mkdir -p {directories} && chown {SHARED_UID}:{SHARED_UID} {directories}"],
-        "securityContext": {"runAsUser": 0, "runAsNonRoot": False},
-        "volumeMounts": [{"name": "shared", "mountPath": SHARED_MOUNT}],
-        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "32Mi"}},
-    }
-
-
-def shared_volume(job: TrainingJob) -> dict[str, Any]:
-    """The claim at /shared, or, without shared storage, scratch space that is lost with the pod: then what
-    must last (results, checkpoints) goes to the job's S3 bucket."""
-    if job.claim_name:
-        return {"name": "shared", "persistentVolumeClaim": {"claimName": job.claim_name}}
-    return {"name": "shared", "emptyDir": {}}
-
-
-def prepare_data_command(job: TrainingJob) -> list[str]:
-    """Idempotent: verified files are not fetched again."""
-    data = f"{SHARED_MOUNT}/data/{job.dataset}"
-    return ["python", "-m", "trainer", "prepare-data", "--dataset", job.dataset, "--data-dir", data]
-
-
-def processes_per_pod(target: NodeTarget) -> int:
-    """One per GPU on GPU nodes; one per pod on CPU nodes (it uses all the pod's CPUs as threads)."""
-    return target.instance.gpus or 1
-
-
-def _pod_template(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
-    env = [
-        {"name": "PET_RDZV_CONF", "value": f"timeout={RENDEZVOUS_TIMEOUT_SECONDS},join_timeout={RENDEZVOUS_TIMEOUT_SECONDS}"},
-        {"name": "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "value": str(WORKER_SHUTDOWN_SECONDS)},
-        *collective_env(target, f"{job.paths(run_id(job, target))['output']}/flight-recorder-rank-"),
-    ]
-    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, shared_volume(job)]
-    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "shared", "mountPath": SHARED_MOUNT}]
-    spec: dict[str, Any] = {
-        "containers": [{
-            "name": CONTAINER,
-            "image": job.image,
-            "imagePullPolicy": "IfNotPresent",
-            "command": trainer_command(job, target),
-            "env": env,
-            "resources": resources(target),
-            "volumeMounts": mounts,
-        }],
-        "volumes": volumes,
-        "securityContext": RUN_AS_TRAINER,
-        "nodeSelector": target.node_selector(),
-        "tolerations": target.tolerations(),
-        # Room for the SIGTERM checkpoint before the kubelet's SIGKILL.
-        "terminationGracePeriodSeconds": CHECKPOINT_GRACE_SECONDS,
-    }
-    if job.service_account:
-        spec["serviceAccountName"] = job.service_account
-    spec["initContainers"] = [volume_permissions(job, run_id(job, target))]
-    if job.dataset in DOWNLOADABLE_DATASETS:
-        # Pods may start before the DataPrepJob finishes (or have only scratch space): fetch or verify the data.
-        spec["initContainers"].append({
-            "name": "prepare-data", "image": job.image, "command": prepare_data_command(job), "volumeMounts": mounts,
-            "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
-        })
-    return {"metadata": {"labels": {"app.kubernetes.io/name": "eks-ddp-trainer", "eks-ddp/job": job.name}}, "spec": spec}
-
-
-def restart_budget(job: TrainingJob) -> int:
-    """`backoffLimit` for surviving `job.node_losses` node losses, in the operator's own counting.
-
-    The training operator v1.9 (pkg/controller.v1/common/job.go, PastBackoffLimit) adds up the
-    restarts of every container of every pod, init containers included. When one node is lost,
-    the torchrun of every other pod exits 1 and restarts, and the lost pod's replacement may
-    restart while it waits for the others: up to one restart per replica per node loss.
-    """
-    return max(1, job.node_losses) * job.replicas
 
 
 def render(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     """The PyTorchJob for `job` on `target`'s node group."""
-    template = _pod_template(job, target)
+    template = pod_template(job, target, CONTAINER)
     replica = {"restartPolicy": "OnFailure", "template": template}
     if job.elastic:
         replica_specs = {"Worker": {**replica, "replicas": job.replicas}}
@@ -256,7 +42,8 @@ def render(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
             "maxRestarts": job.max_restarts,
             # never "standalone": the operator would inject PET_STANDALONE="" and crash torchrun
         }
-    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": job.name, "namespace": job.namespace}, "spec": spec}
+    metadata = {"name": job.name, "namespace": job.namespace}
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
 
 
 def admission_errors(manifest: dict[str, Any]) -> list[str]:

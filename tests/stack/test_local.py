@@ -2,18 +2,18 @@
 
 import json
 import os
-import tempfile
-from collections.abc import Iterator
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
 from stack import stack_file
-from stack.local import replicas, render_for
+from stack.local import render_for, replicas
 from stack.local_pods import pod_user
 from tests.conftest import ROOT, trainer_env
 
@@ -140,8 +140,9 @@ def test_a_gpu_jobs_processes_are_scaled_to_this_machine_and_the_output_says_so(
     """A p5 pod runs 8 torchrun workers; 2 such pods on 2 CPUs must not start 16 ranks while printing "2 replicas"."""
     from infra.catalogue import EFA_INSTANCE_TYPES
     from stack.local import describe_ranks
-    from workloads.pytorchjob import TrainingJob, render
+    from workloads.pytorchjob import render
     from workloads.target import NodeTarget
+    from workloads.training_pod import TrainingJob
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     p5 = NodeTarget(EFA_INSTANCE_TYPES["p5.48xlarge"], efa_interfaces=32, labels={})

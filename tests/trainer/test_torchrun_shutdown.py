@@ -16,8 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, TORCHRUN, free_port, read_summary, run_trainer, trainer_env
-from workloads.pytorchjob import WORKER_SHUTDOWN_SECONDS
+from tests.conftest import (
+    ROOT,
+    TORCHRUN,
+    free_port,
+    read_summary,
+    run_trainer,
+    trainer_env,
+)
+from workloads.training_pod import WORKER_SHUTDOWN_SECONDS
 
 pytestmark = pytest.mark.slow
 SLOW_CHECKPOINT_SECONDS = 32

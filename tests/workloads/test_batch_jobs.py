@@ -1,8 +1,13 @@
 from infra.catalogue import EFA_INSTANCE_TYPES
 from tests.workloads.schemas import validate_core
-from workloads.batch_jobs import default_fabric_image, render_data_preparation, render_evaluation, render_fabric_check
-from workloads.pytorchjob import TrainingJob, run_id, run_name
+from workloads.batch_jobs import (
+    default_fabric_image,
+    render_data_preparation,
+    render_evaluation,
+    render_fabric_check,
+)
 from workloads.target import NodeTarget
+from workloads.training_pod import TrainingJob, run_id, run_name
 
 TARGET = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1, labels={"vpc.amazonaws.com/efa.present": "true"},
                     taints=[{"key": "training", "value": "true", "effect": "NO_SCHEDULE"}])

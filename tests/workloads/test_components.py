@@ -12,7 +12,7 @@ from infra.training_operator import TrainingOperator
 from tests.pulumi_harness import Recorded
 from workloads.components import DataPrepJob, EvaluationJob, FabricCheckJob, PyTorchJob
 from workloads.image import CONTEXT, TrainerImage, content_tag, lifecycle_policy
-from workloads.pytorchjob import TrainingJob
+from workloads.training_pod import TrainingJob
 
 GROUP: EfaNodeGroupArgs = {
     "cluster_name": "training", "vpc_id": "vpc-1", "cluster_security_group_id": "sg-1", "instance_type": "c7g.16xlarge",

@@ -5,8 +5,9 @@ import pytest
 
 from infra.catalogue import EFA_INSTANCE_TYPES
 from tests.workloads.schemas import validate_pytorchjob
-from workloads.pytorchjob import TrainingJob, admission_errors, render, run_id, trainer_command, validate_name
+from workloads.pytorchjob import admission_errors, render
 from workloads.target import NodeTarget
+from workloads.training_pod import TrainingJob, run_id, trainer_command, validate_name
 
 GRAVITON = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1, labels={"vpc.amazonaws.com/efa.present": "true"},
                       taints=[{"key": "training", "value": "true", "effect": "NO_SCHEDULE"}])
@@ -130,7 +131,7 @@ def test_a_deploy_that_redefines_the_run_starts_a_new_one_beside_the_old() -> No
 def test_dataset_choices_match_the_trainers_command_line() -> None:
     from trainer.datasets import DATASETS as TRAINER_DATASETS
     from trainer.sources import SOURCES
-    from workloads.pytorchjob import DATASETS, DOWNLOADABLE_DATASETS
+    from workloads.training_pod import DATASETS, DOWNLOADABLE_DATASETS
 
     assert DATASETS == TRAINER_DATASETS and DOWNLOADABLE_DATASETS == tuple(SOURCES)
 
