@@ -1,0 +1,137 @@
+"""Kubeflow Trainer v2: the job as a TrainJob on a ClusterTrainingRuntime of ours, and the engines' rules.
+
+The runtime carries the pod (workloads.training_pod) and the restart budget; the TrainJob says what
+runs (image, command) on how many nodes. Encoded from kubeflow/trainer v2.3.0:
+- pkg/runtime/framework/plugins/torch/torch.go: the torch plugin injects PET_NNODES,
+  PET_NPROC_PER_NODE, PET_NODE_RANK (the pod's Job completion index), PET_MASTER_ADDR
+  (`<trainjob>-node-0-0.<trainjob>`) and PET_MASTER_PORT (29500) into the container named `node` of
+  the replicated job labelled `trainer.kubeflow.org/trainjob-ancestor-step: trainer`; those names
+  are refused in `spec.trainer.env`; without `numProcPerNode` on CPU nodes it starts one process
+  per requested CPU;
+- pkg/runtime/framework/plugins/jobset/builder.go: the TrainJob's image, command and args replace
+  that container's;
+and from kubernetes-sigs/jobset v0.12.0 (the chart's dependency), pkg/webhooks/jobset_webhook.go:
+every pod name `<jobset>-<job>-<job index>-<pod index>-<5 random>` must be a DNS-1035 label.
+"""
+
+from typing import Any
+
+from workloads.target import NodeTarget
+from workloads.training_pod import TrainingJob, pod_template, processes_per_pod, trainer_command
+
+API_VERSION = "trainer.kubeflow.org/v1alpha1"
+KIND, RUNTIME_KIND = "TrainJob", "ClusterTrainingRuntime"
+NODE = "node"  # the replicated job and the container the torch plugin configures
+ANCESTOR_LABEL, TRAINER_ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step", "trainer"
+MASTER_PORT = 29500  # constants.ContainerTrainerPort
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+
+
+def runtime_name(job: TrainingJob) -> str:
+    """Cluster-scoped, so it names the namespace too."""
+    return f"eks-ddp-{job.namespace}-{job.name}"
+
+
+def render_runtime(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
+    """The ClusterTrainingRuntime: the job's pod in one indexed Job, restarted whole by JobSet.
+
+    A failed pod fails its Job (`backoffLimit: 0`, `restartPolicy: Never`), and JobSet then
+    recreates every pod at once (`failurePolicy.maxRestarts`): one restart per node loss, each a
+    fresh rendezvous that resumes from the last checkpoint.
+    """
+    pod = pod_template(job, target, NODE)
+    container = pod["spec"]["containers"][0]
+    del container["command"]  # the TrainJob's (builder.go), with its image
+    pod["spec"]["restartPolicy"] = "Never"
+    replicated = {
+        "name": NODE,
+        "template": {
+            "metadata": {"labels": {ANCESTOR_LABEL: TRAINER_ANCESTOR}},
+            "spec": {"backoffLimit": 0, "completionMode": "Indexed", "template": pod},
+        },
+    }
+    return {
+        "apiVersion": API_VERSION,
+        "kind": RUNTIME_KIND,
+        "metadata": {"name": runtime_name(job), "labels": {"trainer.kubeflow.org/framework": "torch"}},
+        "spec": {
+            "mlPolicy": {"numNodes": job.replicas, "torch": {}},
+            "template": {
+                "spec": {"failurePolicy": {"maxRestarts": max(1, job.node_losses)}, "replicatedJobs": [replicated]}
+            },
+        },
+    }
+
+
+def render(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
+    """The TrainJob: what runs, on how many nodes, with how many processes each (never the plugin's `auto`)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": job.name, "namespace": job.namespace},
+        "spec": {
+            "runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": RUNTIME_KIND, "name": runtime_name(job)},
+            "trainer": {
+                "image": job.image,
+                "command": trainer_command(job, target),
+                "numNodes": job.replicas,
+                "numProcPerNode": processes_per_pod(target),
+            },
+        },
+    }
+
+
+def injected_env(trainjob: dict[str, Any]) -> list[dict[str, Any]]:
+    """The variables the torch plugin gives the `node` container (torch.go, EnforceMLPolicy)."""
+    name, trainer = trainjob["metadata"]["name"], trainjob["spec"]["trainer"]
+    return [
+        {"name": "PET_NNODES", "value": str(trainer["numNodes"])},
+        {"name": "PET_NPROC_PER_NODE", "value": str(trainer["numProcPerNode"])},
+        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
+        {"name": "PET_MASTER_ADDR", "value": f"{name}-{NODE}-0-0.{name}"},
+        {"name": "PET_MASTER_PORT", "value": str(MASTER_PORT)},
+    ]
+
+
+def pod_spec(trainjob: dict[str, Any], runtime: dict[str, Any]) -> dict[str, Any]:
+    """The trainer pod as the controllers build it: the runtime's, with the TrainJob's image, command and the
+    plugin's variables in the `node` container."""
+    replicated = _trainer_job(runtime)
+    pod = dict(replicated["template"]["spec"]["template"]["spec"]) if replicated else {}
+    trainer = trainjob["spec"]["trainer"]
+    containers = []
+    for container in pod.get("containers", []):
+        if container["name"] == NODE:
+            overrides = {key: trainer[key] for key in ("image", "command", "args") if key in trainer}
+            env = [*container.get("env", []), *trainer.get("env", []), *injected_env(trainjob)]
+            container = {**container, **overrides, "env": env}
+        containers.append(container)
+    return {**pod, "containers": containers}
+
+
+def _trainer_job(runtime: dict[str, Any]) -> dict[str, Any] | None:
+    jobs = runtime.get("spec", {}).get("template", {}).get("spec", {}).get("replicatedJobs", [])
+    labelled = (j for j in jobs if j.get("template", {}).get("metadata", {}).get("labels", {}).get(ANCESTOR_LABEL))
+    return next(labelled, None)
+
+
+def admission_errors(trainjob: dict[str, Any], runtime: dict[str, Any]) -> list[str]:
+    """What the Trainer's and JobSet's webhooks refuse, and what they accept but run wrongly."""
+    errors = []
+    trainer = trainjob.get("spec", {}).get("trainer", {})
+    reserved = sorted({e["name"] for e in trainer.get("env", [])} & set(RESERVED_ENV))
+    if reserved:
+        errors.append(f"spec.trainer.env must not set {reserved}: the torch plugin owns them")
+    if "numProcPerNode" not in trainer:
+        errors.append("spec.trainer.numProcPerNode is unset: on CPU nodes the torch plugin starts one process per CPU")
+    replicated = _trainer_job(runtime)
+    if replicated is None:
+        errors.append(f"the runtime has no replicated job labelled {ANCESTOR_LABEL}: nothing receives PET_* variables")
+    elif not any(c["name"] == NODE for c in replicated["template"]["spec"]["template"]["spec"].get("containers", [])):
+        errors.append(f"the runtime's trainer job has no container named {NODE}: nothing receives PET_* variables")
+    nodes = int(trainer.get("numNodes", 1))
+    longest_pod = f"{trainjob['metadata']['name']}-{NODE}-0-{nodes - 1}-abcde"
+    if len(longest_pod) > 63:
+        errors.append(f"JobSet's pod name {longest_pod!r} exceeds 63 characters: shorten the job's name")
+    return errors
