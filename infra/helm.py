@@ -27,13 +27,16 @@ def release(
 ) -> k8s.helm.v3.Release:
     """A helm.v3.Release: a plain resource whose chart, version and values show in previews."""
     chart_name, version, repository = chart
+    # An OCI registry is named in the chart reference itself; Helm refuses it as a repository URL.
+    oci = repository.startswith("oci://")
     return k8s.helm.v3.Release(
         name,
         name=chart_name,
-        chart=chart_name,
+        chart=f"{repository}/{chart_name}" if oci else chart_name,
         version=version,
-        repository_opts={"repo": repository},
+        repository_opts=None if oci else {"repo": repository},
         namespace=namespace,
+        create_namespace=namespace != "kube-system",
         values=dict(values),
         atomic=True,
         cleanup_on_fail=True,

@@ -29,7 +29,8 @@ from infra.model_bucket import validate as validate_bucket
 from infra.network import Network, NetworkArgs
 from infra.nvidia_device_plugin import NvidiaDevicePlugin
 from infra.network import validate as validate_network
-from infra.training_operator import TrainingOperator
+from infra.kubeflow_trainer import KubeflowTrainer
+from infra.training_operator import OperatorKind, TrainingOperator
 
 COMPONENT = "TrainingPlatform"
 TRAINING_LABELS = {"purpose": "distributed-training"}
@@ -84,8 +85,8 @@ class TrainingPlatformArgs(TypedDict):
     """Install the EFA device plugin (default true when a group has EFA)."""
     nvidia_device_plugin: NotRequired[bool]
     """Install the NVIDIA device plugin (default true when a group has NVIDIA GPUs)."""
-    training_operator: NotRequired[bool]
-    """Install the Kubeflow training operator (default true)."""
+    training_operator: NotRequired[OperatorKind]
+    """What runs training jobs (default v1: the training operator; v2: Kubeflow Trainer; none: nothing installed)."""
     mpi_operator: NotRequired[bool]
     """Install the MPI operator v2 for MPIJobs (default true when a GPU group has EFA: the NCCL check)."""
     tags: NotRequired[dict[str, str]]
@@ -103,6 +104,9 @@ def validate(name: str, args: TrainingPlatformArgs, describe: Callable[[str], In
     """
     network = args.get("network", {})
     validate_network(network)
+    operators = [kind.value for kind in OperatorKind]
+    if args.get("training_operator", OperatorKind.V1) not in operators:
+        raise InvalidArgument(COMPONENT, "training_operator", args.get("training_operator"), f"use one of {', '.join(operators)}")
     cluster: ClusterOptions = {"cluster_name": name, **{key: args[key] for key in CLUSTER_OPTIONS if key in args}}  # type: ignore[misc]
     validate_cluster(name, cluster)
     zones = list(network.get("availability_zones", [])) or list(network.get("existing_private_subnet_ids", {}))
@@ -166,7 +170,9 @@ class TrainingPlatform(pulumi.ComponentResource):
     service_account_name: str | None
     """ServiceAccount with access to the bucket (None when turned off)."""
     training_operator: TrainingOperator | None
-    """The training operator: PyTorchJobs must depend on it."""
+    """The training operator v1 (None unless `training_operator` is v1)."""
+    job_operator: pulumi.Resource | None
+    """What a training job waits for: the installer of its kind's CRD (None without an operator)."""
     mpi_operator: MpiOperator | None
     """The MPI operator v2: MPIJobs must depend on it (None when not installed)."""
 
@@ -230,11 +236,16 @@ class TrainingPlatform(pulumi.ComponentResource):
         # The GPU workshop's NCCL check is an MPIJob v2beta1: the MPI operator then owns mpijobs.kubeflow.org,
         # and the training operator is installed without its own MPIJob v1 CRD and controller.
         with_mpi = args.get("mpi_operator", any(group.instance.is_gpu and group.efa_interfaces for group in gpu_groups))
-        self.training_operator = None
-        if args.get("training_operator", True):
+        self.training_operator, self.job_operator = None, None
+        operator = args.get("training_operator", OperatorKind.V1)
+        if operator == OperatorKind.V1:
             self.training_operator = TrainingOperator(f"{name}-training-operator", {
                 "provider": self.provider, "depends_on": system, "mpi_jobs": not with_mpi,
             }, opts=child)
+            self.job_operator = self.training_operator.manifests
+        elif operator == OperatorKind.V2:
+            trainer = KubeflowTrainer(f"{name}-kubeflow-trainer", {"provider": self.provider, "depends_on": system}, opts=child)
+            self.job_operator = trainer.release
         self.mpi_operator = None
         if with_mpi:
             after = [*system, *([self.training_operator.manifests] if self.training_operator else [])]

@@ -2,6 +2,7 @@
 
 import re
 from collections.abc import Sequence
+from enum import Enum
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
@@ -12,6 +13,16 @@ from infra import versions
 from infra.errors import InvalidArgument
 
 COMPONENT = "TrainingOperator"
+
+
+class OperatorKind(str, Enum):
+    """What runs the training job: the training operator v1 (PyTorchJob), Kubeflow Trainer v2 (TrainJob on
+    JobSet), or nothing (an Indexed Job with a headless Service)."""
+
+    V1 = "v1"
+    V2 = "v2"
+    NONE = "none"
+
 NAMESPACE = "kubeflow"
 SERVICE_ACCOUNT = "training-operator"
 

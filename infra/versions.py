@@ -63,6 +63,10 @@ EFS_CSI_CHART = ("aws-efs-csi-driver", "3.1.9", "https://kubernetes-sigs.github.
 TRAINING_OPERATOR_VERSION = "v1.9.4"
 TRAINING_OPERATOR_OVERLAY = "github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref={version}"
 
+# Kubeflow Trainer v2 (TrainJob trainer.kubeflow.org/v1alpha1), the line after the training operator v1: chart
+# 2.3.0 (2026-08-05) is its newest release; it installs JobSet 0.12.0 as a dependency (Chart.yaml).
+KUBEFLOW_TRAINER_CHART = ("kubeflow-trainer", "2.3.0", "oci://ghcr.io/kubeflow/charts")
+
 # Without MPIJob v1, where the MPI operator v2 is installed (a local kustomization over the same release).
 TRAINING_OPERATOR_WITHOUT_MPIJOB = str(Path(__file__).resolve().parent / "manifests" / "training-operator-without-mpijob")
 

@@ -16,6 +16,7 @@ from infra import instance_facts, platform
 from infra.catalogue import InstanceType
 from infra.errors import InvalidArgument
 from infra.platform import NodeGroupSpec, StorageKind, TrainingPlatformArgs
+from infra.training_operator import OperatorKind
 from stack.project_config import PROJECT, closest
 from workloads.target import too_small
 from workloads.training_pod import (
@@ -58,6 +59,8 @@ class StackConfig:
     nccl_check: bool = True
     """Run nccl-tests between two nodes of the first GPU group with EFA (`eks-ddp:ncclCheck`)."""
     nccl_check_image: str | None = None
+    operator: OperatorKind = OperatorKind.V1
+    """What runs the job (`eks-ddp:trainingOperator`)."""
 
 
 # Each section's keys: stack key -> (argument name, type). bool is not an int here.
@@ -71,6 +74,7 @@ TOP_LEVEL = {
     "nodeGroups": ("node_groups", list),
     "storage": ("storage", dict),
     "job": ("job", dict),
+    "trainingOperator": ("training_operator", str),
     "image": ("image", str),
     "fabricCheck": ("fabric_check", bool),
     "fabricCheckImage": ("fabric_check_image", str),
@@ -259,6 +263,13 @@ def _storage(raw: Any) -> tuple[StorageKind, dict[str, Any]]:
 Describe = Callable[[str], InstanceType]
 
 
+def _operator(value: str) -> OperatorKind:
+    kinds = [kind.value for kind in OperatorKind]
+    if value not in kinds:
+        raise ConfigError(_key("trainingOperator"), value, f"use one of {', '.join(kinds)}")
+    return OperatorKind(value)
+
+
 def _job(
     raw: Any, groups: Sequence[NodeGroupSpec], namespace: str, image: str, claim: str | None, describe: Describe
 ) -> JobConfig | None:
@@ -370,11 +381,16 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
         platform.validate(PROJECT, platform_args, describe)
     except InvalidArgument as error:
         raise ConfigError(layout.stack_key(error), error.value, error.allowed) from None
+    operator = _operator(top.get("training_operator") or OperatorKind.V1.value)
+    platform_args["training_operator"] = operator
     claim = None if kind == StorageKind.NONE else "shared"
     image = top.get("image") or None
     namespace = platform_args.get("training_namespace", "training")
     groups = platform_args.get("node_groups", [])
     job = _job(top.get("job"), groups, namespace, image or "(built by the stack)", claim, describe)
+    if job is not None and job.job.elastic and operator != OperatorKind.V1:
+        raise ConfigError(f"{_key('job')}.elasticMinReplicas", job.job.elastic_min_replicas,
+                          f"elastic jobs need trainingOperator v1 (PyTorchJob elasticPolicy), not {operator.value}")
     return StackConfig(
         region=region,
         platform=platform_args,
@@ -385,4 +401,5 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
         fabric_check_image=top.get("fabric_check_image") or None,
         nccl_check=top.get("nccl_check", True),
         nccl_check_image=top.get("nccl_check_image") or None,
+        operator=operator,
     )

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import pulumi
 
 from infra.platform import TrainingPlatform
+from infra.training_operator import OperatorKind
 from stack import images
 from stack.config import StackConfig
 from workloads.batch_jobs import default_fabric_image
@@ -15,12 +16,15 @@ from workloads.components import (
     FabricCheckJob,
     NcclCheckArgs,
     NcclCheckJob,
+    IndexedTrainingJob,
     PyTorchJob,
     TrainingJobArgs,
+    TrainJob,
 )
 from workloads.image import Accelerator, TrainerImage, TrainerImageArgs
 
 IMAGE_SUFFIX = {Accelerator.CPU: "image", Accelerator.CUDA: "image-cuda"}
+JOB_COMPONENTS = {OperatorKind.V1: PyTorchJob, OperatorKind.V2: TrainJob, OperatorKind.NONE: IndexedTrainingJob}
 
 
 @dataclass
@@ -28,7 +32,7 @@ class Stack:
     platform: TrainingPlatform
     images: dict[str, pulumi.Output[str]]
     """The image each training group's jobs run, by group name."""
-    job: PyTorchJob | None
+    job: PyTorchJob | TrainJob | IndexedTrainingJob | None
 
 
 def _images(config: StackConfig, platform: TrainingPlatform, name: str) -> dict[str, pulumi.Output[str]]:
@@ -61,9 +65,9 @@ def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
         }
         if config.job.prepare_data:
             DataPrepJob(f"{name}-data", args)
-        if platform.training_operator is not None:
-            args["training_operator"] = platform.training_operator
-        job = PyTorchJob(f"{name}-train", args)
+        if platform.job_operator is not None:
+            args["operator"] = platform.job_operator
+        job = JOB_COMPONENTS[config.operator](f"{name}-train", args)
         if config.job.evaluate:
             EvaluationJob(f"{name}-evaluate", args)
     if config.fabric_check:

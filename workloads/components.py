@@ -8,8 +8,7 @@ import pulumi_kubernetes as k8s
 from infra.efa_node_group import EfaNodeGroup
 from infra.errors import InvalidArgument
 from infra.mpi_operator import MpiOperator
-from infra.training_operator import TrainingOperator
-from workloads import batch_jobs, nccl_check, pytorchjob, training_pod
+from workloads import batch_jobs, indexed_job, nccl_check, pytorchjob, training_pod, trainjob
 from workloads.target import NodeTarget, too_small
 from workloads.training_pod import TrainingJob
 
@@ -24,7 +23,7 @@ def target_of(group: EfaNodeGroup) -> NodeTarget:
 # complete (training, downloads and scale-from-zero take longer), or, under PULUMI_K8S_AWAIT_ALL,
 # for a Ready condition a PyTorchJob never has.
 SUBMITTED_NOT_AWAITED = {"pulumi.com/skipAwait": "true"}
-RUN_TO_COMPLETION = ("Job", pytorchjob.KIND)
+RUN_TO_COMPLETION = ("Job", pytorchjob.KIND, trainjob.KIND)
 
 
 def apply(
@@ -49,8 +48,8 @@ class TrainingJobArgs(TypedDict):
     """The node group the job's pods run on."""
     job: TrainingJob
     """What to train (dataset, epochs, replicas, image, claim, service account)."""
-    training_operator: NotRequired[TrainingOperator]
-    """The operator that installs the PyTorchJob CRD; the job waits for it."""
+    operator: NotRequired[pulumi.Resource]
+    """What installs the job kind's CRD (TrainingPlatform.job_operator); the job waits for it."""
     depends_on: NotRequired[list[pulumi.Resource]]
     """What the objects wait for (the platform: namespace, claim, service account)."""
 
@@ -76,31 +75,91 @@ def validate_job(component: str, job: TrainingJob, group: EfaNodeGroup) -> None:
         raise InvalidArgument(component, "node_group", group.instance_type, problem)
 
 
-class PyTorchJob(pulumi.ComponentResource):
-    """A Kubeflow PyTorchJob running the bundled trainer under torchrun."""
+def _validated(kind: str, args: TrainingJobArgs) -> NodeTarget:
+    job = args["job"]
+    validate_job(kind, job, args["node_group"])
+    if job.elastic and kind != "PyTorchJob":
+        raise InvalidArgument(kind, "job.elastic_min_replicas", job.elastic_min_replicas,
+                              "elastic jobs run on the training operator v1 only (PyTorchJob elasticPolicy); leave it unset")
+    return target_of(args["node_group"])
+
+
+def _refuse(kind: str, job: TrainingJob, errors: list[str]) -> None:
+    """What the operator's admission would refuse, refused before anything is registered."""
+    if errors:
+        raise InvalidArgument(kind, "job", job.name, "; ".join(errors))
+
+
+class _TrainingRun(pulumi.ComponentResource):
+    """What every training job component says about its run."""
+
+    run_name: str
+    """`<namespace>/<job>/<run id>`: names the run in its checkpoints, summary and model."""
+    output_dir: str
+    """Where the run's model, summary and plots land on the shared claim."""
+    waits_for: list[pulumi.Resource]
+    """What the job's objects wait for: `depends_on` and the operator."""
+
+    def _register(self, kind: str, name: str, args: TrainingJobArgs, target: NodeTarget,
+                  opts: pulumi.ResourceOptions | None) -> None:
+        self.run_name = training_pod.run_name(args["job"], target)
+        self.output_dir = args["job"].paths(training_pod.run_id(args["job"], target))["output"]
+        operator = args.get("operator")
+        self.waits_for = [*args.get("depends_on", []), *([operator] if operator else [])]
+        super().__init__(f"eksddp:index:{kind}", name, {}, opts)
+
+
+class PyTorchJob(_TrainingRun):
+    """A Kubeflow PyTorchJob (training operator v1) running the bundled trainer under torchrun."""
 
     manifest: dict[str, Any]
     """The rendered PyTorchJob (plain; what `pulumi up` applies)."""
     resource: pulumi.CustomResource
     """Escape hatch: the applied custom resource."""
-    run_name: str
-    """`<namespace>/<job>/<run id>`: names the run in its checkpoints, summary and model."""
-    output_dir: str
-    """Where the run's model, summary and plots land on the shared claim."""
 
     def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        validate_job("PyTorchJob", args["job"], args["node_group"])
-        target = target_of(args["node_group"])
+        target = _validated("PyTorchJob", args)
         self.manifest = pytorchjob.render(args["job"], target)
-        self.run_name = training_pod.run_name(args["job"], target)
-        self.output_dir = args["job"].paths(training_pod.run_id(args["job"], target))["output"]
-        errors = pytorchjob.admission_errors(self.manifest)
-        if errors:
-            raise InvalidArgument("PyTorchJob", "job", args["job"].name, "; ".join(errors))
-        super().__init__("eksddp:index:PyTorchJob", name, {}, opts)
-        operator = args.get("training_operator")
-        depends_on: list[pulumi.Resource] = [*args.get("depends_on", []), *([operator.manifests] if operator else [])]
-        self.resource = apply(f"{name}-job", self.manifest, self, args["provider"], depends_on)
+        _refuse("PyTorchJob", args["job"], pytorchjob.admission_errors(self.manifest))
+        self._register("PyTorchJob", name, args, target, opts)
+        self.resource = apply(f"{name}-job", self.manifest, self, args["provider"], self.waits_for)
+        self.register_outputs({})
+
+
+class TrainJob(_TrainingRun):
+    """A Kubeflow Trainer v2 TrainJob on a ClusterTrainingRuntime of its own, running the bundled trainer."""
+
+    runtime_manifest: dict[str, Any]
+    """The rendered ClusterTrainingRuntime: the pod, the restart budget."""
+    manifest: dict[str, Any]
+    """The rendered TrainJob: image, command, nodes, processes per node."""
+    resource: pulumi.CustomResource
+    """Escape hatch: the applied TrainJob."""
+
+    def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        target = _validated("TrainJob", args)
+        self.runtime_manifest = trainjob.render_runtime(args["job"], target)
+        self.manifest = trainjob.render(args["job"], target)
+        _refuse("TrainJob", args["job"], trainjob.admission_errors(self.manifest, self.runtime_manifest))
+        self._register("TrainJob", name, args, target, opts)
+        runtime = apply(f"{name}-runtime", self.runtime_manifest, self, args["provider"], self.waits_for)
+        self.resource = apply(f"{name}-job", self.manifest, self, args["provider"], [*self.waits_for, runtime])
+        self.register_outputs({})
+
+
+class IndexedTrainingJob(_TrainingRun):
+    """No operator: an Indexed Job and its headless Service, each pod running torchrun with pod 0 as rendezvous."""
+
+    manifests: list[dict[str, Any]]
+    """The rendered Service and Job (plain)."""
+
+    def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        target = _validated("IndexedTrainingJob", args)
+        self.manifests = indexed_job.render(args["job"], target)
+        _refuse("IndexedTrainingJob", args["job"], indexed_job.admission_errors(*self.manifests))
+        self._register("IndexedTrainingJob", name, args, target, opts)
+        for manifest in self.manifests:
+            apply(f"{name}-{manifest['kind'].lower()}", manifest, self, args["provider"], self.waits_for)
         self.register_outputs({})
 
 

@@ -28,7 +28,7 @@ def test_pytorchjob_waits_for_the_operator(pulumi_mocks: Recorded) -> None:
         provider = k8s.Provider("k8s", kubeconfig="{}")
         operator = TrainingOperator("operator", {"provider": provider})
         group = EfaNodeGroup("workers", GROUP)
-        components.append(PyTorchJob("train", {"provider": provider, "node_group": group, "job": JOB, "training_operator": operator}))
+        components.append(PyTorchJob("train", {"provider": provider, "node_group": group, "job": JOB, "operator": operator.manifests}))
 
     pulumi_mocks.run(program)
     (component,) = components

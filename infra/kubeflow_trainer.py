@@ -1,0 +1,43 @@
+"""KubeflowTrainer: Kubeflow Trainer v2 and its JobSet controller, which run TrainJobs (trainer.kubeflow.org/v1alpha1)."""
+
+from collections.abc import Sequence
+from typing import NotRequired, TypedDict
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra import helm, versions
+from infra.cluster import SYSTEM_LABEL
+
+COMPONENT = "KubeflowTrainer"
+NAMESPACE = "kubeflow-system"
+
+
+class KubeflowTrainerArgs(TypedDict):
+    provider: k8s.Provider
+    """Kubernetes provider of the cluster."""
+    depends_on: NotRequired[Sequence[pulumi.Resource]]
+    """Resources to wait for before installing (the system node group, whose nodes run it)."""
+
+
+class KubeflowTrainer(pulumi.ComponentResource):
+    """The chart (versions.KUBEFLOW_TRAINER_CHART) with its JobSet dependency, both controllers on the system nodes.
+
+    No built-in runtimes: each TrainJob of ours brings its own ClusterTrainingRuntime (workloads.trainjob).
+    """
+
+    release: k8s.helm.v3.Release
+    """The release; TrainJobs and runtimes must depend on it (it installs their CRDs and webhooks)."""
+
+    def __init__(self, name: str, args: KubeflowTrainerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
+        values = {
+            "manager": {"nodeSelector": SYSTEM_LABEL},
+            "jobset": {"install": True, "controller": {"nodeSelector": SYSTEM_LABEL}},
+            "runtimes": {"defaultEnabled": False},
+        }
+        self.release = helm.release(
+            f"{name}-chart", self, args["provider"], versions.KUBEFLOW_TRAINER_CHART, NAMESPACE, values,
+            args.get("depends_on", []),
+        )
+        self.register_outputs({})
