@@ -453,7 +453,11 @@ def kubernetes_version_in_standard_support(deployment: Deployment) -> Iterator[F
 
 
 def _pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod templates of a Job, an operator's job (`*ReplicaSpecs`) or a training runtime (JobSet's replicated jobs)."""
     spec = manifest.get("spec", {})
+    replicated = spec.get("template", {}).get("spec", {}).get("replicatedJobs")
+    if replicated is not None:
+        return [job.get("template", {}).get("spec", {}).get("template", {}).get("spec", {}) for job in replicated]
     if "template" in spec:
         return [spec["template"].get("spec", {})]
     replica_specs = [value for key, value in spec.items() if key.endswith("ReplicaSpecs")]  # pytorch, mpi, ...

@@ -1,0 +1,57 @@
+"""eks-ddp:trainingOperator: each operator on the dev and GPU stacks passes the deploy rehearsal, installs what its
+job needs and nothing else, and its job's objects wait for the operator that serves them."""
+
+from datetime import date
+
+import pytest
+
+from infra.mocking import Registration
+from stack import stack_file
+from stack.config import parse
+from stack.mocked import run_under_mocks
+from stack.rehearsal import rehearse_values
+
+TODAY = date(2026, 11, 22)
+K8S = "kubernetes:"
+# What each operator's stack must register (kind or Helm chart) and must not.
+EXPECTED = {
+    "v1": ({"PyTorchJob", "kustomize"}, {"TrainJob", "ClusterTrainingRuntime", "kubeflow-trainer"}),
+    "v2": ({"TrainJob", "ClusterTrainingRuntime", "kubeflow-trainer"}, {"PyTorchJob", "kustomize"}),
+    "none": ({"Job/eks-ddp-train", "Service/eks-ddp-train"}, {"PyTorchJob", "TrainJob", "kustomize", "kubeflow-trainer"}),
+}
+
+
+def _features(registrations: list[Registration]) -> set[str]:
+    found = set()
+    for r in registrations:
+        kind = r.inputs.get("kind")
+        if kind:
+            found |= {str(kind), f"{kind}/{r.name.rsplit('-', 1)[0]}"}
+        if r.type.startswith(f"{K8S}kustomize"):
+            found.add("kustomize")
+        if r.type == f"{K8S}helm.sh/v3:Release":
+            found.add(str(r.inputs.get("chart", "")).rsplit("/", 1)[-1])
+    return found
+
+
+@pytest.mark.parametrize("stack", ["dev", "gpu"])
+@pytest.mark.parametrize("operator", ["v1", "v2", "none"])
+def test_each_operator_passes_the_rehearsal_and_installs_only_what_its_job_needs(stack: str, operator: str) -> None:
+    values, region = stack_file.load(stack)
+    values = {**values, "trainingOperator": operator}
+    assert rehearse_values(values, region, stack, TODAY) == []
+    features = _features(run_under_mocks(parse(values, region), stack=stack))
+    present, absent = EXPECTED[operator]
+    assert present <= features, present - features
+    assert not absent & features, absent & features
+
+
+def test_the_trainjob_and_its_runtime_wait_for_the_trainer_chart() -> None:
+    values, region = stack_file.load("dev")
+    registrations = run_under_mocks(parse({**values, "trainingOperator": "v2"}, region))
+    chart = next(r for r in registrations if r.type == f"{K8S}helm.sh/v3:Release" and "kubeflow-trainer" in str(r.inputs.get("chart")))
+    assert chart.inputs["chart"] == "oci://ghcr.io/kubeflow/charts/kubeflow-trainer" and chart.inputs["version"] == "2.3.0"
+    assert chart.inputs["values"]["jobset"]["install"] is True
+    for kind in ("TrainJob", "ClusterTrainingRuntime"):
+        (job,) = [r for r in registrations if r.inputs.get("kind") == kind]
+        assert chart.urn in job.dependencies, f"{kind} does not wait for the chart that installs its CRD"
