@@ -49,7 +49,8 @@ def test_each_operator_passes_the_rehearsal_and_installs_only_what_its_job_needs
 def test_the_trainjob_and_its_runtime_wait_for_the_trainer_chart() -> None:
     values, region = stack_file.load("dev")
     registrations = run_under_mocks(parse({**values, "trainingOperator": "v2"}, region))
-    chart = next(r for r in registrations if r.type == f"{K8S}helm.sh/v3:Release" and "kubeflow-trainer" in str(r.inputs.get("chart")))
+    releases = [r for r in registrations if r.type == f"{K8S}helm.sh/v3:Release"]
+    chart = next(r for r in releases if "kubeflow-trainer" in str(r.inputs.get("chart")))
     assert chart.inputs["chart"] == "oci://ghcr.io/kubeflow/charts/kubeflow-trainer" and chart.inputs["version"] == "2.3.0"
     assert chart.inputs["values"]["jobset"]["install"] is True
     for kind in ("TrainJob", "ClusterTrainingRuntime"):
