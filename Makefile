@@ -8,6 +8,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-eks-ddp
 # Which Pulumi.<stack>.yaml `make demo` and `make preview` read: make preview STACK=gpu
 STACK ?= dev
+# Stack keys set for one run, as `pulumi up --config` does: make demo CONFIG=eks-ddp:trainingOperator=v2
+CONFIG ?=
 
 .PHONY: demo preview rehearse test typecheck unit bench clean
 
@@ -19,11 +21,11 @@ $(STAMP): pyproject.toml trainer/requirements.txt
 
 ## demo: run a stack's rendered PyTorchJob and EvaluationJob on this machine (default the dev stack: 2 replicas)
 demo: $(STAMP)
-	$(BIN)/python -m stack.local --stack $(STACK)
+	$(BIN)/python -m stack.local --stack $(STACK) $(addprefix --config ,$(CONFIG))
 
 ## preview: what `pulumi up` would create for a stack (default dev), offline, with its hourly cost
 preview: $(STAMP)
-	$(BIN)/python -m stack.preview --stack $(STACK)
+	$(BIN)/python -m stack.preview --stack $(STACK) $(addprefix --config ,$(CONFIG))
 
 ## rehearse: every stack file's first `pulumi up` against the engines' rules, offline (also part of `make test`)
 rehearse: $(STAMP)

@@ -1,10 +1,12 @@
-"""`python -m stack.local --stack dev`: the stack's PyTorchJob, run on this machine.
+"""`python -m stack.local --stack dev`: the stack's training job, run on this machine.
 
-The job is rendered by the same function the PyTorchJob component applies; each
-replica's container command then runs as a local process with the environment
-the training operator injects (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK and
-torchrun's PET_* variables). Only five things change, each printed: the claim's
-mount path maps to a local directory, the dataset becomes the offline `digits`,
+The job is rendered by the same functions its component applies (a PyTorchJob, a
+TrainJob on its runtime, or an Indexed Job, per `eks-ddp:trainingOperator`); each
+pod's container command then runs as a local process with the environment its
+engine gives it (the training operator's MASTER_* and PET_* variables, the
+Trainer's torch plugin's, or the Indexed Job's own, its completion index
+resolved). Only five things change, each printed: the rendezvous address becomes
+127.0.0.1 on a free port, the claim's mount path maps to a local directory, the dataset becomes the offline `digits`,
 torchrun's processes per pod and their threads fit this machine (the trainer keeps
 the job's global batch, so the run is the cluster's), and the socket interface
 becomes loopback; a GPU pod's `--device cuda` becomes `auto` (CUDA if this machine has it). Every
@@ -17,6 +19,7 @@ the steps run in order).
 """
 
 import argparse
+import copy
 import dataclasses
 import os
 import shutil
@@ -30,6 +33,7 @@ from typing import Any
 from infra.efa_node_group import node_labels
 from infra.errors import InvalidArgument
 from infra.instance_facts import offline
+from infra.training_operator import OperatorKind
 from stack import stack_file
 from stack.config import ConfigError, parse
 from stack.local_pods import (
@@ -42,9 +46,9 @@ from stack.local_pods import (
     wait_for_pods,
 )
 from stack.project_config import StackFileError
-from workloads import batch_jobs, pytorchjob
+from workloads import batch_jobs, indexed_job, pytorchjob, trainjob
 from workloads.target import NodeTarget
-from workloads.training_pod import SHARED_MOUNT
+from workloads.training_pod import SHARED_MOUNT, TrainingJob
 
 OFFLINE_DATASET = "digits"
 LOCAL_DEVICE = "auto"
@@ -52,18 +56,43 @@ LOCAL_DEVICE = "auto"
 
 @dataclass(frozen=True)
 class Replica:
-    kind: str
     index: int
     command: list[str]
     env: dict[str, str]
 
 
-def render_for(stack: str, project_dir: Path = stack_file.ROOT) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The stack's PyTorchJob and EvaluationJob manifests, exactly as the stack renders them."""
-    values, region = stack_file.load(stack, project_dir)
+@dataclass(frozen=True)
+class EngineJob:
+    """A training job's pods as its engine creates them, in rank order, the engine's variables in its container."""
+
+    kind: str
+    name: str
+    pods: list[dict[str, Any]]
+
+
+def engine_job(operator: OperatorKind, job: TrainingJob, target: NodeTarget) -> EngineJob:
+    """The pods the stack's operator would run: the PyTorchJob's, the TrainJob's JobSet's or the Indexed Job's."""
+    if operator == OperatorKind.V1:
+        return EngineJob(pytorchjob.KIND, job.name, pytorchjob.pod_specs(pytorchjob.render(job, target)))
+    if operator == OperatorKind.V2:
+        pod = trainjob.pod_spec(trainjob.render(job, target), trainjob.render_runtime(job, target))
+        return EngineJob(trainjob.KIND, job.name, [copy.deepcopy(pod) for _ in range(job.replicas)])
+    _, indexed = indexed_job.render(job, target)
+    pods = [copy.deepcopy(indexed["spec"]["template"]["spec"]) for _ in range(job.replicas)]
+    return EngineJob("Indexed Job", job.name, pods)
+
+
+def render_for(
+    stack: str, project_dir: Path = stack_file.ROOT, override: dict[str, str] | None = None
+) -> tuple[EngineJob, dict[str, Any]]:
+    """The stack's training pods and EvaluationJob, exactly as the stack renders them."""
+    values, region = stack_file.load(stack, project_dir, override)
     config = parse(values, region)
     if config.job is None:
         raise ConfigError("eks-ddp:job", None, f"Pulumi.{stack}.yaml defines no job to run")
+    if config.job.job.elastic:
+        raise ConfigError("eks-ddp:job.elasticMinReplicas", config.job.job.elastic_min_replicas,
+                          "the local run covers static jobs")
     spec = next(group for group in config.platform.get("node_groups", []) if group["name"] == config.job.node_group)
     instance = offline(spec["instance_type"])
     efa = spec.get("efa", True)
@@ -76,7 +105,7 @@ def render_for(stack: str, project_dir: Path = stack_file.ROOT) -> tuple[dict[st
     # Without shared storage the pods' /shared is scratch space and results go to S3; here one local
     # directory plays both (no S3 in the demo), so the job is rendered as if it had a claim.
     job = config.job.job if config.job.job.claim_name else dataclasses.replace(config.job.job, claim_name="scratch")
-    return pytorchjob.render(job, target), batch_jobs.render_evaluation(job, target)
+    return engine_job(config.operator, job, target), batch_jobs.render_evaluation(job, target)
 
 
 def _localize(command: list[str], shared: Path) -> list[str]:
@@ -90,51 +119,60 @@ def _localize(command: list[str], shared: Path) -> list[str]:
     return [executables.get(local[0], local[0]), *local[1:]]
 
 
-def _pods(manifest: dict[str, Any]) -> list[tuple[str, int]]:
-    specs = manifest["spec"]["pytorchReplicaSpecs"]
-    return [("Master", 0)] + [("Worker", index) for index in range(specs.get("Worker", {}).get("replicas", 0))]
+def _engine_env(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    return pod["containers"][0].get("env", [])
 
 
-def processes_per_pod(manifest: dict[str, Any]) -> int:
+def cluster_processes(job: EngineJob) -> int:
+    """torchrun's processes per pod in the cluster, as the engine gives them (PET_NPROC_PER_NODE)."""
+    return int(next(e["value"] for e in _engine_env(job.pods[0]) if e["name"] == "PET_NPROC_PER_NODE"))
+
+
+def processes_per_pod(job: EngineJob) -> int:
     """torchrun's processes per pod here: the cluster's (one per GPU), but no more than this machine's CPUs
     shared among the pods. The trainer keeps the job's global batch whatever the count (gradient accumulation)."""
-    return max(1, min(int(manifest["spec"]["nprocPerNode"]), (os.cpu_count() or 1) // len(_pods(manifest))))
+    return max(1, min(cluster_processes(job), (os.cpu_count() or 1) // len(job.pods)))
 
 
-def describe_ranks(manifest: dict[str, Any]) -> str:
+def describe_ranks(job: EngineJob) -> str:
     """How many ranks run here, and how that differs from the cluster: never "2 replicas" while starting 16."""
-    pods, here, there = len(_pods(manifest)), processes_per_pod(manifest), int(manifest["spec"]["nprocPerNode"])
+    pods, here, there = len(job.pods), processes_per_pod(job), cluster_processes(job)
     scaled = (
         "" if here == there else f"; {there} per pod in the cluster (one per GPU), scaled to {os.cpu_count()} CPUs here"
     )
     return f"{pods} replicas x {here} process(es) per pod = {pods * here} ranks{scaled}"
 
 
-def replicas(manifest: dict[str, Any], shared: Path, port: int) -> list[Replica]:
-    """One local process (torchrun) per pod, with the operator's environment for a static job."""
-    specs = manifest["spec"]["pytorchReplicaSpecs"]
-    ordered = _pods(manifest)
-    world, processes = len(ordered), processes_per_pod(manifest)
-    threads = max(1, (os.cpu_count() or 1) // (world * processes))
+def local_env(variables: list[dict[str, Any]], index: int, port: int, processes: int, pods: int) -> dict[str, str]:
+    """The pod's variables here: the rendezvous on 127.0.0.1:`port`, this machine's process count, and the
+    Job controller's completion index where a variable reads it (the only field reference a training pod uses)."""
+    local = {
+        "MASTER_ADDR": "127.0.0.1", "PET_MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+        "PET_MASTER_PORT": str(port), "PET_NPROC_PER_NODE": str(processes), "WORLD_SIZE": str(pods * processes),
+    }
+    env = {}
+    for variable in variables:
+        name = variable["name"]
+        if "valueFrom" in variable:
+            path = variable["valueFrom"].get("fieldRef", {}).get("fieldPath")
+            if path != trainjob.COMPLETION_INDEX:
+                raise ValueError(f"{name} reads {variable['valueFrom']}, which the local run cannot give")
+            env[name] = str(index)
+        else:
+            env[name] = local.get(name, variable["value"])
+    return env
+
+
+def replicas(job: EngineJob, shared: Path, port: int) -> list[Replica]:
+    """One local process (torchrun) per pod, with the variables its engine gives it, pointed at this machine."""
+    pods, processes = len(job.pods), processes_per_pod(job)
+    threads = max(1, (os.cpu_count() or 1) // (pods * processes))
     result = []
-    for rank, (kind, index) in enumerate(ordered):
-        container = specs[kind]["template"]["spec"]["containers"][0]
-        env = {variable["name"]: variable["value"] for variable in container.get("env", [])}
-        env.update(
-            OMP_NUM_THREADS=str(threads),
-            GLOO_SOCKET_IFNAME="lo",
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=str(port),
-            WORLD_SIZE=str(world),
-            RANK=str(rank),
-            PET_MASTER_ADDR="127.0.0.1",
-            PET_MASTER_PORT=str(port),
-            PET_NNODES=str(world),
-            PET_NODE_RANK=str(rank),
-            PET_NPROC_PER_NODE=str(processes),
-            PYTHONUNBUFFERED="1",
-        )
-        result.append(Replica(kind, index, _localize(container["command"], shared), env))
+    for index, pod in enumerate(job.pods):
+        container = pod["containers"][0]
+        env = local_env(container.get("env", []), index, port, processes, pods)
+        env.update(OMP_NUM_THREADS=str(threads), GLOO_SOCKET_IFNAME="lo", PYTHONUNBUFFERED="1")
+        result.append(Replica(index, _localize(container["command"], shared), env))
     return result
 
 
@@ -144,20 +182,12 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def run(stack: str, workdir: Path, project_dir: Path = stack_file.ROOT) -> int:
-    job, evaluation = render_for(stack, project_dir)
-    if "elasticPolicy" in job["spec"]:
-        raise ConfigError(
-            "eks-ddp:job.elasticMinReplicas",
-            job["spec"]["elasticPolicy"]["minReplicas"],
-            "the local run covers static jobs",
-        )
+def run(stack: str, workdir: Path, project_dir: Path = stack_file.ROOT, override: dict[str, str] | None = None) -> int:
+    job, evaluation = render_for(stack, project_dir, override)
     shared = workdir / "shared"
     shared.mkdir(parents=True, exist_ok=True)  # the claim's root: this process's, root's when run as root
-    name = job["metadata"]["name"]
     processes = replicas(job, shared, _free_port())
-    pods = [job["spec"]["pytorchReplicaSpecs"][replica.kind]["template"]["spec"] for replica in processes]
-    user = pod_user(pods[0], workdir)
+    user = pod_user(job.pods[0], workdir)
     base = {
         key: value
         for key, value in os.environ.items()
@@ -165,35 +195,35 @@ def run(stack: str, workdir: Path, project_dir: Path = stack_file.ROOT) -> int:
     }
     base.update(user_home(workdir, user))
     print(
-        f"Running PyTorchJob {name} of stack {stack} locally: {describe_ranks(job)} (dataset -> {OFFLINE_DATASET}, "
-        f"{SHARED_MOUNT} -> {shared}, OMP_NUM_THREADS={processes[0].env['OMP_NUM_THREADS']}, sockets on lo"
-        f"{', --device cuda -> ' + LOCAL_DEVICE if '--device' in processes[0].command else ''})"
+        f"Running {job.kind} {job.name} of stack {stack} locally: {describe_ranks(job)} (dataset -> {OFFLINE_DATASET}, "
+        f"{SHARED_MOUNT} -> {shared}, rendezvous on 127.0.0.1, OMP_NUM_THREADS={processes[0].env['OMP_NUM_THREADS']}, "
+        f"sockets on lo{', --device cuda -> ' + LOCAL_DEVICE if '--device' in processes[0].command else ''})"
     )
-    steps = [init_steps(pod, shared, skipped={"prepare-data"}) for pod in pods]
+    steps = [init_steps(pod, shared, skipped={"prepare-data"}) for pod in job.pods]
     print(
-        f"Init containers, side by side in {len(pods)} pods: {_describe(steps[0])}; prepare-data skipped (offline dataset); "
-        f"containers run as {user.describe()} on {shared} (owner uid {shared.stat().st_uid})"
+        f"Init containers, side by side in {len(job.pods)} pods: {_describe(steps[0])}; prepare-data skipped "
+        f"(offline dataset); containers run as {user.describe()} on {shared} (owner uid {shared.stat().st_uid})"
     )
     if run_init_steps(steps, base, user):
-        print(f"error: an init container of PyTorchJob {name} failed", file=sys.stderr)
+        print(f"error: an init container of {job.kind} {job.name} failed", file=sys.stderr)
         return 1
     print(f"$ {' '.join(processes[0].command)}", flush=True)
     running = [
         subprocess.Popen(
             user.wrap(replica.command),
             env={**base, **replica.env},
-            stdout=None if replica.kind == "Master" else subprocess.DEVNULL,
-            stderr=None if replica.kind == "Master" else subprocess.PIPE,
+            stdout=None if replica.index == 0 else subprocess.DEVNULL,
+            stderr=None if replica.index == 0 else subprocess.PIPE,
             text=True,
         )
         for replica in processes
     ]
-    codes = wait_for_pods(running, pods[0].get("terminationGracePeriodSeconds", 30))
+    codes = wait_for_pods(running, job.pods[0].get("terminationGracePeriodSeconds", 30))
     if any(codes):
         for replica, process, code in zip(processes, running, codes, strict=True):
             if code and process.stderr is not None:
-                sys.stderr.write(f"--- {replica.kind}-{replica.index} exited {code}:\n{process.stderr.read()[-3000:]}")
-        print(f"error: PyTorchJob {name} failed (exit codes {codes})", file=sys.stderr)
+                sys.stderr.write(f"--- pod {replica.index} exited {code}:\n{process.stderr.read()[-3000:]}")
+        print(f"error: {job.kind} {job.name} failed (exit codes {codes})", file=sys.stderr)
         return 1
     pod = evaluation["spec"]["template"]["spec"]
     command = _localize(pod["containers"][0]["command"], shared)
@@ -222,12 +252,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--project-dir", type=Path, default=stack_file.ROOT, help="directory with Pulumi.yaml and the stack files"
     )
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a stack key for this run, as `pulumi up --config` does (repeatable)")
     args = parser.parse_args(argv)
     workdir = args.workdir or Path("runs") / "local" / args.stack
     if args.workdir is None and workdir.exists():
         shutil.rmtree(workdir)  # the default directory belongs to this command
     try:
-        return run(args.stack, workdir, args.project_dir)
+        return run(args.stack, workdir, args.project_dir, stack_file.overrides(args.config))
     except (FileNotFoundError, ConfigError, InvalidArgument, StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

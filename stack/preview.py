@@ -82,10 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack", default="dev", help="reads Pulumi.<stack>.yaml (default dev)")
     parser.add_argument("--manifests", type=Path, help="directory for the Kubernetes YAML (default runs/preview/<stack>)")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a stack key for this run, as `pulumi up --config` does (repeatable)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
-        values, region = stack_file.load(args.stack)
+        values, region = stack_file.load(args.stack, override=stack_file.overrides(args.config))
         config = parse(values, region)
         registrations = run_under_mocks(config, stack=args.stack)
     except (FileNotFoundError, ConfigError, InvalidArgument, StackFileError) as error:

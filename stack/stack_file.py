@@ -5,6 +5,7 @@ CLI's own check of the stack's keys against Pulumi.yaml's config schema; used by
 offline preview, the local demo and the rehearsal (the real program reads pulumi.Config).
 """
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,27 @@ def stacks(root: Path = ROOT) -> list[str]:
     return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in root.glob("Pulumi.*.yaml"))
 
 
-def load(stack: str, root: Path = ROOT) -> tuple[dict[str, Any], str | None]:
-    """(`eks-ddp:*` values without the prefix, as the program reads them; `aws:region`) for `stack`."""
+def overrides(pairs: Sequence[str]) -> dict[str, str]:
+    """`--config KEY=VALUE` pairs, as `pulumi up --config` takes them (plain strings, the key with its namespace)."""
+    parsed = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or ":" not in key:
+            raise project_config.StackFileError(
+                f"--config {pair!r} is not allowed; give NAMESPACE:KEY=VALUE, e.g. {PROJECT}:trainingOperator=v2"
+            )
+        parsed[key] = value
+    return parsed
+
+
+def load(stack: str, root: Path = ROOT, override: dict[str, str] | None = None) -> tuple[dict[str, Any], str | None]:
+    """(`eks-ddp:*` values without the prefix, as the program reads them; `aws:region`) for `stack`,
+    with `override` (full keys) in place of the file's values, as `pulumi up --config` would set them."""
     path = root / f"Pulumi.{stack}.yaml"
     if not path.is_file():
         raise FileNotFoundError(f"--stack {stack}: {path.name} not found (stacks here: {', '.join(stacks(root)) or 'none'})")
     declared = project_config.declarations(root)
-    stack_config = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+    stack_config = {**((yaml.safe_load(path.read_text()) or {}).get("config") or {}), **(override or {})}
     own = {key.removeprefix(f"{PROJECT}:"): value for key, value in stack_config.items() if key.startswith(f"{PROJECT}:")}
     project_config.check(stack, own, root)
     values = {key: spec.get("default") for key, spec in declared.items()} | own

@@ -3,6 +3,7 @@
 The pod is workloads.training_pod's; this module wraps it in Master and Worker replicas.
 """
 
+import copy
 from typing import Any
 
 from workloads.target import NodeTarget
@@ -15,6 +16,7 @@ from workloads.training_pod import (
 
 API_VERSION, KIND = "kubeflow.org/v1", "PyTorchJob"
 CONTAINER = "pytorch"  # the operator finds the training container by this name
+MASTER_PORT = 23456  # the port the operator gives static jobs (its default `pytorchjob-port`)
 
 
 def render(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
@@ -72,3 +74,33 @@ def admission_errors(manifest: dict[str, Any]) -> list[str]:
         if any(not container.get("image") for container in containers):
             errors.append(f"{kind} has a container without an image")
     return errors
+
+
+def pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """A static job's pods as the operator creates them, Master-0 then Worker-0..n-1, with its variables.
+
+    Encoded from the training operator v1.9.4, pkg/controller.v1/pytorch/envvar.go (setPodEnv) and
+    master.go: every container gets MASTER_ADDR/PORT and their PET_ twins naming the Master's
+    service, WORLD_SIZE = replicas x nprocPerNode, RANK = PET_NODE_RANK (Workers count from 1),
+    PET_NPROC_PER_NODE and PET_NNODES.
+    """
+    name, spec = manifest["metadata"]["name"], manifest["spec"]
+    if "elasticPolicy" in spec:
+        raise ValueError(f"PyTorchJob {name} is elastic: its pods' variables come from the rendezvous, not from here")
+    replicas, processes = spec["pytorchReplicaSpecs"], spec["nprocPerNode"]
+    workers = replicas.get("Worker", {}).get("replicas", 0)
+    ordered = [("Master", 0)] + [("Worker", index + 1) for index in range(workers)]
+    address = f"{name}-master-0"
+    pods = []
+    for kind, rank in ordered:
+        injected = {
+            "PYTHONUNBUFFERED": "1", "MASTER_PORT": str(MASTER_PORT), "PET_MASTER_PORT": str(MASTER_PORT),
+            "MASTER_ADDR": address, "PET_MASTER_ADDR": address, "WORLD_SIZE": str(len(ordered) * int(processes)),
+            "RANK": str(rank), "PET_NODE_RANK": str(rank), "PET_NPROC_PER_NODE": processes,
+            "PET_NNODES": str(len(ordered)),
+        }
+        pod = copy.deepcopy(replicas[kind]["template"]["spec"])
+        for container in pod["containers"]:
+            container["env"] = [*container.get("env", []), *({"name": k, "value": v} for k, v in injected.items())]
+        pods.append(pod)
+    return pods

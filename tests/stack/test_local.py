@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from infra.catalogue import EFA_INSTANCE_TYPES
 from stack import stack_file
 from stack.local import render_for, replicas
 from stack.local_pods import pod_user
 from tests.conftest import ROOT, trainer_env
+from workloads.training_pod import TrainingJob
 
 pytestmark = pytest.mark.slow
 
@@ -30,30 +32,39 @@ def _tiny_project(tmp_path: Path) -> Path:
     return project
 
 
-def test_replicas_get_the_operators_environment(tmp_path: Path) -> None:
-    job, _ = render_for("dev")
-    master, worker = replicas(job, tmp_path, 29500)
-    assert (master.kind, worker.kind) == ("Master", "Worker")
-    for rank, replica in enumerate((master, worker)):
-        assert {
-            key: replica.env[key]
-            for key in ("WORLD_SIZE", "RANK", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE", "MASTER_PORT")
-        } == {
-            "WORLD_SIZE": "2",
-            "RANK": str(rank),
-            "PET_NNODES": "2",
-            "PET_NODE_RANK": str(rank),
-            "PET_NPROC_PER_NODE": "1",
-            "MASTER_PORT": "29500",
+@pytest.mark.parametrize("operator", ["v1", "v2", "none"])
+def test_each_pod_gets_its_engines_variables_pointed_at_this_machine(tmp_path: Path, operator: str) -> None:
+    """The variables each engine gives pod i (the training operator's, the Trainer's torch plugin's, the Indexed
+    Job's own with its completion index), with only the rendezvous address and port made local."""
+    from infra.training_operator import OperatorKind
+    from stack.local import engine_job
+    from workloads.target import NodeTarget
+
+    target = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1, labels={})
+    job = engine_job(OperatorKind(operator), TrainingJob(name="mnist-ddp", namespace="training", image="i:1"), target)
+    pods = replicas(job, tmp_path, 29511)
+    for rank, replica in enumerate(pods):
+        variables = ("PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+        assert {key: replica.env[key] for key in variables} == {
+            "PET_NNODES": "2", "PET_NODE_RANK": str(rank), "PET_NPROC_PER_NODE": "1",
+            "PET_MASTER_ADDR": "127.0.0.1", "PET_MASTER_PORT": "29511",
         }
-    rendered = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+    rendered = job.pods[0]["containers"][0]["command"]
     expected = [
         argument.replace("/shared", str(tmp_path), 1) if argument.startswith("/shared") else argument
         for argument in rendered
     ]
     expected[0] = str(Path(sys.executable).with_name("torchrun"))
     expected[expected.index("--dataset") + 1] = "digits"
-    assert master.command == expected  # the rendered command, with only the documented changes
+    assert pods[0].command == expected  # the rendered command, with only the documented changes
+
+
+def test_the_training_operators_own_variables_reach_its_pods() -> None:
+    """v1.9.4 envvar.go: WORLD_SIZE counts every process, RANK counts Workers from 1, MASTER_ADDR names the Master."""
+    job, _ = render_for("dev")
+    master, worker = ({e["name"]: e.get("value") for e in pod["containers"][0]["env"]} for pod in job.pods)
+    assert (master["RANK"], worker["RANK"], worker["WORLD_SIZE"]) == ("0", "1", "2")
+    assert master["MASTER_ADDR"] == worker["PET_MASTER_ADDR"] == "mnist-ddp-master-0" and master["MASTER_PORT"] == "23456"
 
 
 @pytest.fixture
@@ -65,10 +76,11 @@ def open_workdir() -> Iterator[Path]:
     shutil.rmtree(workdir)
 
 
-def test_tiny_stack_job_runs_locally_and_is_evaluated(tmp_path: Path, open_workdir: Path) -> None:
+@pytest.mark.parametrize(("operator", "kind"), [("v1", "PyTorchJob"), ("v2", "TrainJob"), ("none", "Indexed Job")])
+def test_tiny_stack_job_runs_locally_and_is_evaluated(tmp_path: Path, open_workdir: Path, operator: str, kind: str) -> None:
     project, workdir = _tiny_project(tmp_path), open_workdir / "work"
     job, _ = render_for("dev")
-    user = pod_user(job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"], open_workdir)
+    user = pod_user(job.pods[0], open_workdir)
     command = [
         sys.executable,
         "-m",
@@ -79,9 +91,12 @@ def test_tiny_stack_job_runs_locally_and_is_evaluated(tmp_path: Path, open_workd
         str(project),
         "--workdir",
         str(workdir),
+        "--config",
+        f"eks-ddp:trainingOperator={operator}",
     ]
     result = subprocess.run(command, cwd=ROOT, env=trainer_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith(f"Running {kind} mnist-ddp of stack tiny locally: 2 replicas")
     (output,) = (workdir / "shared" / "runs" / "mnist-ddp").iterdir()  # the run's own directory, named by its run id
     summary = json.loads((output / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["epochs"] == 3 and summary["dataset"] == "digits"
@@ -110,9 +125,9 @@ def test_a_missing_permissions_step_fails_the_demo_as_it_fails_the_cluster(
     job, evaluation = render_for("dev")
     if os.geteuid() != 0:
         pytest.skip("needs root, to run the pods' containers as uid 1000 on a root-owned claim")
-    for pod in [replica["template"]["spec"] for replica in job["spec"]["pytorchReplicaSpecs"].values()]:
+    for pod in job.pods:
         pod["initContainers"] = [c for c in pod["initContainers"] if c["name"] != "volume-permissions"]
-    monkeypatch.setattr(local, "render_for", lambda stack, project_dir: (job, evaluation))
+    monkeypatch.setattr(local, "render_for", lambda stack, project_dir, override: (job, evaluation))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert local.run("dev", open_workdir / "work", _tiny_project(tmp_path)) == 1
 
@@ -121,7 +136,7 @@ def test_init_containers_run_locally_with_the_claim_mapped(tmp_path: Path) -> No
     from stack.local_pods import init_steps
 
     job, evaluation = render_for("dev")
-    pod = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    pod = job.pods[1]
     (step,) = init_steps(pod, tmp_path, skipped={"prepare-data"})
     assert step.name == "volume-permissions" and step.as_root and step.command[:2] == ["sh", "-c"]
     assert (
@@ -138,16 +153,14 @@ def test_a_gpu_jobs_processes_are_scaled_to_this_machine_and_the_output_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A p5 pod runs 8 torchrun workers; 2 such pods on 2 CPUs must not start 16 ranks while printing "2 replicas"."""
-    from infra.catalogue import EFA_INSTANCE_TYPES
-    from stack.local import describe_ranks
-    from workloads.pytorchjob import render
+    from infra.training_operator import OperatorKind
+    from stack.local import cluster_processes, describe_ranks, engine_job
     from workloads.target import NodeTarget
-    from workloads.training_pod import TrainingJob
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     p5 = NodeTarget(EFA_INSTANCE_TYPES["p5.48xlarge"], efa_interfaces=32, labels={})
-    job = render(TrainingJob(name="llm", namespace="training", image="img:1"), p5)
-    assert job["spec"]["nprocPerNode"] == "8"
+    job = engine_job(OperatorKind.V1, TrainingJob(name="llm", namespace="training", image="img:1"), p5)
+    assert cluster_processes(job) == 8
     assert {replica.env["PET_NPROC_PER_NODE"] for replica in replicas(job, tmp_path, 29500)} == {"1"}
     assert (
         describe_ranks(job)
