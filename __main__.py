@@ -4,7 +4,7 @@ import pulumi
 
 from infra import instance_facts
 from stack.config import parse
-from stack.program import build
+from stack.program import build, job_commands
 from stack.project_config import PROJECT, check_declared, configured_keys, declarations
 
 config = pulumi.Config()
@@ -28,8 +28,9 @@ if platform.bucket_name is not None:
     pulumi.export("bucketName", platform.bucket_name)
 if settings.job is not None:
     job, namespace = settings.job.job.name, platform.training_namespace
-    pulumi.export("watchJob", f"kubectl -n {namespace} get pytorchjob {job} -w")
-    pulumi.export("jobLogs", f"kubectl -n {namespace} logs -f {job}-master-0")
+    watch, logs = job_commands(settings.operator, job, namespace)
+    pulumi.export("watchJob", watch)
+    pulumi.export("jobLogs", logs)
     if deployed.job is not None:
         pulumi.export("runName", deployed.job.run_name)
         pulumi.export("runDirectory", deployed.job.output_dir)

@@ -51,6 +51,17 @@ def _images(config: StackConfig, platform: TrainingPlatform, name: str) -> dict[
     }
 
 
+def job_commands(operator: OperatorKind, job: str, namespace: str) -> tuple[str, str]:
+    """`kubectl` to watch the job, and to follow its rank-0 pod's log, whichever object runs it."""
+    if operator == OperatorKind.V1:
+        return f"kubectl -n {namespace} get pytorchjob {job} -w", f"kubectl -n {namespace} logs -f {job}-master-0"
+    # Pod 0 by its completion-index label (Kubernetes >= 1.28), under JobSet's or the Job's own name label.
+    owner = "jobset.sigs.k8s.io/jobset-name" if operator == OperatorKind.V2 else "batch.kubernetes.io/job-name"
+    kind = "trainjob" if operator == OperatorKind.V2 else "job"
+    selector = f"{owner}={job},batch.kubernetes.io/job-completion-index=0"
+    return f"kubectl -n {namespace} get {kind} {job} -w", f"kubectl -n {namespace} logs -f -l {selector}"
+
+
 def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
     platform = TrainingPlatform(name, config.platform)
     group_images = _images(config, platform, name)
