@@ -133,6 +133,17 @@ def ecr_scanned_and_immutable(_: str, props: Props) -> list[str]:
 EFA_LABEL = "vpc.amazonaws.com/efa.present"
 
 
+def _efa_unrequested(kind: str, pod: Props) -> list[str]:
+    """A pod on EFA nodes must request the interfaces, or NCCL falls back to TCP."""
+    if (pod.get("nodeSelector") or {}).get(EFA_LABEL) != "true":
+        return []
+    return [
+        f"{kind} runs on EFA nodes without requesting vpc.amazonaws.com/efa (NCCL would fall back to TCP)"
+        for container in pod.get("containers") or []
+        if not ((container.get("resources") or {}).get("limits") or {}).get("vpc.amazonaws.com/efa")
+    ]
+
+
 def pytorchjob_sane(_: str, props: Props) -> list[str]:
     spec = props.get("spec") or {}
     problems = []
@@ -140,14 +151,24 @@ def pytorchjob_sane(_: str, props: Props) -> list[str]:
         problems.append("nprocPerNode is 'auto' (on CPU nodes torchrun then starts one process per host vCPU)")
     for kind, replica in (spec.get("pytorchReplicaSpecs") or {}).items():
         pod = ((replica or {}).get("template") or {}).get("spec") or {}
-        containers = pod.get("containers") or []
-        if not any(container.get("name") == "pytorch" for container in containers):
+        if not any(container.get("name") == "pytorch" for container in pod.get("containers") or []):
             problems.append(f"{kind} has no container named pytorch")
-        if (pod.get("nodeSelector") or {}).get(EFA_LABEL) == "true":
-            for container in containers:
-                limits = (container.get("resources") or {}).get("limits") or {}
-                if not limits.get("vpc.amazonaws.com/efa"):
-                    problems.append(f"{kind} runs on EFA nodes without requesting vpc.amazonaws.com/efa (NCCL would fall back to TCP)")
+        problems += _efa_unrequested(kind, pod)
+    return problems
+
+
+def trainjob_sane(_: str, props: Props) -> list[str]:
+    if "numProcPerNode" in ((props.get("spec") or {}).get("trainer") or {}):
+        return []
+    return ["numProcPerNode is unset (the Trainer's torch plugin then starts one process per requested CPU on CPU nodes)"]
+
+
+def training_runtime_sane(_: str, props: Props) -> list[str]:
+    jobs = ((((props.get("spec") or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs")) or []
+    problems = []
+    for job in jobs:
+        pod = ((((job.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")) or {}
+        problems += _efa_unrequested(f"replicated job {job.get('name')}", pod)
     return problems
 
 
@@ -165,6 +186,9 @@ RESOURCE_RULES: Sequence[ResourceRule] = (
     ResourceRule("ecr-scanned-and-immutable", "ECR repositories scan on push and have immutable tags.", ("aws:ecr/repository:Repository",), ecr_scanned_and_immutable),
     ResourceRule("pytorchjob-sane", "PyTorchJobs name a `pytorch` container, set nprocPerNode, and request EFA on EFA nodes.",
                  ("kubernetes:kubeflow.org/v1:PyTorchJob",), pytorchjob_sane),
+    ResourceRule("trainjob-sane", "TrainJobs set numProcPerNode.", ("kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob",), trainjob_sane),
+    ResourceRule("training-runtime-efa", "Training runtimes request EFA on EFA nodes.",
+                 ("kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime",), training_runtime_sane),
 )
 
 

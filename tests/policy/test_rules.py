@@ -48,6 +48,13 @@ CASES = [
      {"spec": {"nprocPerNode": "1", "pytorchReplicaSpecs": {"Master": {"template": {"spec": EFA_POD}}}}},
      {"spec": {"nprocPerNode": "auto", "pytorchReplicaSpecs": {"Master": {"template": {"spec": {**EFA_POD, "containers": [{"name": "pytorch"}]}}}}}},
      "without requesting vpc.amazonaws.com/efa"),
+    ("trainjob-sane", "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob",
+     {"spec": {"trainer": {"numNodes": 2, "numProcPerNode": 1}}}, {"spec": {"trainer": {"numNodes": 2}}}, "numProcPerNode is unset"),
+    ("training-runtime-efa", "kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime",
+     {"spec": {"template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": EFA_POD}}}}]}}}},
+     {"spec": {"template": {"spec": {"replicatedJobs": [
+         {"name": "node", "template": {"spec": {"template": {"spec": {**EFA_POD, "containers": [{"name": "node"}]}}}}}]}}}},
+     "replicated job node runs on EFA nodes without requesting"),
 ]
 
 
@@ -75,9 +82,11 @@ def _stack_resources(recorded: Recorded) -> list[StackResource]:
     return [StackResource(r.type, r.name, r.urn, r.inputs, r.property_dependencies) for r in recorded.monitor.registrations]
 
 
-def test_dev_stack_passes_every_policy(pulumi_mocks: Recorded) -> None:
+@pytest.mark.parametrize("operator", ["v1", "v2", "none"])
+def test_dev_stack_passes_every_policy(pulumi_mocks: Recorded, operator: str) -> None:
     values, region = stack_file.load("dev")
-    pulumi_mocks.run(lambda: build(parse({**values, "fabricCheckImage": "registry.example/efa:1"}, region)))
+    values = {**values, "fabricCheckImage": "registry.example/efa:1", "trainingOperator": operator}
+    pulumi_mocks.run(lambda: build(parse(values, region)))
     problems = [f"{r.name}: {problem}" for r in pulumi_mocks.monitor.registrations for rule in RESOURCE_RULES if r.type in rule.types for problem in rule.check(r.type, r.inputs)]
     assert problems == []
     checked = [r for r in pulumi_mocks.monitor.registrations if any(r.type in rule.types for rule in RESOURCE_RULES)]
