@@ -37,6 +37,9 @@ class Registration:
     """`customTimeouts` of the resource options (create/update/delete, such as "20m"), where set."""
     id: str = ""
     """The physical id the mocks gave it: what other resources' inputs refer to."""
+    replace_on_changes: list[str] = field(default_factory=list)
+    """`replaceOnChanges` of the resource options: property paths whose change replaces it."""
+    delete_before_replace: bool = False
 
 
 def _replace_references(struct: Any) -> None:
@@ -128,6 +131,8 @@ class RecordingMonitor(MockMonitor):
             by_property = {key: list(value.urns) for key, value in request.propertyDependencies.items()}
             timeouts = {kind: getattr(request.customTimeouts, kind) for kind in ("create", "update", "delete")
                         if getattr(request.customTimeouts, kind)}
-            self.registrations.append(Registration(request.type, request.name, response.urn, request.parent, dict(inputs),
-                                                   list(request.dependencies), by_property, timeouts, response.id))
+            self.registrations.append(Registration(
+                request.type, request.name, response.urn, request.parent, dict(inputs), list(request.dependencies),
+                by_property, timeouts, response.id, list(request.replaceOnChanges), request.deleteBeforeReplace,
+            ))
         return response

@@ -171,6 +171,31 @@ def kubernetes_awaits(deployment: Deployment) -> Iterator[Finding]:
             )
 
 
+# Kinds whose spec the API server refuses to change, by the CRD's CEL rules (`self == oldSelf`):
+# kubeflow/trainer v2.3.0 manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml makes a TrainJob's
+# `spec.trainer` and `spec.runtimeRef` immutable.
+IMMUTABLE_SPECS = {"TrainJob"}
+
+
+def immutable_specs_replaced(deployment: Deployment) -> Iterator[Finding]:
+    """An object with an immutable spec must be replaced when it changes, or the next `pulumi up` fails.
+
+    pulumi-kubernetes updates a custom resource in place unless `replaceOnChanges` names the
+    changed path; keeping its name, the old object must go first (`deleteBeforeReplace`).
+    """
+    for registration in deployment.kubernetes_objects():
+        if registration.inputs["kind"] not in IMMUTABLE_SPECS:
+            continue
+        if "spec" not in registration.replace_on_changes or not registration.delete_before_replace:
+            yield Finding(
+                "immutable",
+                _where(registration),
+                "replaceOnChanges",
+                f"a {registration.inputs['kind']}'s spec is immutable: an update fails; replace it "
+                "(replaceOnChanges [spec], deleteBeforeReplace)",
+            )
+
+
 def no_ttl_on_owned_objects(deployment: Deployment) -> Iterator[Finding]:
     """Kubernetes must not delete what Pulumi owns: `pulumi up --refresh` would recreate it and re-run it.
 
@@ -634,6 +659,7 @@ def efa_ami_releases(deployment: Deployment) -> Iterator[Finding]:
 RULES: tuple[Rule, ...] = (
     kubernetes_awaits,
     no_ttl_on_owned_objects,
+    immutable_specs_replaced,
     managed_node_group_launch_templates,
     efa_interfaces_per_network_card,
     efa_device_plugin_schedules,

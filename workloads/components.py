@@ -24,6 +24,9 @@ def target_of(group: EfaNodeGroup) -> NodeTarget:
 # for a Ready condition a PyTorchJob never has.
 SUBMITTED_NOT_AWAITED = {"pulumi.com/skipAwait": "true"}
 RUN_TO_COMPLETION = ("Job", pytorchjob.KIND, trainjob.KIND)
+# A TrainJob's `spec.trainer` and `spec.runtimeRef` are immutable (its CRD's CEL rules): any change must replace
+# it, and its name stays, so the old one goes first. Its runtime is named after its content (workloads.trainjob).
+REPLACED_NOT_UPDATED = {trainjob.KIND: pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)}
 
 
 def apply(
@@ -31,6 +34,8 @@ def apply(
 ) -> pulumi.CustomResource:
     """Create one rendered object as the matching pulumi-kubernetes resource."""
     opts = pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=depends_on)
+    if manifest["kind"] in REPLACED_NOT_UPDATED:
+        opts = pulumi.ResourceOptions.merge(opts, REPLACED_NOT_UPDATED[manifest["kind"]])
     metadata, spec = cast(Any, dict(manifest["metadata"])), cast(Any, manifest["spec"])
     if manifest["kind"] in RUN_TO_COMPLETION:
         metadata["annotations"] = {**metadata.get("annotations", {}), **SUBMITTED_NOT_AWAITED}

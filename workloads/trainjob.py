@@ -14,6 +14,8 @@ and from kubernetes-sigs/jobset v0.12.0 (the chart's dependency), pkg/webhooks/j
 every pod name `<jobset>-<job>-<job index>-<pod index>-<5 random>` must be a DNS-1035 label.
 """
 
+import hashlib
+import json
 from typing import Any
 
 from workloads.target import NodeTarget
@@ -28,9 +30,15 @@ COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-ind
 RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 
 
-def runtime_name(job: TrainingJob) -> str:
-    """Cluster-scoped, so it names the namespace too."""
-    return f"eks-ddp-{job.namespace}-{job.name}"
+def runtime_name(job: TrainingJob, spec: dict[str, Any]) -> str:
+    """Cluster-scoped, so it names the namespace too; and named after its content.
+
+    Parts of a runtime are immutable (its CRD's CEL rules: `failurePolicy`, ...), and the Trainer keeps
+    a runtime a TrainJob uses from being deleted (finalizer `trainer.kubeflow.org/resource-in-use`): a
+    changed runtime is a new object, the TrainJob moves to it, and the old one is deleted after.
+    """
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    return f"eks-ddp-{job.namespace}-{job.name}-{digest}"
 
 
 def render_runtime(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
@@ -51,27 +59,29 @@ def render_runtime(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
             "spec": {"backoffLimit": 0, "completionMode": "Indexed", "template": pod},
         },
     }
+    spec = {
+        "mlPolicy": {"numNodes": job.replicas, "torch": {}},
+        "template": {
+            "spec": {"failurePolicy": {"maxRestarts": max(1, job.node_losses)}, "replicatedJobs": [replicated]}
+        },
+    }
     return {
         "apiVersion": API_VERSION,
         "kind": RUNTIME_KIND,
-        "metadata": {"name": runtime_name(job), "labels": {"trainer.kubeflow.org/framework": "torch"}},
-        "spec": {
-            "mlPolicy": {"numNodes": job.replicas, "torch": {}},
-            "template": {
-                "spec": {"failurePolicy": {"maxRestarts": max(1, job.node_losses)}, "replicatedJobs": [replicated]}
-            },
-        },
+        "metadata": {"name": runtime_name(job, spec), "labels": {"trainer.kubeflow.org/framework": "torch"}},
+        "spec": spec,
     }
 
 
 def render(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     """The TrainJob: what runs, on how many nodes, with how many processes each (never the plugin's `auto`)."""
+    runtime = render_runtime(job, target)["metadata"]["name"]
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"name": job.name, "namespace": job.namespace},
         "spec": {
-            "runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": RUNTIME_KIND, "name": runtime_name(job)},
+            "runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": RUNTIME_KIND, "name": runtime},
             "trainer": {
                 "image": job.image,
                 "command": trainer_command(job, target),

@@ -53,6 +53,24 @@ def test_the_trainjob_and_its_runtime_wait_for_the_trainer_chart() -> None:
     chart = next(r for r in releases if "kubeflow-trainer" in str(r.inputs.get("chart")))
     assert chart.inputs["chart"] == "oci://ghcr.io/kubeflow/charts/kubeflow-trainer" and chart.inputs["version"] == "2.3.0"
     assert chart.inputs["values"]["jobset"]["install"] is True
+    by_kind = {str(r.inputs.get("kind")): r for r in registrations if r.inputs.get("kind")}
     for kind in ("TrainJob", "ClusterTrainingRuntime"):
-        (job,) = [r for r in registrations if r.inputs.get("kind") == kind]
-        assert chart.urn in job.dependencies, f"{kind} does not wait for the chart that installs its CRD"
+        assert chart.urn in by_kind[kind].dependencies, f"{kind} does not wait for the chart that installs its CRD"
+    # The Trainer's webhook resolves spec.runtimeRef when the TrainJob is admitted: the runtime must exist first.
+    assert by_kind["ClusterTrainingRuntime"].urn in by_kind["TrainJob"].dependencies
+
+
+def test_a_trainjob_updated_in_place_is_reported_by_the_rehearsal() -> None:
+    """Its spec.trainer is immutable (the CRD's CEL rule): an in-place update of a changed TrainJob fails."""
+    from dataclasses import replace
+
+    from infra.mocking import DEPLOYER_ROLE_ARN
+    from stack.engine_rules import Deployment, check
+
+    values, region = stack_file.load("dev")
+    registrations = run_under_mocks(parse({**values, "trainingOperator": "v2"}, region))
+    deployment = Deployment(registrations, region or "", DEPLOYER_ROLE_ARN, TODAY)
+    assert not [f for f in check(deployment) if f.rule == "immutable"]
+    updated = [replace(r, replace_on_changes=[]) if r.inputs.get("kind") == "TrainJob" else r for r in registrations]
+    findings = [str(f) for f in check(Deployment(updated, region or "", DEPLOYER_ROLE_ARN, TODAY))]
+    assert any(line.startswith("immutable: TrainJob eks-ddp-train-job replaceOnChanges") for line in findings), findings

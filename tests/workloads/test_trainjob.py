@@ -19,8 +19,9 @@ def test_runtime_and_trainjob_validate_and_carry_what_the_pytorchjob_carries() -
     validate_custom(runtime)
     validate_custom(job)
     assert trainjob.admission_errors(job, runtime) == []
-    assert job["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
-                                         "name": "eks-ddp-training-mnist-ddp"}
+    reference = job["spec"]["runtimeRef"]
+    assert (reference["apiGroup"], reference["kind"]) == ("trainer.kubeflow.org", "ClusterTrainingRuntime")
+    assert reference["name"] == runtime["metadata"]["name"] and reference["name"].startswith("eks-ddp-training-mnist-ddp-")
     assert job["spec"]["trainer"]["numNodes"] == 3 and job["spec"]["trainer"]["numProcPerNode"] == 1
     pod = trainjob.pod_spec(job, runtime)
     (container,) = pod["containers"]
@@ -77,3 +78,11 @@ def test_the_controllers_rules_refuse_what_the_schemas_accept() -> None:
     ):
         errors = trainjob.admission_errors(broken, runtime_used)
         assert len(errors) == 1 and expected in errors[0], errors
+
+
+def test_a_changed_runtime_is_a_new_runtime_and_an_unchanged_one_keeps_its_name() -> None:
+    """Its failurePolicy is immutable and the Trainer's finalizer keeps a used runtime: changes make a new one."""
+    same = trainjob.render_runtime(JOB, GRAVITON)["metadata"]["name"]
+    assert trainjob.render_runtime(JOB, GRAVITON)["metadata"]["name"] == same
+    assert trainjob.render_runtime(replace(JOB, node_losses=3), GRAVITON)["metadata"]["name"] != same
+    assert trainjob.render(replace(JOB, node_losses=3), GRAVITON)["spec"]["runtimeRef"]["name"] != same
