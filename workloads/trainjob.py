@@ -30,14 +30,19 @@ COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-ind
 RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 
 
-def runtime_name(job: TrainingJob, spec: dict[str, Any]) -> str:
-    """Cluster-scoped, so it names the namespace too; and named after its content.
+# What the runtime's CRD makes immutable (CEL `self == oldSelf`) under spec.template.spec.
+IMMUTABLE_RUNTIME_FIELDS = ("failurePolicy", "network", "startupPolicy", "successPolicy", "volumeClaimPolicies")
 
-    Parts of a runtime are immutable (its CRD's CEL rules: `failurePolicy`, ...), and the Trainer keeps
-    a runtime a TrainJob uses from being deleted (finalizer `trainer.kubeflow.org/resource-in-use`): a
-    changed runtime is a new object, the TrainJob moves to it, and the old one is deleted after.
+
+def runtime_name(job: TrainingJob, spec: dict[str, Any]) -> str:
+    """Cluster-scoped, so it names the namespace too; and named after its immutable fields.
+
+    The API server refuses to change them, and the Trainer keeps a runtime a TrainJob uses from being
+    deleted (finalizer `trainer.kubeflow.org/resource-in-use`): a change to them makes a new runtime,
+    the TrainJob moves to it, and the old one is deleted after. Other changes update it in place.
     """
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    fixed = {key: spec["template"]["spec"].get(key) for key in IMMUTABLE_RUNTIME_FIELDS}
+    digest = hashlib.sha256(json.dumps(fixed, sort_keys=True).encode()).hexdigest()[:8]
     return f"eks-ddp-{job.namespace}-{job.name}-{digest}"
 
 

@@ -80,9 +80,10 @@ def test_the_controllers_rules_refuse_what_the_schemas_accept() -> None:
         assert len(errors) == 1 and expected in errors[0], errors
 
 
-def test_a_changed_runtime_is_a_new_runtime_and_an_unchanged_one_keeps_its_name() -> None:
-    """Its failurePolicy is immutable and the Trainer's finalizer keeps a used runtime: changes make a new one."""
+def test_a_runtime_whose_immutable_fields_change_is_a_new_runtime() -> None:
+    """Its failurePolicy is immutable and the Trainer's finalizer keeps a used runtime: such a change makes a new
+    one; other changes (the image, the epochs) update it in place under the same name."""
     same = trainjob.render_runtime(JOB, GRAVITON)["metadata"]["name"]
-    assert trainjob.render_runtime(JOB, GRAVITON)["metadata"]["name"] == same
+    assert trainjob.render_runtime(replace(JOB, image="registry/other:2", epochs=20), GRAVITON)["metadata"]["name"] == same
     assert trainjob.render_runtime(replace(JOB, node_losses=3), GRAVITON)["metadata"]["name"] != same
     assert trainjob.render(replace(JOB, node_losses=3), GRAVITON)["spec"]["runtimeRef"]["name"] != same
