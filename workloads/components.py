@@ -25,7 +25,8 @@ def target_of(group: EfaNodeGroup) -> NodeTarget:
 SUBMITTED_NOT_AWAITED = {"pulumi.com/skipAwait": "true"}
 RUN_TO_COMPLETION = ("Job", pytorchjob.KIND, trainjob.KIND)
 # A TrainJob's `spec.trainer` and `spec.runtimeRef` are immutable (its CRD's CEL rules): any change must replace
-# it, and its name stays, so the old one goes first. Its runtime is named after its immutable fields (workloads.trainjob).
+# it, and its name stays, so the old one goes first. Its runtime is named after its immutable fields
+# (workloads.trainjob).
 REPLACED_NOT_UPDATED = {trainjob.KIND: pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)}
 
 
