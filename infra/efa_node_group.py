@@ -143,22 +143,16 @@ def validate(args: EfaNodeGroupArgs) -> InstanceType:
     """Check everything that can be checked before creating anything; returns EC2's facts of the type."""
     if not args.get("cluster_name"):
         raise InvalidArgument(COMPONENT, "cluster_name", args.get("cluster_name"), "give the EKS cluster's name")
-    _check_name(args.get("instance_type", ""))
+    instance_facts.check_name(COMPONENT, "instance_type", args.get("instance_type", ""))
     instance = instance_facts.describe(args["instance_type"])
     validate_shape(args, instance)
     return instance
 
 
-def _check_name(name: str) -> None:
-    problem = instance_facts.name_problem(name)
-    if problem:
-        raise InvalidArgument(COMPONENT, "instance_type", name, problem)
-
-
 def validate_shape(args: NodeGroupShape, instance: InstanceType) -> None:
     """The group's own settings against its type's facts, independent of any cluster (stack config checks
     these early, with the catalogue's facts)."""
-    _check_name(args.get("instance_type", ""))
+    instance_facts.check_name(COMPONENT, "instance_type", args.get("instance_type", ""))
     efa = args.get("efa", True)
     if efa and not instance.efa:
         raise InvalidArgument(COMPONENT, "efa", efa, f"{instance.name} does not support EFA; turn efa off or use an "

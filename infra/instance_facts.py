@@ -14,6 +14,7 @@ import pulumi_aws as aws
 
 from infra import catalogue
 from infra.catalogue import Architecture, InstanceType
+from infra.errors import InvalidArgument
 
 NAME = re.compile(r"(?P<family>[a-z]+)(?P<generation>\d+)(?P<attributes>[a-z-]*)\.(?P<size>[a-z0-9-]+)")
 GIB_PER_VCPU = {"c": 2, "m": 4, "r": 8, "x": 16, "i": 8, "z": 8, "t": 4}
@@ -31,6 +32,13 @@ def name_problem(name: str) -> str | None:
     if NAME.fullmatch(name or "") is None:
         return "give an EC2 instance type such as c7g.16xlarge, m5.large or p5.48xlarge"
     return None
+
+
+def check_name(component: str, argument: str, name: str) -> None:
+    """Refuse, naming the argument, a `name` that cannot be an EC2 instance type (before EC2 is asked about it)."""
+    problem = name_problem(name)
+    if problem:
+        raise InvalidArgument(component, argument, name, problem)
 
 
 def describe(name: str, opts: pulumi.InvokeOptions | None = None) -> InstanceType:

@@ -125,9 +125,7 @@ def validate(name: str, args: TrainingPlatformArgs, describe: Callable[[str], In
             raise InvalidArgument(COMPONENT, f"{where}.availability_zone", group.get("availability_zone"), f"use one of the network's zones: {', '.join(zones)}")
         try:
             instance_type = group.get("instance_type", "")
-            problem = instance_facts.name_problem(instance_type)
-            if problem:
-                raise InvalidArgument(COMPONENT, "instance_type", instance_type, problem)
+            instance_facts.check_name(COMPONENT, "instance_type", instance_type)  # before EC2 is asked about it
             validate_shape(group, describe(instance_type))
         except InvalidArgument as error:
             raise InvalidArgument(COMPONENT, f"{where}.{error.argument}", error.value, error.allowed) from None
