@@ -1,0 +1,49 @@
+"""What the engines do with what a stack registers, as rules run by the deploy rehearsal.
+
+Mocks accept everything; these rules are what pulumi-kubernetes, EKS, EC2, a Helm chart,
+the Cluster Autoscaler and Kubernetes would do with the same inputs. Each rule reads the
+registrations of one stack run under mocks, names its source (repository, file, version
+or document), and reports the resource and the key it objects to.
+"""
+
+from stack.engine_rules.base import Deployment, Finding, Rule
+from stack.engine_rules.eks import (
+    efa_ami_releases,
+    efa_interfaces_per_network_card,
+    images_in_stack_region,
+    kubernetes_version_in_standard_support,
+    managed_node_group_launch_templates,
+    no_access_entry_for_the_deployer,
+)
+from stack.engine_rules.pulumi_kubernetes import immutable_specs_replaced, kubernetes_awaits, no_ttl_on_owned_objects
+from stack.engine_rules.scheduling import (
+    crds_have_one_owner,
+    efa_device_plugin_schedules,
+    nvidia_device_plugin_schedules,
+    pods_fit_node_templates,
+    shared_volume_ownership,
+)
+
+__all__ = ["RULES", "Deployment", "Finding", "check"]
+
+RULES: tuple[Rule, ...] = (
+    kubernetes_awaits,
+    no_ttl_on_owned_objects,
+    immutable_specs_replaced,
+    managed_node_group_launch_templates,
+    efa_interfaces_per_network_card,
+    efa_device_plugin_schedules,
+    nvidia_device_plugin_schedules,
+    crds_have_one_owner,
+    kubernetes_version_in_standard_support,
+    pods_fit_node_templates,
+    shared_volume_ownership,
+    images_in_stack_region,
+    no_access_entry_for_the_deployer,
+    efa_ami_releases,
+)
+
+
+def check(deployment: Deployment) -> list[Finding]:
+    """Every rule's findings, each once (a Master and its Workers share a pod template)."""
+    return list(dict.fromkeys(finding for rule in RULES for finding in rule(deployment)))

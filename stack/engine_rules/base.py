@@ -1,0 +1,117 @@
+"""What every rule reads: the registrations of one stack run, findings, and shared lookups."""
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from infra import catalogue
+from infra.efa_node_group import KUBERNETES_EFFECT, TaintEffect
+from infra.mocking import Registration
+
+K8S_PREFIX = "kubernetes:"
+ARCHITECTURE = {"ARM_64": "arm64", "x86_64": "amd64"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    resource: str
+    key: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.rule}: {self.resource} {self.key}: {self.problem}"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One stack's registrations under mocks, and the facts the engines add at deploy time."""
+
+    registrations: list[Registration]
+    region: str
+    deployer_arn: str
+    today: date
+    network_cards: Mapping[str, int] = field(default_factory=dict)
+    """EC2's network cards per instance type (the catalogue's where EC2's data is not at hand)."""
+
+    def cards(self, instance_type: str) -> int | None:
+        facts = catalogue.lookup(instance_type)
+        return self.network_cards.get(instance_type, facts.network_cards if facts else None)
+
+    def of_type(self, type_: str) -> list[Registration]:
+        return sorted((r for r in self.registrations if r.type == type_), key=lambda r: r.name)
+
+    def kubernetes_objects(self) -> list[Registration]:
+        return [r for r in self.registrations if r.type.startswith(K8S_PREFIX) and "kind" in r.inputs]
+
+
+Rule = Callable[[Deployment], Iterator[Finding]]
+
+
+def located(registration: Registration) -> str:
+    return f"{registration.type.split(':')[-1]} {registration.name}"
+
+
+def annotations(registration: Registration) -> dict[str, str]:
+    return registration.inputs.get("metadata", {}).get("annotations") or {}
+
+
+def launch_template(deployment: Deployment, node_group: Registration) -> Registration | None:
+    reference = node_group.inputs.get("launchTemplate") or {}
+    return next(
+        (r for r in deployment.of_type("aws:ec2/launchTemplate:LaunchTemplate") if r.id == reference.get("id")), None
+    )
+
+
+def group_instance_type(node_group: Registration, template: Registration | None) -> str | None:
+    types = node_group.inputs.get("instanceTypes") or []
+    return types[0] if types else (template.inputs.get("instanceType") if template else None)
+
+
+def node_labels(node_group: Registration, template: Registration | None) -> dict[str, str]:
+    """The labels a managed node carries: the group's, its architecture and its instance type."""
+    ami = node_group.inputs.get("amiType", "")
+    arch = next((value for key, value in ARCHITECTURE.items() if key in ami), "")
+    return {
+        **(node_group.inputs.get("labels") or {}),
+        "kubernetes.io/arch": arch,
+        "node.kubernetes.io/instance-type": group_instance_type(node_group, template) or "",
+    }
+
+
+def _tolerates(toleration: dict[str, Any], key: str, value: str, effect: str) -> bool:
+    """kubernetes/api core/v1 toleration.go ToleratesTaint: an empty key with Exists matches every taint."""
+    if toleration.get("effect") not in (None, "", effect):
+        return False
+    if toleration.get("operator") == "Exists":
+        return not toleration.get("key") or toleration.get("key") == key
+    return toleration.get("key") == key and str(toleration.get("value") or "") == value
+
+
+def tolerated(taints: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> bool:
+    """Whether a pod may run beside the node group's taints (EKS API effects, such as NO_SCHEDULE)."""
+    for taint in taints:
+        effect = KUBERNETES_EFFECT[TaintEffect(taint["effect"])]
+        if effect != "PreferNoSchedule" and not any(
+            _tolerates(t, taint["key"], str(taint.get("value") or ""), effect) for t in tolerations
+        ):
+            return False
+    return True
+
+
+def pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod templates of a Job, an operator's job (`*ReplicaSpecs`) or a training runtime (its replicated jobs)."""
+    spec = manifest.get("spec", {})
+    replicated = spec.get("template", {}).get("spec", {}).get("replicatedJobs")
+    if replicated is not None:
+        return [job.get("template", {}).get("spec", {}).get("template", {}).get("spec", {}) for job in replicated]
+    if "template" in spec:
+        return [spec["template"].get("spec", {})]
+    replica_specs = [value for key, value in spec.items() if key.endswith("ReplicaSpecs")]  # pytorch, mpi, ...
+    return [replica.get("template", {}).get("spec", {}) for specs in replica_specs for replica in specs.values()]
+
+
+def efa_interface_count(template: Registration | None) -> int:
+    interfaces = (template.inputs.get("networkInterfaces") or []) if template else []
+    return sum(1 for interface in interfaces if interface.get("interfaceType") in ("efa", "efa-only"))
