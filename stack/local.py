@@ -6,7 +6,8 @@ pod's container command then runs as a local process with the environment its
 engine gives it (the training operator's MASTER_* and PET_* variables, the
 Trainer's torch plugin's, or the Indexed Job's own, its completion index
 resolved). Only five things change, each printed: the rendezvous address becomes
-127.0.0.1 on a free port, the claim's mount path maps to a local directory, the dataset becomes the offline `digits`,
+127.0.0.1 on a free port, the claim's mount path maps to a local directory, the
+dataset becomes the offline `digits`,
 torchrun's processes per pod and their threads fit this machine (the trainer keeps
 the job's global batch, so the run is the cluster's), and the socket interface
 becomes loopback; a GPU pod's `--device cuda` becomes `auto` (CUDA if this machine has it). Every
@@ -48,7 +49,7 @@ from stack.local_pods import (
 from stack.project_config import StackFileError
 from workloads import batch_jobs, indexed_job, pytorchjob, trainjob
 from workloads.target import NodeTarget
-from workloads.training_pod import SHARED_MOUNT, TrainingJob
+from workloads.training_pod import COMPLETION_INDEX, SHARED_MOUNT, TrainingJob
 
 OFFLINE_DATASET = "digits"
 LOCAL_DEVICE = "auto"
@@ -155,7 +156,7 @@ def local_env(variables: list[dict[str, Any]], index: int, port: int, processes:
         name = variable["name"]
         if "valueFrom" in variable:
             path = variable["valueFrom"].get("fieldRef", {}).get("fieldPath")
-            if path != trainjob.COMPLETION_INDEX:
+            if path != COMPLETION_INDEX:
                 raise ValueError(f"{name} reads {variable['valueFrom']}, which the local run cannot give")
             env[name] = str(index)
         else:

@@ -13,11 +13,17 @@ pkg/controller/job/job_controller.go, manageJob): an Indexed Job's pod `i` is na
 from typing import Any
 
 from workloads.target import NodeTarget
-from workloads.training_pod import TrainingJob, pod_labels, pod_template, processes_per_pod, restart_budget
+from workloads.training_pod import (
+    TrainingJob,
+    pod_labels,
+    pod_template,
+    processes_per_pod,
+    restart_budget,
+    static_rendezvous_env,
+)
 
 CONTAINER = "trainer"
 MASTER_PORT = 29500  # torchrun's default
-COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
 
 def master_address(job: TrainingJob) -> str:
@@ -63,13 +69,7 @@ def render(job: TrainingJob, target: NodeTarget) -> list[dict[str, Any]]:
 
 def rendezvous_env(job: TrainingJob, target: NodeTarget) -> list[dict[str, Any]]:
     """What an operator would inject: torchrun's static rendezvous on pod 0."""
-    return [
-        {"name": "PET_NNODES", "value": str(job.replicas)},
-        {"name": "PET_NPROC_PER_NODE", "value": str(processes_per_pod(target))},
-        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
-        {"name": "PET_MASTER_ADDR", "value": master_address(job)},
-        {"name": "PET_MASTER_PORT", "value": str(MASTER_PORT)},
-    ]
+    return static_rendezvous_env(job.replicas, processes_per_pod(target), master_address(job), MASTER_PORT)
 
 
 def admission_errors(service: dict[str, Any], job: dict[str, Any]) -> list[str]:

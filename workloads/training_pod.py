@@ -245,3 +245,18 @@ def restart_budget(job: TrainingJob) -> int:
     pod's replacement may restart while it waits for the others: up to one restart per replica per node loss.
     """
     return max(1, job.node_losses) * job.replicas
+
+
+# The Job controller annotates each pod of an Indexed Job with its index (kubernetes pkg/controller/job).
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+
+
+def static_rendezvous_env(nodes: int, processes: int, address: str, port: int) -> list[dict[str, Any]]:
+    """torchrun's static rendezvous on pod 0 of an Indexed Job: the Trainer's torch plugin's, or our own Job's."""
+    return [
+        {"name": "PET_NNODES", "value": str(nodes)},
+        {"name": "PET_NPROC_PER_NODE", "value": str(processes)},
+        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
+        {"name": "PET_MASTER_ADDR", "value": address},
+        {"name": "PET_MASTER_PORT", "value": str(port)},
+    ]

@@ -19,14 +19,19 @@ import json
 from typing import Any
 
 from workloads.target import NodeTarget
-from workloads.training_pod import TrainingJob, pod_template, processes_per_pod, trainer_command
+from workloads.training_pod import (
+    TrainingJob,
+    pod_template,
+    processes_per_pod,
+    static_rendezvous_env,
+    trainer_command,
+)
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 KIND, RUNTIME_KIND = "TrainJob", "ClusterTrainingRuntime"
 NODE = "node"  # the replicated job and the container the torch plugin configures
 ANCESTOR_LABEL, TRAINER_ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step", "trainer"
 MASTER_PORT = 29500  # constants.ContainerTrainerPort
-COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 
 
@@ -100,13 +105,8 @@ def render(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
 def injected_env(trainjob: dict[str, Any]) -> list[dict[str, Any]]:
     """The variables the torch plugin gives the `node` container (torch.go, EnforceMLPolicy)."""
     name, trainer = trainjob["metadata"]["name"], trainjob["spec"]["trainer"]
-    return [
-        {"name": "PET_NNODES", "value": str(trainer["numNodes"])},
-        {"name": "PET_NPROC_PER_NODE", "value": str(trainer["numProcPerNode"])},
-        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
-        {"name": "PET_MASTER_ADDR", "value": f"{name}-{NODE}-0-0.{name}"},
-        {"name": "PET_MASTER_PORT", "value": str(MASTER_PORT)},
-    ]
+    address = f"{name}-{NODE}-0-0.{name}"
+    return static_rendezvous_env(trainer["numNodes"], trainer["numProcPerNode"], address, MASTER_PORT)
 
 
 def pod_spec(trainjob: dict[str, Any], runtime: dict[str, Any]) -> dict[str, Any]:
