@@ -16,10 +16,10 @@ import pulumi
 import pulumi_aws as aws
 
 from infra import catalogue, instance_facts, versions
-from infra.instance_facts import ami_type
 from infra.catalogue import InstanceType
 from infra.errors import InvalidArgument
 from infra.iam import node_role
+from infra.instance_facts import ami_type
 from infra.launch_template import secure_launch_template, template_reference
 
 COMPONENT = "EfaNodeGroup"
@@ -213,6 +213,28 @@ def _validate_release_version(release: str | None, instance: InstanceType, efa: 
                               f"EFA on {ami_type(instance)} needs the AMI release of {floor} or later (the first with EFA)")
 
 
+def efa_security_group(
+    name: str, parent: pulumi.Resource, vpc_id: pulumi.Input[str], tags: Mapping[str, str]
+) -> pulumi.Output[str]:
+    """The security group EFA needs on every interface: all traffic to and from itself (EFA user guide)."""
+    child = pulumi.ResourceOptions(parent=parent)
+    # Not tagged kubernetes.io/cluster/<name>: the AWS Load Balancer Controller fails when it finds two tagged
+    # groups on a node.
+    group = aws.ec2.SecurityGroup(f"{name}-efa", vpc_id=vpc_id, description="EFA: all traffic within the group",
+                                  tags={**tags, "Name": f"{name}-efa"}, opts=child)
+    rules = ((aws.vpc.SecurityGroupIngressRule, "in", "from"), (aws.vpc.SecurityGroupEgressRule, "out", "to"))
+    for rule, direction, text in rules:
+        rule(f"{name}-efa-{direction}", security_group_id=group.id, referenced_security_group_id=group.id,
+             ip_protocol="-1", description=f"EFA {text} itself", tags=dict(tags), opts=child)
+    return group.id
+
+
+def cluster_placement_group(name: str, parent: pulumi.Resource, tags: Mapping[str, str]) -> pulumi.Output[str]:
+    """A `cluster` placement group: EFA's low latency needs the nodes close together."""
+    child = pulumi.ResourceOptions(parent=parent)
+    return aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster", tags=dict(tags), opts=child).name
+
+
 class EfaNodeGroup(pulumi.ComponentResource):
     node_group: aws.eks.NodeGroup
     """Escape hatch: the managed node group itself."""
@@ -256,18 +278,12 @@ class EfaNodeGroup(pulumi.ComponentResource):
         self.security_group_id = self.placement_group_name = None
         template: dict[str, Any] = {}
         if efa:
-            # Not tagged kubernetes.io/cluster/<name>: the AWS Load Balancer Controller
-            # fails when it finds two tagged groups on a node.
-            group = aws.ec2.SecurityGroup(f"{name}-efa", vpc_id=args["vpc_id"], description="EFA: all traffic within the group", tags={**tags, "Name": f"{name}-efa"}, opts=child)
-            aws.vpc.SecurityGroupIngressRule(f"{name}-efa-in", security_group_id=group.id, referenced_security_group_id=group.id, ip_protocol="-1", description="EFA from itself", tags=tags, opts=child)
-            aws.vpc.SecurityGroupEgressRule(f"{name}-efa-out", security_group_id=group.id, referenced_security_group_id=group.id, ip_protocol="-1", description="EFA to itself", tags=tags, opts=child)
-            self.security_group_id = group.id
-            interface_groups.append(group.id)
+            self.security_group_id = efa_security_group(name, self, args["vpc_id"], tags)
+            interface_groups.append(self.security_group_id)
             template["network_interfaces"] = efa_interfaces(instance.network_cards, interface_groups)
             if reservation is None:
-                placement = aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster", tags=tags, opts=child)
-                self.placement_group_name = placement.name
-                template["placement"] = {"group_name": placement.name}
+                self.placement_group_name = cluster_placement_group(name, self, tags)
+                template["placement"] = {"group_name": self.placement_group_name}
         else:
             template["vpc_security_group_ids"] = interface_groups
         if reservation is not None:

@@ -29,6 +29,9 @@ from infra.model_bucket import validate as validate_bucket
 from infra.network import Network, NetworkArgs
 from infra.nvidia_device_plugin import NvidiaDevicePlugin
 from infra.network import validate as validate_network
+from infra.karpenter import Karpenter
+from infra.karpenter_nodes import KarpenterNodePool, KarpenterNodePoolArgs, TrainingNodes
+from infra.karpenter_nodes import validate as validate_karpenter_shape
 from infra.kubeflow_trainer import KubeflowTrainer
 from infra.training_operator import OperatorKind, TrainingOperator
 
@@ -40,6 +43,15 @@ class StorageKind(str, Enum):
     FSX = "fsx"
     EXISTING_FSX = "existing-fsx"
     EFS = "efs"
+    NONE = "none"
+
+
+class AutoscalerKind(str, Enum):
+    """What adds training nodes: the Cluster Autoscaler on managed node groups (the workshops'), Karpenter on
+    node pools (nodes shaped per pod, EFA per card, interruption handling), or nothing (fixed groups)."""
+
+    CLUSTER_AUTOSCALER = "cluster-autoscaler"
+    KARPENTER = "karpenter"
     NONE = "none"
 
 
@@ -77,8 +89,8 @@ class TrainingPlatformArgs(TypedDict):
     """S3 bucket for models and checkpoints with its IRSA role (default true)."""
     checkpoint_expiry_days: NotRequired[int]
     """Expire `checkpoints/` objects in the bucket after this many days."""
-    cluster_autoscaler: NotRequired[bool]
-    """Install the cluster autoscaler (default true)."""
+    autoscaler: NotRequired[AutoscalerKind]
+    """What launches training nodes (default cluster-autoscaler: managed node groups; karpenter: node pools)."""
     metrics_server: NotRequired[bool]
     """Install metrics-server (default true)."""
     efa_device_plugin: NotRequired[bool]
@@ -107,6 +119,9 @@ def validate(name: str, args: TrainingPlatformArgs, describe: Callable[[str], In
     operators = [kind.value for kind in OperatorKind]
     if args.get("training_operator", OperatorKind.V1) not in operators:
         raise InvalidArgument(COMPONENT, "training_operator", args.get("training_operator"), f"use one of {', '.join(operators)}")
+    autoscaler = args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER)
+    if autoscaler not in tuple(AutoscalerKind):
+        raise InvalidArgument(COMPONENT, "autoscaler", autoscaler, f"use one of {', '.join(k.value for k in AutoscalerKind)}")
     cluster: ClusterOptions = {"cluster_name": name, **{key: args[key] for key in CLUSTER_OPTIONS if key in args}}  # type: ignore[misc]
     validate_cluster(name, cluster)
     zones = list(network.get("availability_zones", [])) or list(network.get("existing_private_subnet_ids", {}))
@@ -127,6 +142,8 @@ def validate(name: str, args: TrainingPlatformArgs, describe: Callable[[str], In
             instance_type = group.get("instance_type", "")
             instance_facts.check_name(COMPONENT, "instance_type", instance_type)  # before EC2 is asked about it
             validate_shape(group, describe(instance_type))
+            if autoscaler == AutoscalerKind.KARPENTER:
+                validate_karpenter_shape(group, describe(instance_type))
         except InvalidArgument as error:
             raise InvalidArgument(COMPONENT, f"{where}.{error.argument}", error.value, error.allowed) from None
     storage = args.get("storage", StorageKind.FSX)
@@ -151,8 +168,10 @@ class TrainingPlatform(pulumi.ComponentResource):
     """The VPC."""
     cluster: Cluster
     """The EKS cluster (its provider, kubeconfig and OIDC facts)."""
-    node_groups: dict[str, EfaNodeGroup]
-    """Training node groups by name: instance facts, labels, taints, EFA interface count."""
+    node_groups: dict[str, TrainingNodes]
+    """Training node groups (or Karpenter node pools) by name: instance facts, labels, taints, EFA interface count."""
+    karpenter: Karpenter | None
+    """The Karpenter controller (None unless `autoscaler` is karpenter)."""
     provider: k8s.Provider
     """Kubernetes provider of the cluster."""
     cluster_name: str
@@ -196,18 +215,30 @@ class TrainingPlatform(pulumi.ComponentResource):
         system = [self.cluster.system_node_group]
         provided = pulumi.ResourceOptions(parent=self, provider=self.provider)
 
+        oidc = {"oidc_provider_arn": self.cluster.oidc_provider_arn, "oidc_issuer": self.cluster.oidc_issuer}
+        autoscaler = args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER)
+        self.karpenter = None
+        if autoscaler == AutoscalerKind.KARPENTER:
+            self.karpenter = Karpenter(f"{name}-karpenter", {
+                "provider": self.provider, "cluster_name": self.cluster_name, "tags": tags, "depends_on": system,
+                "system_node_count": args.get("system_node_count", 2), **oidc,  # type: ignore[typeddict-item]
+            }, opts=child)
         self.node_groups = {}
         for spec in args.get("node_groups", []):
-            group_args: EfaNodeGroupArgs = {
-                **{key: value for key, value in spec.items() if key != "name"},  # type: ignore[typeddict-item]
-                "cluster_name": self.cluster_name,
-                "kubernetes_version": self.cluster.kubernetes_version,
-                "vpc_id": self.network.vpc_id,
-                "cluster_security_group_id": self.cluster.cluster_security_group_id,
-                "subnet_id": self.network.private_subnet_by_zone[spec["availability_zone"]],
-                "tags": tags,
-            }
-            self.node_groups[spec["name"]] = EfaNodeGroup(f"{name}-{spec['name']}", group_args, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]))
+            shape = {key: value for key, value in spec.items() if key != "name"}
+            placed = {"cluster_name": self.cluster_name, "vpc_id": self.network.vpc_id, "tags": tags,
+                      "cluster_security_group_id": self.cluster.cluster_security_group_id,
+                      "subnet_id": self.network.private_subnet_by_zone[spec["availability_zone"]]}
+            if self.karpenter is not None:
+                pool_args: KarpenterNodePoolArgs = {**shape, **placed, "provider": self.provider,  # type: ignore[typeddict-item]
+                                                    "node_role_name": self.karpenter.node_role_name,
+                                                    "karpenter": self.karpenter.release}
+                self.node_groups[spec["name"]] = KarpenterNodePool(f"{name}-{spec['name']}", pool_args, opts=child)
+                continue
+            group_args: EfaNodeGroupArgs = {**shape, **placed,  # type: ignore[typeddict-item]
+                                            "kubernetes_version": self.cluster.kubernetes_version}
+            self.node_groups[spec["name"]] = EfaNodeGroup(
+                f"{name}-{spec['name']}", group_args, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]))
 
         self.training_namespace = args.get("training_namespace", "training")
         namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata={"name": self.training_namespace, "labels": TRAINING_LABELS}, opts=provided)
@@ -222,8 +253,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             NvidiaDevicePlugin(f"{name}-nvidia-device-plugin", {
                 "provider": self.provider, "node_taints": [t for g in gpu_groups for t in g.taints], "depends_on": system,
             }, opts=child)
-        oidc = {"oidc_provider_arn": self.cluster.oidc_provider_arn, "oidc_issuer": self.cluster.oidc_issuer}
-        if args.get("cluster_autoscaler", True):
+        if autoscaler == AutoscalerKind.CLUSTER_AUTOSCALER:
             region = aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self)).region
             ClusterAutoscaler(f"{name}-autoscaler", {
                 "provider": self.provider, "cluster_name": self.cluster_name, "kubernetes_version": self.cluster.kubernetes_version, "region": region,

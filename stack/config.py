@@ -15,7 +15,7 @@ from typing import Any
 from infra import instance_facts, platform
 from infra.catalogue import InstanceType
 from infra.errors import InvalidArgument
-from infra.platform import NodeGroupSpec, StorageKind, TrainingPlatformArgs
+from infra.platform import AutoscalerKind, NodeGroupSpec, StorageKind, TrainingPlatformArgs
 from infra.training_operator import OperatorKind
 from stack.project_config import PROJECT, closest
 from workloads.target import too_small
@@ -75,6 +75,7 @@ TOP_LEVEL = {
     "storage": ("storage", dict),
     "job": ("job", dict),
     "trainingOperator": ("training_operator", str),
+    "autoscaler": ("autoscaler", str),
     "image": ("image", str),
     "fabricCheck": ("fabric_check", bool),
     "fabricCheckImage": ("fabric_check_image", str),
@@ -263,6 +264,13 @@ def _storage(raw: Any) -> tuple[StorageKind, dict[str, Any]]:
 Describe = Callable[[str], InstanceType]
 
 
+def _autoscaler(value: str) -> AutoscalerKind:
+    kinds = [kind.value for kind in AutoscalerKind]
+    if value not in kinds:
+        raise ConfigError(_key("autoscaler"), value, f"use one of {', '.join(kinds)}")
+    return AutoscalerKind(value)
+
+
 def _operator(value: str) -> OperatorKind:
     kinds = [kind.value for kind in OperatorKind]
     if value not in kinds:
@@ -371,6 +379,7 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
             platform_args[argument] = top[argument]  # type: ignore[literal-required]
     if top.get("admin_principal_arns"):
         platform_args["admin_principal_arns"] = _strings(top["admin_principal_arns"], _key("adminPrincipalArns"))
+    platform_args["autoscaler"] = _autoscaler(top.get("autoscaler") or AutoscalerKind.CLUSTER_AUTOSCALER.value)
     kind, fsx = _storage(top.get("storage"))
     platform_args["storage"] = kind
     if kind == StorageKind.FSX:

@@ -5,7 +5,7 @@ from typing import Any, NotRequired, TypedDict, cast
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.efa_node_group import EfaNodeGroup
+from infra.karpenter_nodes import TrainingNodes
 from infra.errors import InvalidArgument
 from infra.mpi_operator import MpiOperator
 from workloads import batch_jobs, indexed_job, nccl_check, pytorchjob, training_pod, trainjob
@@ -13,7 +13,7 @@ from workloads.target import NodeTarget, too_small
 from workloads.training_pod import TrainingJob
 
 
-def target_of(group: EfaNodeGroup) -> NodeTarget:
+def target_of(group: TrainingNodes) -> NodeTarget:
     """The facts a pod spec needs from a node group."""
     return NodeTarget(group.instance, group.efa_interfaces, dict(group.labels), [dict(taint) for taint in group.taints])
 
@@ -50,7 +50,7 @@ def apply(
 class TrainingJobArgs(TypedDict):
     provider: k8s.Provider
     """Kubernetes provider of the cluster."""
-    node_group: EfaNodeGroup
+    node_group: TrainingNodes
     """The node group the job's pods run on."""
     job: TrainingJob
     """What to train (dataset, epochs, replicas, image, claim, service account)."""
@@ -60,7 +60,7 @@ class TrainingJobArgs(TypedDict):
     """What the objects wait for (the platform: namespace, claim, service account)."""
 
 
-def validate_job(component: str, job: TrainingJob, group: EfaNodeGroup) -> None:
+def validate_job(component: str, job: TrainingJob, group: TrainingNodes) -> None:
     problem = training_pod.validate_name(job.name)
     if problem:
         raise InvalidArgument(component, "job.name", job.name, problem)
@@ -204,7 +204,7 @@ class EvaluationJob(_BatchJob):
 class FabricCheckArgs(TypedDict):
     provider: k8s.Provider
     """Kubernetes provider of the cluster."""
-    node_group: EfaNodeGroup
+    node_group: TrainingNodes
     """An EFA node group with at least two nodes available."""
     namespace: str
     """Namespace for the check's pods."""
@@ -242,7 +242,7 @@ class FabricCheckJob(_BatchJob):
 class NcclCheckArgs(TypedDict):
     provider: k8s.Provider
     """Kubernetes provider of the cluster."""
-    node_group: EfaNodeGroup
+    node_group: TrainingNodes
     """A GPU node group with EFA that can hold two nodes."""
     namespace: str
     """Namespace for the check's pods."""

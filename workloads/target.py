@@ -7,7 +7,7 @@ from infra.catalogue import InstanceType
 from infra.efa_node_group import KUBERNETES_EFFECT, TaintEffect
 
 ARCHITECTURE_LABEL = "kubernetes.io/arch"
-_KUBERNETES_ARCH = {"arm64": "arm64", "x86_64": "amd64"}
+KUBERNETES_ARCH = {"arm64": "arm64", "x86_64": "amd64"}
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class NodeTarget:
     taints: list[dict[str, Any]] = field(default_factory=list)
 
     def node_selector(self) -> dict[str, str]:
-        return {**self.labels, ARCHITECTURE_LABEL: _KUBERNETES_ARCH[self.instance.architecture.value]}
+        return {**self.labels, ARCHITECTURE_LABEL: KUBERNETES_ARCH[self.instance.architecture.value]}
 
     def tolerations(self) -> list[dict[str, str]]:
         return [

@@ -8,6 +8,7 @@ from typing import Any
 from infra import catalogue
 from infra.efa_node_group import KUBERNETES_EFFECT, TaintEffect
 from infra.mocking import Registration
+from workloads.target import KUBERNETES_ARCH
 
 K8S_PREFIX = "kubernetes:"
 ARCHITECTURE = {"ARM_64": "arm64", "x86_64": "amd64"}
@@ -115,3 +116,75 @@ def pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 def efa_interface_count(template: Registration | None) -> int:
     interfaces = (template.inputs.get("networkInterfaces") or []) if template else []
     return sum(1 for interface in interfaces if interface.get("interfaceType") in ("efa", "efa-only"))
+
+
+EFA_RESOURCE, GPU_RESOURCE = "vpc.amazonaws.com/efa", "nvidia.com/gpu"
+NODE_TEMPLATE_RESOURCES = "k8s.io/cluster-autoscaler/node-template/resources/"
+
+
+@dataclass(frozen=True)
+class NodeSource:
+    """Nodes the cluster can add for a pending pod: a managed node group or a Karpenter NodePool."""
+
+    registration: Registration
+    instance_type: str
+    labels: dict[str, str]
+    taints: list[dict[str, Any]]
+    """In either spelling of the effect (EKS's NO_SCHEDULE or Kubernetes's NoSchedule)."""
+    efa_devices: int
+    """EFA devices on each node (interfaces of type efa or efa-only)."""
+    nvidia: bool
+    """Whether its nodes run an NVIDIA AMI (the device plugin must reach them)."""
+    offers: dict[str, int]
+    """Extended resources the autoscaler believes a node it has not launched yet will have."""
+
+
+def _announced(deployment: Deployment, node_group: Registration) -> dict[str, int]:
+    """kubernetes/autoscaler cluster-autoscaler-1.35.2, cloudprovider/aws/aws_manager.go (buildNodeFromTemplate,
+    extractAllocatableResourcesFromAsg): a group at zero nodes offers only what its ASG's tags announce."""
+    return {
+        tag.inputs["tag"]["key"].removeprefix(NODE_TEMPLATE_RESOURCES): int(tag.inputs["tag"]["value"])
+        for tag in deployment.of_type("aws:autoscaling/tag:Tag")
+        if node_group.urn in tag.property_dependencies.get("autoscalingGroupName", [])
+        and tag.inputs["tag"]["key"].startswith(NODE_TEMPLATE_RESOURCES)
+    }
+
+
+def _managed(deployment: Deployment, node_group: Registration) -> NodeSource:
+    template = launch_template(deployment, node_group)
+    return NodeSource(node_group, group_instance_type(node_group, template) or "", node_labels(node_group, template),
+                      list(node_group.inputs.get("taints") or []), efa_interface_count(template),
+                      "NVIDIA" in node_group.inputs.get("amiType", ""), _announced(deployment, node_group))
+
+
+def _karpenter(deployment: Deployment, pool: Registration) -> NodeSource:
+    """aws/karpenter-provider-aws v1.14.1: a NodePool's nodes carry its template labels and the values its
+    requirements pin (scheduling/requirements.go); pkg/providers/instancetype/types.go computeCapacity offers
+    `vpc.amazonaws.com/efa` = the node class's `efa-only` entries (the type's maximum without any) and the
+    type's NVIDIA GPUs."""
+    template = pool.inputs.get("spec", {}).get("template", {})
+    pinned = {r["key"]: r["values"][0] for r in template.get("spec", {}).get("requirements", [])
+              if r.get("operator") == "In" and len(r.get("values", [])) == 1}
+    instance_type = pinned.get("node.kubernetes.io/instance-type", "")
+    facts = catalogue.lookup(instance_type)
+    reference = template.get("spec", {}).get("nodeClassRef", {}).get("name")
+    node_class = next((c for c in deployment.of_type("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
+                       if c.inputs.get("metadata", {}).get("name") == reference), None)
+    interfaces = node_class.inputs.get("spec", {}).get("networkInterfaces") if node_class else None
+    if interfaces is not None:
+        efa = sum(1 for i in interfaces if i.get("interfaceType") == "efa-only")
+    else:
+        efa = (deployment.cards(instance_type) or 0) if facts and facts.efa else 0
+    gpus = facts.gpus if facts else 0
+    arch = KUBERNETES_ARCH[facts.architecture.value] if facts else ""
+    labels = {**template.get("metadata", {}).get("labels", {}), **pinned, "kubernetes.io/arch": arch,
+              "karpenter.sh/nodepool": str(pool.inputs.get("metadata", {}).get("name"))}
+    offers = {name: count for name, count in ((EFA_RESOURCE, efa), (GPU_RESOURCE, gpus)) if count}
+    return NodeSource(pool, instance_type, labels, list(template.get("spec", {}).get("taints") or []), efa,
+                      gpus > 0, offers)
+
+
+def node_sources(deployment: Deployment) -> list[NodeSource]:
+    """Every managed node group and every Karpenter NodePool of the stack."""
+    return [*(_managed(deployment, g) for g in deployment.of_type("aws:eks/nodeGroup:NodeGroup")),
+            *(_karpenter(deployment, p) for p in deployment.of_type("kubernetes:karpenter.sh/v1:NodePool"))]

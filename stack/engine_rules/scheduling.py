@@ -5,19 +5,8 @@ from typing import Any
 
 from infra import versions
 from infra.mocking import Registration
-from stack.engine_rules.base import (
-    K8S_PREFIX,
-    Deployment,
-    Finding,
-    efa_interface_count,
-    launch_template,
-    located,
-    node_labels,
-    pod_specs,
-    tolerated,
-)
+from stack.engine_rules.base import K8S_PREFIX, Deployment, Finding, located, node_sources, pod_specs, tolerated
 
-NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template/"
 CORE_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
 
 
@@ -33,11 +22,10 @@ def efa_device_plugin_schedules(deployment: Deployment) -> Iterator[Finding]:
         for r in deployment.of_type("kubernetes:helm.sh/v3:Release")
         if r.inputs.get("chart") == "aws-efa-k8s-device-plugin"
     ]
-    for node_group in deployment.of_type("aws:eks/nodeGroup:NodeGroup"):
-        template = launch_template(deployment, node_group)
-        if not efa_interface_count(template):
+    for nodes in node_sources(deployment):
+        if not nodes.efa_devices:
             continue
-        labels, where = node_labels(node_group, template), located(node_group)
+        where = located(nodes.registration)
         if not releases:
             yield Finding(
                 "efa-device-plugin", where, "instanceTypes", "no EFA device plugin: no pod gets vpc.amazonaws.com/efa"
@@ -50,22 +38,20 @@ def efa_device_plugin_schedules(deployment: Deployment) -> Iterator[Finding]:
                     "efa-device-plugin",
                     located(release),
                     "values.supportedInstanceLabels",
-                    f"the chart's own list decides whether {labels['node.kubernetes.io/instance-type']} gets "
+                    f"the chart's own list decides whether {nodes.instance_type} gets "
                     "the plugin (v0.5.8's lacks c7gn.metal and c8g); set it from the catalogue",
                 )
-            elif labels["node.kubernetes.io/instance-type"] not in supported:
+            elif nodes.instance_type not in supported:
                 yield Finding(
-                    "efa-device-plugin",
-                    where,
-                    "instanceTypes",
-                    f"{labels['node.kubernetes.io/instance-type']} is not in the plugin's supportedInstanceLabels",
+                    "efa-device-plugin", where, "instanceTypes",
+                    f"{nodes.instance_type} is not in the plugin's supportedInstanceLabels",
                 )
             selector = values.get("nodeSelector") or {}
-            if any(labels.get(key) != value for key, value in selector.items()):
+            if any(nodes.labels.get(key) != value for key, value in selector.items()):
                 yield Finding(
                     "efa-device-plugin", where, "labels", f"the plugin's nodeSelector {selector} does not match"
                 )
-            if not tolerated(node_group.inputs.get("taints") or [], values.get("tolerations") or []):
+            if not tolerated(nodes.taints, values.get("tolerations") or []):
                 yield Finding("efa-device-plugin", where, "taints", "the plugin does not tolerate the group's taints")
 
 
@@ -87,10 +73,10 @@ def nvidia_device_plugin_schedules(deployment: Deployment) -> Iterator[Finding]:
     """
     charts = deployment.of_type("kubernetes:helm.sh/v3:Release")
     releases = [r for r in charts if r.inputs.get("chart") == "nvidia-device-plugin"]
-    for node_group in deployment.of_type("aws:eks/nodeGroup:NodeGroup"):
-        if "NVIDIA" not in node_group.inputs.get("amiType", ""):
+    for nodes in node_sources(deployment):
+        if not nodes.nvidia:
             continue
-        labels, where = node_labels(node_group, launch_template(deployment, node_group)), located(node_group)
+        labels, where = nodes.labels, located(nodes.registration)
         if not releases:
             yield Finding(
                 "nvidia-device-plugin", where, "amiType", "no NVIDIA device plugin: no pod gets nvidia.com/gpu"
@@ -108,7 +94,7 @@ def nvidia_device_plugin_schedules(deployment: Deployment) -> Iterator[Finding]:
             ):
                 yield Finding("nvidia-device-plugin", where, "labels", f"the plugin's nodeSelector {selector} or "
                               "node affinity does not match the group's labels")
-            if not tolerated(node_group.inputs.get("taints") or [], values.get("tolerations") or []):
+            if not tolerated(nodes.taints, values.get("tolerations") or []):
                 yield Finding(
                     "nvidia-device-plugin", where, "taints", "the plugin does not tolerate the group's taints"
                 )
@@ -141,59 +127,66 @@ def crds_have_one_owner(deployment: Deployment) -> Iterator[Finding]:
                           f"{crd} is also applied by {located(installs[0])}; install one of them without it")
 
 
-def _extended_requests(pod: dict[str, Any]) -> set[str]:
-    containers = [*pod.get("containers", []), *pod.get("initContainers", [])]
-    return {
-        name
-        for c in containers
-        for name in (c.get("resources") or {}).get("requests", {})
-        if name not in CORE_RESOURCES
-    }
+SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
 
 
-def _announced(deployment: Deployment, node_group: Registration) -> set[str]:
-    """Resources the autoscaler's node template gives the group's nodes (from the ASG's tags)."""
-    prefix = f"{NODE_TEMPLATE}resources/"
-    return {
-        tag.inputs["tag"]["key"].removeprefix(prefix)
-        for tag in deployment.of_type("aws:autoscaling/tag:Tag")
-        if node_group.urn in tag.property_dependencies.get("autoscalingGroupName", [])
-        and tag.inputs["tag"]["key"].startswith(prefix)
-    }
+def _quantity(value: object) -> float:
+    """A Kubernetes quantity (`32`, `5120Mi`, `2G`) as a number."""
+    text = str(value)
+    suffix = next((s for s in SUFFIXES if text.endswith(s)), "")
+    return float(text.removesuffix(suffix) or 0) * SUFFIXES.get(suffix, 1)
+
+
+def _extended_requests(pod: dict[str, Any]) -> dict[str, float]:
+    """What one pod asks of its node beyond CPU and memory: the largest request of each resource, since init
+    containers run before the containers (and the containers' requests add up)."""
+    def total(containers: list[dict[str, Any]]) -> dict[str, float]:
+        sums: dict[str, float] = {}
+        for c in containers:
+            for name, value in (c.get("resources") or {}).get("requests", {}).items():
+                if name not in CORE_RESOURCES:
+                    sums[name] = sums.get(name, 0) + _quantity(value)
+        return sums
+
+    running = total(pod.get("containers", []))
+    for init in pod.get("initContainers", []):
+        for name, value in total([init]).items():
+            running[name] = max(running.get(name, 0), value)
+    return running
 
 
 def pods_fit_node_templates(deployment: Deployment) -> Iterator[Finding]:
-    """A pod that requests a resource no node group announces stays Pending: nothing scales up for it.
+    """A pod that requests more of a resource than any node the autoscaler could add offers stays Pending:
+    nothing scales up for it.
 
-    Source: kubernetes/autoscaler cluster-autoscaler-1.35.2, cloudprovider/aws/aws_manager.go
-    (buildNodeFromTemplate, extractAllocatableResourcesFromAsg): a group scaled to zero offers
-    only the `k8s.io/cluster-autoscaler/node-template/resources/*` its ASG announces; the
-    scheduler places a pod only on a node its nodeSelector matches and whose taints it tolerates.
+    Sources: kubernetes/autoscaler cluster-autoscaler-1.35.2, cloudprovider/aws/aws_manager.go
+    (buildNodeFromTemplate): a managed group at zero offers only the resources its ASG's tags announce;
+    aws/karpenter-provider-aws v1.14.1, pkg/providers/instancetype/types.go (computeCapacity, efas): a NodePool's
+    node offers the node class's `efa-only` interfaces and the type's GPUs. Either way the scheduler places a
+    pod only where its nodeSelector matches and its tolerations cover the taints.
     """
-    groups = [
-        (g, node_labels(g, launch_template(deployment, g))) for g in deployment.of_type("aws:eks/nodeGroup:NodeGroup")
-    ]
+    sources = node_sources(deployment)
     for registration in deployment.kubernetes_objects():
         for pod in pod_specs(registration.inputs):
             if not pod.get("containers"):
                 continue
             selector, tolerations = pod.get("nodeSelector") or {}, pod.get("tolerations") or []
             fitting = [
-                g
-                for g, labels in groups
-                if all(labels.get(k) == v for k, v in selector.items())
-                and tolerated(g.inputs.get("taints") or [], tolerations)
+                nodes for nodes in sources
+                if all(nodes.labels.get(k) == v for k, v in selector.items()) and tolerated(nodes.taints, tolerations)
             ]
             if not fitting:
                 yield Finding("schedulable", located(registration), "nodeSelector", f"no node group matches {selector}")
                 continue
-            for resource in sorted(_extended_requests(pod)):
-                if not any(resource in _announced(deployment, g) for g in fitting):
+            for resource, count in sorted(_extended_requests(pod).items()):
+                if not any(nodes.offers.get(resource, 0) >= count for nodes in fitting):
+                    offered = ", ".join(f"{located(n.registration)}: {n.offers.get(resource, 0)}" for n in fitting)
                     yield Finding(
                         "schedulable",
                         located(registration),
                         f"resources.requests.{resource}",
-                        "no matching node group announces it: the pod stays Pending and nothing scales up",
+                        f"{count:g} requested, and no matching node group's new nodes offer that many ({offered}): "
+                        "the pod stays Pending and nothing scales up",
                     )
 
 

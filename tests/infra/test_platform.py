@@ -2,7 +2,7 @@ import pytest
 
 from infra.efa_node_group import TaintEffect
 from infra.errors import InvalidArgument
-from infra.platform import StorageKind, TrainingPlatform, TrainingPlatformArgs
+from infra.platform import AutoscalerKind, StorageKind, TrainingPlatform, TrainingPlatformArgs
 from infra.training_operator import OperatorKind
 from tests.pulumi_harness import Recorded
 
@@ -62,7 +62,7 @@ def test_workshop_shape_composes_every_component(pulumi_mocks: Recorded) -> None
 
 def test_add_ons_can_be_turned_off(pulumi_mocks: Recorded) -> None:
     pulumi_mocks.run(lambda: TrainingPlatform("ddp", _args(
-        storage=StorageKind.NONE, model_bucket=False, cluster_autoscaler=False, metrics_server=False, training_operator=OperatorKind.NONE, efa_device_plugin=False,
+        storage=StorageKind.NONE, model_bucket=False, autoscaler=AutoscalerKind.NONE, metrics_server=False, training_operator=OperatorKind.NONE, efa_device_plugin=False,
     )))
     components = {r.type.split(":")[-1] for r in pulumi_mocks.monitor.registrations if r.type.startswith("eksddp:index:")}
     assert components == {"TrainingPlatform", "Network", "Cluster", "EfaNodeGroup"}
