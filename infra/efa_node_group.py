@@ -235,17 +235,15 @@ def cluster_placement_group(name: str, parent: pulumi.Resource, tags: Mapping[st
     return aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster", tags=dict(tags), opts=child).name
 
 
-class EfaNodeGroup(pulumi.ComponentResource):
-    node_group: aws.eks.NodeGroup
-    """Escape hatch: the managed node group itself."""
-    node_group_name: pulumi.Output[str]
-    """The node group's name."""
+class TrainingNodes(pulumi.ComponentResource):
+    """A training group's nodes, whichever autoscaler launches them: what workloads read to place their pods."""
+
     instance_type: str
     """The instance type (plain, for sizing pods)."""
     instance: InstanceType
     """EC2's facts of the instance type: vCPUs, memory, network cards, GPUs (and the catalogue's price)."""
     efa_interfaces: int
-    """EFA interfaces per node: what a pod must request as `vpc.amazonaws.com/efa` (0 without EFA)."""
+    """EFA devices per node: what a pod must request as `vpc.amazonaws.com/efa` (0 without EFA)."""
     labels: dict[str, str]
     """Node labels, `vpc.amazonaws.com/efa.present` included: a workload's node selector."""
     taints: list[Taint]
@@ -256,6 +254,13 @@ class EfaNodeGroup(pulumi.ComponentResource):
     """The EFA security group (None without EFA)."""
     placement_group_name: pulumi.Output[str] | None
     """The cluster placement group (None without EFA or with a capacity reservation)."""
+
+
+class EfaNodeGroup(TrainingNodes):
+    node_group: aws.eks.NodeGroup
+    """Escape hatch: the managed node group itself."""
+    node_group_name: pulumi.Output[str]
+    """The node group's name."""
     role_arn: pulumi.Output[str]
     """The nodes' IAM role."""
 

@@ -59,7 +59,11 @@ def _arn(partition: str, service: str, region: str, account: str, resource: str)
 def controller_policies(
     cluster: str, region: str, account: str, partition: str, node_role_arn: str, queue_arn: str
 ) -> dict[str, dict[str, Any]]:
-    """The controller's five policies of the CloudFormation template, by name, with its conditions unchanged."""
+    """The controller's five policies of the CloudFormation template, by name, with its conditions unchanged.
+
+    One change: the public SSM parameters' ARN is written with `*` for the (empty) account, which matches them
+    the same way and is the form IAM's reference (and parliament) expects.
+    """
     owned = {f"aws:ResourceTag/kubernetes.io/cluster/{cluster}": "owned"}
     nodepool = {"aws:ResourceTag/karpenter.sh/nodepool": "*"}
     requested = {
@@ -237,7 +241,7 @@ def controller_policies(
                     "Sid": "AllowSSMReadActions",
                     "Effect": "Allow",
                     "Action": "ssm:GetParameter",
-                    "Resource": f"arn:{partition}:ssm:{region}::parameter/aws/service/*",
+                    "Resource": f"arn:{partition}:ssm:{region}:*:parameter/aws/service/*",
                 },
                 {"Sid": "AllowPricingReadActions", "Effect": "Allow", "Resource": "*", "Action": "pricing:GetProducts"},
                 {

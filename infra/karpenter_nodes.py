@@ -26,10 +26,10 @@ from infra.catalogue import InstanceType
 from infra.efa_node_group import (
     KUBERNETES_EFFECT,
     CapacityType,
-    EfaNodeGroup,
     NodeGroupShape,
     Taint,
     TaintEffect,
+    TrainingNodes,
     cluster_placement_group,
     efa_security_group,
     node_labels,
@@ -217,28 +217,12 @@ class KarpenterNodePoolArgs(NodeGroupShape):
     """Tags for every taggable resource (and the nodes)."""
 
 
-class KarpenterNodePool(pulumi.ComponentResource):
+class KarpenterNodePool(TrainingNodes):
     """A training group as Karpenter nodes: the same shape, labels, taints and EFA setup as an EfaNodeGroup.
 
     `min_size` and `desired_size` have no effect: Karpenter launches nodes for pending pods and removes empty ones.
     """
 
-    instance_type: str
-    """The instance type (plain, for sizing pods)."""
-    instance: InstanceType
-    """EC2's facts of the instance type."""
-    efa_interfaces: int
-    """EFA devices per node: what a pod must request as `vpc.amazonaws.com/efa` (0 without EFA)."""
-    labels: dict[str, str]
-    """Node labels: a workload's node selector."""
-    taints: list[Taint]
-    """Node taints: a workload's tolerations."""
-    max_size: int
-    """Most nodes the pool launches."""
-    security_group_id: pulumi.Output[str] | None
-    """The EFA security group (None without EFA)."""
-    placement_group_name: pulumi.Output[str] | None
-    """The cluster placement group (None without EFA or with a capacity reservation)."""
     node_pool_name: str
     """The NodePool's (and EC2NodeClass's) name."""
 
@@ -300,7 +284,3 @@ class KarpenterNodePool(pulumi.ComponentResource):
             spec=manifest["spec"],
             opts=opts,
         )
-
-
-TrainingNodes = EfaNodeGroup | KarpenterNodePool
-"""A training group's nodes, whichever autoscaler launches them: workloads read only their shared attributes."""

@@ -63,6 +63,10 @@ def _replace_references(struct: Any) -> None:
                     _replace_references(item.struct_value)
 
 
+# EC2's id prefixes, which CRDs that take ids check (Karpenter's EC2NodeClass: `subnet-[0-9a-z]+`, `sg-...`).
+ID_PREFIXES = {"aws:ec2/subnet:Subnet": "subnet", "aws:ec2/securityGroup:SecurityGroup": "sg", "aws:ec2/vpc:Vpc": "vpc"}
+
+
 def _fake_outputs(type_: str, name: str, inputs: dict[str, Any], region: str) -> dict[str, Any]:
     outputs = dict(inputs)
     outputs.setdefault("name", name)  # providers autoname; mocks do not
@@ -80,6 +84,10 @@ def _fake_outputs(type_: str, name: str, inputs: dict[str, Any], region: str) ->
         outputs["resources"] = [{"autoscalingGroups": [{"name": f"eks-{name}-asg"}]}]
     elif type_ == "aws:s3/bucket:Bucket":
         outputs.update(arn=f"arn:aws:s3:::{name}", bucket=name)  # S3 ARNs carry no region or account
+    elif type_ in ("aws:iam/role:Role", "aws:iam/policy:Policy"):  # IAM ARNs name the kind and carry no region
+        outputs.update(arn=f"arn:aws:iam::{ACCOUNT}:{type_.rsplit(':', 1)[1].lower()}/{name}")
+    elif type_ == "aws:sqs/queue:Queue":
+        outputs.update(arn=f"arn:aws:sqs:{region}:{ACCOUNT}:{name}", url=f"https://sqs.{region}.amazonaws.com/{ACCOUNT}/{name}")
     elif type_ == "aws:ecr/repository:Repository":
         outputs.update(repositoryUrl=f"{ACCOUNT}.dkr.ecr.{region}.amazonaws.com/{name}", registryId=ACCOUNT)
     elif type_ == "docker-build:index:Image":
@@ -95,7 +103,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         """The AWS region the provider is configured for: regional outputs (ECR URLs, zones) use it."""
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
-        return f"{args.name}-id", _fake_outputs(args.typ, args.name, args.inputs, self.region)
+        prefix = ID_PREFIXES.get(args.typ)
+        return f"{prefix}-{args.name}" if prefix else f"{args.name}-id", _fake_outputs(args.typ, args.name, args.inputs, self.region)
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":

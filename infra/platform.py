@@ -9,30 +9,30 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra.cluster import Cluster, ClusterArgs, ClusterOptions
-from infra.cluster import validate as validate_cluster
 from infra import instance_facts
 from infra.catalogue import InstanceType
+from infra.cluster import Cluster, ClusterArgs, ClusterOptions
+from infra.cluster import validate as validate_cluster
 from infra.cluster_autoscaler import ClusterAutoscaler
 from infra.efa_device_plugin import EfaDevicePlugin
-from infra.efa_node_group import EfaNodeGroup, EfaNodeGroupArgs, NodeGroupShape, validate_shape
+from infra.efa_node_group import EfaNodeGroup, EfaNodeGroupArgs, NodeGroupShape, TrainingNodes, validate_shape
 from infra.efs_storage import EfsStorage
 from infra.errors import InvalidArgument
 from infra.existing_fsx import ExistingFsxOptions, ExistingFsxVolume, ExistingFsxVolumeArgs
 from infra.existing_fsx import validate as validate_existing_fsx
 from infra.fsx_storage import FsxLustreStorage, FsxLustreStorageArgs, FsxOptions
 from infra.fsx_storage import validate as validate_fsx
-from infra.metrics_server import MetricsServer
-from infra.model_bucket import ModelBucket
-from infra.mpi_operator import MpiOperator
-from infra.model_bucket import validate as validate_bucket
-from infra.network import Network, NetworkArgs
-from infra.nvidia_device_plugin import NvidiaDevicePlugin
-from infra.network import validate as validate_network
 from infra.karpenter import Karpenter
-from infra.karpenter_nodes import KarpenterNodePool, KarpenterNodePoolArgs, TrainingNodes
+from infra.karpenter_nodes import KarpenterNodePool, KarpenterNodePoolArgs
 from infra.karpenter_nodes import validate as validate_karpenter_shape
 from infra.kubeflow_trainer import KubeflowTrainer
+from infra.metrics_server import MetricsServer
+from infra.model_bucket import ModelBucket
+from infra.model_bucket import validate as validate_bucket
+from infra.mpi_operator import MpiOperator
+from infra.network import Network, NetworkArgs
+from infra.network import validate as validate_network
+from infra.nvidia_device_plugin import NvidiaDevicePlugin
 from infra.training_operator import OperatorKind, TrainingOperator
 
 COMPONENT = "TrainingPlatform"

@@ -42,7 +42,7 @@ POLICIES = [
     *(_resource_policy(rule) for rule in RESOURCE_RULES),
     StackValidationPolicy(
         name="efa-node-groups-consistent",
-        description="EFA node groups sit in one subnet, in a cluster placement group, with a self-referencing security group.",
+        description="EFA node groups and Karpenter node classes sit in one subnet, in a cluster placement group, with a self-referencing security group (node classes: EFA on every card).",
         validate=_validate_efa,
         enforcement_level=EnforcementLevel.MANDATORY,
     ),

@@ -11,7 +11,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from infra import catalogue
+
 Props = Mapping[str, Any]
+NODE_CLASS, NODE_POOL = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "kubernetes:karpenter.sh/v1:NodePool"
+SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 
 
 @dataclass(frozen=True)
@@ -208,8 +212,8 @@ class StackResource:
 
 
 def efa_groups_consistent(resources: Sequence[StackResource]) -> list[str]:
-    """Node groups with EFA interfaces: one subnet, a cluster placement group (unless a reservation
-    is used), and a security group on the interfaces with all-traffic rules to and from itself."""
+    """Node groups (and Karpenter node classes) with EFA interfaces: one subnet, a cluster placement group (unless a
+    reservation is used), and a security group on the interfaces with all-traffic rules to and from itself."""
     by_urn = {r.urn: r for r in resources}
     rules = [r for r in resources if r.type in ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")]
 
@@ -220,7 +224,7 @@ def efa_groups_consistent(resources: Sequence[StackResource]) -> list[str]:
             for rule in rules
         )
 
-    problems = []
+    problems = efa_node_classes_consistent(resources, self_referencing)
     for node_group in (r for r in resources if r.type == "aws:eks/nodeGroup:NodeGroup"):
         for template in (by_urn[urn] for urn in node_group.referenced("launchTemplate") if urn in by_urn):
             if not any(interface.get("interfaceType") == "efa" for interface in template.props.get("networkInterfaces") or []):
@@ -234,4 +238,38 @@ def efa_groups_consistent(resources: Sequence[StackResource]) -> list[str]:
             groups = [urn for urn in template.referenced("networkInterfaces") if urn in by_urn and by_urn[urn].type == "aws:ec2/securityGroup:SecurityGroup"]
             if not any(self_referencing(urn, "SecurityGroupIngressRule") and self_referencing(urn, "SecurityGroupEgressRule") for urn in groups):
                 problems.append(f"{where}: no security group on its interfaces allows all traffic to and from itself")
+    return problems
+
+
+def efa_node_classes_consistent(
+    resources: Sequence[StackResource], self_referencing: Callable[[str, str], bool]
+) -> list[str]:
+    """Karpenter's EC2NodeClasses with EFA: one subnet, a placement group unless a reservation is used, an
+    `efa-only` interface on every network card of their NodePool's type, and the self-referencing security group."""
+    by_urn = {r.urn: r for r in resources}
+    classes = {str((r.props.get("metadata") or {}).get("name")): r for r in resources if r.type == NODE_CLASS}
+    problems = []
+    for pool in (r for r in resources if r.type == NODE_POOL):
+        template = ((pool.props.get("spec") or {}).get("template") or {}).get("spec") or {}
+        node_class = classes.get(str((template.get("nodeClassRef") or {}).get("name")))
+        spec = (node_class.props.get("spec") or {}) if node_class else {}
+        interfaces = spec.get("networkInterfaces") or []
+        cards = {int(i["networkCardIndex"]) for i in interfaces if i.get("interfaceType") == "efa-only"}
+        if not node_class or not cards:
+            continue
+        where = f"node class {node_class.name}"
+        if len(spec.get("subnetSelectorTerms") or []) != 1:
+            problems.append(f"{where}: EFA nodes must be in a single subnet (one availability zone)")
+        if not spec.get("placementGroupSelector") and not spec.get("capacityReservationSelectorTerms"):
+            problems.append(f"{where}: EFA nodes need a `cluster` placement group (or a capacity reservation)")
+        for instance_type in next((r.get("values") or [] for r in template.get("requirements") or []
+                                   if r.get("key") == "node.kubernetes.io/instance-type"), []):
+            facts = catalogue.lookup(instance_type)
+            if facts and cards != set(range(facts.network_cards)):
+                problems.append(f"{where}: EFA on {len(cards)} of the {facts.network_cards} network cards of "
+                                f"{instance_type}")
+        groups = [urn for urn in node_class.referenced("spec") if urn in by_urn and by_urn[urn].type == SECURITY_GROUP]
+        both = ("SecurityGroupIngressRule", "SecurityGroupEgressRule")
+        if not any(all(self_referencing(urn, kind) for kind in both) for urn in groups):
+            problems.append(f"{where}: no security group of its nodes allows all traffic to and from itself")
     return problems

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from infra.instance_facts import offline
 from infra.network import NatGateways
-from infra.platform import StorageKind, TrainingPlatformArgs
+from infra.platform import AutoscalerKind, StorageKind, TrainingPlatformArgs
 
 HOURS_PER_MONTH = 730
 EKS_CONTROL_PLANE_HOURLY = 0.10  # standard support
@@ -34,9 +34,12 @@ def estimate(platform: TrainingPlatformArgs) -> list[Line]:
     system_type = platform.get("system_instance_type", "m7g.large")
     lines = [Line("EKS control plane", 1, EKS_CONTROL_PLANE_HOURLY)]
     nodes = [(f"system nodes ({system_type})", system_type, platform.get("system_node_count", 2))]
+    # Karpenter keeps no idle nodes: its nodes cost only while pods need them, counted here at the desired size.
+    karpenter = platform.get("autoscaler") == AutoscalerKind.KARPENTER
+    counted = "Karpenter, only while pods need them; desired size" if karpenter else "desired size"
     for group in platform.get("node_groups", []):
         desired = group.get("desired_size", group.get("min_size", 0))
-        nodes.append((f"{group['name']} nodes ({group['instance_type']}, desired size)", group["instance_type"], desired))
+        nodes.append((f"{group['name']} nodes ({group['instance_type']}, {counted})", group["instance_type"], desired))
     for item, instance_type, count in nodes:
         price = offline(instance_type).hourly_usd
         lines.append(Line(item if price is not None else f"{item}: price unknown, counted as 0", count, price or 0.0))

@@ -117,6 +117,10 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("config: FSx options on EFS", _config("storage.kind", "efs"), "eks-ddp:storage.capacityGiB: 1200 is not allowed; it applies to kind fsx or existing-fsx, not efs"),
     ("config: a job on 2-GiB nodes", _small_group_job(), "eks-ddp:job.nodeGroup: 'small' is not allowed; t4g.small (2 vCPUs, 2 GiB) leaves no whole CPU and GiB"),
     ("config: unknown training operator", _config("trainingOperator", "v3"), "eks-ddp:trainingOperator: 'v3' is not allowed; use one of v1, v2, none"),
+    ("config: unknown autoscaler", _config("autoscaler", "keda"), "eks-ddp:autoscaler: 'keda' is not allowed; use one of cluster-autoscaler, karpenter, none"),
+    ("config: a Karpenter-restricted node label", lambda: parse({**DEV, "autoscaler": "karpenter", "nodeGroups": [
+        DEV["nodeGroups"][0], {**DEV["nodeGroups"][1], "labels": {"karpenter.sh/team": "a"}}]}, REGION),
+     "eks-ddp:nodeGroups[1].labels: {'karpenter.sh/team': 'a'} is not allowed; label 'karpenter.sh/team' is restricted: Karpenter sets it"),
     ("config: elastic job without the v1 operator", _config("trainingOperator", "v2", elasticMinReplicas=1), "eks-ddp:job.elasticMinReplicas: 1 is not allowed; elastic jobs need trainingOperator v1 (PyTorchJob elasticPolicy), not v2"),
     ("config: negative node losses", _config("job.survivesNodeLosses", -1), "eks-ddp:job.survivesNodeLosses: -1 is not allowed; use 0 to 10"),
     ("config: data preparation without shared storage", _config("storage", {"kind": "none"}, prepareData=True), "eks-ddp:job.prepareData: True is not allowed; it fills the shared volume, and eks-ddp:storage is none"),

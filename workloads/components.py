@@ -5,7 +5,7 @@ from typing import Any, NotRequired, TypedDict, cast
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.karpenter_nodes import TrainingNodes
+from infra.efa_node_group import TrainingNodes
 from infra.errors import InvalidArgument
 from infra.mpi_operator import MpiOperator
 from workloads import batch_jobs, indexed_job, nccl_check, pytorchjob, training_pod, trainjob

@@ -1,7 +1,7 @@
 """What the engines do with what a stack registers, as rules run by the deploy rehearsal.
 
 Mocks accept everything; these rules are what pulumi-kubernetes, EKS, EC2, a Helm chart,
-the Cluster Autoscaler and Kubernetes would do with the same inputs. Each rule reads the
+the Cluster Autoscaler, Karpenter and Kubernetes would do with the same inputs. Each rule reads the
 registrations of one stack run under mocks, names its source (repository, file, version
 or document), and reports the resource and the key it objects to.
 """
@@ -15,6 +15,7 @@ from stack.engine_rules.eks import (
     managed_node_group_launch_templates,
     no_access_entry_for_the_deployer,
 )
+from stack.engine_rules.karpenter import controller_schedules, efa_on_every_card, node_classes_admitted
 from stack.engine_rules.pulumi_kubernetes import immutable_specs_replaced, kubernetes_awaits, no_ttl_on_owned_objects
 from stack.engine_rules.scheduling import (
     crds_have_one_owner,
@@ -41,6 +42,9 @@ RULES: tuple[Rule, ...] = (
     images_in_stack_region,
     no_access_entry_for_the_deployer,
     efa_ami_releases,
+    node_classes_admitted,
+    efa_on_every_card,
+    controller_schedules,
 )
 
 

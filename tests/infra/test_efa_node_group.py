@@ -27,7 +27,7 @@ def test_graviton_group_has_its_efa_setup_in_plain_resources(pulumi_mocks: Recor
     template = pulumi_mocks.named("workers-template").inputs
     assert template["networkInterfaces"] == [{
         "networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "efa", "deleteOnTermination": "true",
-        "associatePublicIpAddress": "false", "securityGroups": ["sg-cluster", "workers-efa-id"],
+        "associatePublicIpAddress": "false", "securityGroups": ["sg-cluster", "sg-workers-efa"],
     }]
     assert "vpcSecurityGroupIds" not in template
     assert template["metadataOptions"] == {"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1}
@@ -37,7 +37,7 @@ def test_graviton_group_has_its_efa_setup_in_plain_resources(pulumi_mocks: Recor
 
     ingress, egress = pulumi_mocks.named("workers-efa-in").inputs, pulumi_mocks.named("workers-efa-out").inputs
     for rule in (ingress, egress):
-        assert rule["securityGroupId"] == rule["referencedSecurityGroupId"] == "workers-efa-id" and rule["ipProtocol"] == "-1"
+        assert rule["securityGroupId"] == rule["referencedSecurityGroupId"] == "sg-workers-efa" and rule["ipProtocol"] == "-1"
     assert not any(key.startswith("kubernetes.io/cluster/") for key in pulumi_mocks.named("workers-efa").inputs["tags"])
 
     group = pulumi_mocks.named("workers-nodes").inputs

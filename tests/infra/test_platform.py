@@ -46,7 +46,7 @@ def test_workshop_shape_composes_every_component(pulumi_mocks: Recorded) -> None
     everything_else = [r for r in pulumi_mocks.monitor.registrations if r.type not in ("eksddp:index:TrainingPlatform",)]
     assert all("eksddp:index:TrainingPlatform" in _ancestors(pulumi_mocks, r.parent) for r in everything_else)
 
-    subnet_a = "ddp-network-private-0-id"  # the mock's id for the us-east-1a private subnet
+    subnet_a = "subnet-ddp-network-private-0"  # the mock's id for the us-east-1a private subnet
     assert pulumi_mocks.named("ddp-workers-nodes").inputs["subnetIds"] == [subnet_a]
     (storage_class,) = pulumi_mocks.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
     assert storage_class.inputs["parameters"]["subnetId"] == subnet_a

@@ -32,13 +32,13 @@ def test_lustre_capacity_steps(gib: int, valid: bool) -> None:
 def test_lustre_ports_storage_class_and_claim(pulumi_mocks: Recorded) -> None:
     pulumi_mocks.run(lambda: _fsx(s3_import_path="s3://datasets/mnist"))
     rules = {(r.inputs["referencedSecurityGroupId"], r.inputs["fromPort"], r.inputs["toPort"]) for r in pulumi_mocks.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")}
-    assert rules == {("sg-cluster", 988, 988), ("sg-cluster", 1018, 1023), ("fsx-lustre-id", 988, 988), ("fsx-lustre-id", 1018, 1023)}
+    assert rules == {("sg-cluster", 988, 988), ("sg-cluster", 1018, 1023), ("sg-fsx-lustre", 988, 988), ("sg-fsx-lustre", 1018, 1023)}
     (storage_class,) = pulumi_mocks.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
     assert storage_class.inputs["provisioner"] == "fsx.csi.aws.com" and storage_class.inputs["reclaimPolicy"] == "Retain"
     # pulumi-kubernetes awaits an Immediate claim for a fixed 5 minutes: a new file system takes longer.
     assert storage_class.inputs["volumeBindingMode"] == "WaitForFirstConsumer"
     assert storage_class.inputs["parameters"] == {
-        "subnetId": "subnet-a", "securityGroupIds": "fsx-lustre-id", "deploymentType": "SCRATCH_2", "fileSystemTypeVersion": "2.15", "s3ImportPath": "s3://datasets/mnist",
+        "subnetId": "subnet-a", "securityGroupIds": "sg-fsx-lustre", "deploymentType": "SCRATCH_2", "fileSystemTypeVersion": "2.15", "s3ImportPath": "s3://datasets/mnist",
     }
     (claim,) = pulumi_mocks.of_type("kubernetes:core/v1:PersistentVolumeClaim")
     assert claim.inputs["spec"]["accessModes"] == ["ReadWriteMany"] and claim.inputs["spec"]["resources"]["requests"]["storage"] == "1200Gi"

@@ -1,0 +1,65 @@
+"""What Karpenter and its chart do with what a stack registers: node classes, node pools, the controller."""
+
+from collections.abc import Iterator
+
+from infra.cluster import SYSTEM_LABEL
+from infra.karpenter_nodes import interface_errors, label_errors
+from stack.engine_rules.base import Deployment, Finding, located
+
+NODE_CLASS, NODE_POOL = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "kubernetes:karpenter.sh/v1:NodePool"
+
+
+def node_classes_admitted(deployment: Deployment) -> Iterator[Finding]:
+    """The API server refuses a node class or pool its CRD's CEL rules reject (jsonschema does not run CEL).
+
+    Source: aws/karpenter-provider-aws v1.14.1, charts/karpenter/crds/karpenter.k8s.aws_ec2nodeclasses.yaml
+    (networkInterfaces: a primary `interface` at card 0 device 0, no card/device pair twice, one `efa-only` per
+    card) and karpenter.sh_nodepools.yaml (template labels outside Karpenter's own domains).
+    """
+    for node_class in deployment.of_type(NODE_CLASS):
+        for problem in interface_errors(node_class.inputs.get("spec", {}).get("networkInterfaces") or []):
+            yield Finding("karpenter-admission", located(node_class), "spec.networkInterfaces", problem)
+    for pool in deployment.of_type(NODE_POOL):
+        labels = pool.inputs.get("spec", {}).get("template", {}).get("metadata", {}).get("labels") or {}
+        for problem in label_errors(labels):
+            yield Finding("karpenter-admission", located(pool), "spec.template.metadata.labels", problem)
+
+
+def efa_on_every_card(deployment: Deployment) -> Iterator[Finding]:
+    """A Karpenter node gets EFA on exactly the cards its node class lists: a missing card carries no traffic.
+
+    Source: aws/karpenter-provider-aws v1.14.1, pkg/providers/launchtemplate/launchtemplate.go
+    (generateNetworkInterfaces passes `networkInterfaces` to EC2 as they are); the cards per type from EC2's data
+    (`Deployment.network_cards`).
+    """
+    classes = {str(c.inputs.get("metadata", {}).get("name")): c for c in deployment.of_type(NODE_CLASS)}
+    for pool in deployment.of_type(NODE_POOL):
+        spec = pool.inputs.get("spec", {}).get("template", {}).get("spec", {})
+        node_class = classes.get(str(spec.get("nodeClassRef", {}).get("name")))
+        interfaces = (node_class.inputs.get("spec", {}).get("networkInterfaces") or []) if node_class else []
+        efa_cards = {int(i["networkCardIndex"]) for i in interfaces if i.get("interfaceType") == "efa-only"}
+        types = next((r.get("values", []) for r in spec.get("requirements", [])
+                      if r.get("key") == "node.kubernetes.io/instance-type" and r.get("operator") == "In"), [])
+        for instance_type in types if efa_cards and node_class else []:
+            cards = deployment.cards(instance_type)
+            if cards is not None and efa_cards != set(range(cards)):
+                yield Finding("efa-interfaces", located(node_class), "spec.networkInterfaces",  # type: ignore[arg-type]
+                              f"EFA on cards {sorted(efa_cards)} of {instance_type}, which has {cards} network cards")
+
+
+def controller_schedules(deployment: Deployment) -> Iterator[Finding]:
+    """Every Karpenter replica needs a system node of its own, or Helm's wait (atomic) fails the install.
+
+    Source: aws/karpenter-provider-aws v1.14.1, charts/karpenter/values.yaml (`replicas: 2`, a required pod
+    anti-affinity on kubernetes.io/hostname) and templates/deployment.yaml.
+    """
+    system = [g for g in deployment.of_type("aws:eks/nodeGroup:NodeGroup")
+              if SYSTEM_LABEL.items() <= (g.inputs.get("labels") or {}).items()]
+    nodes = sum(int((g.inputs.get("scalingConfig") or {}).get("desiredSize", 0)) for g in system)
+    for release in deployment.of_type("kubernetes:helm.sh/v3:Release"):
+        if not str(release.inputs.get("chart", "")).endswith("/karpenter"):
+            continue
+        replicas = int(release.inputs.get("values", {}).get("replicas", 2))
+        if replicas > nodes:
+            yield Finding("karpenter-controller", located(release), "values.replicas",
+                          f"{replicas} replicas on {nodes} system node(s): each needs a node of its own")
