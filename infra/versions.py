@@ -54,7 +54,9 @@ CLUSTER_AUTOSCALER_IMAGES = {"1.34": "v1.34.5", "1.35": "v1.35.2"}
 
 # Karpenter (karpenter.sh/v1 NodePool, karpenter.k8s.aws/v1 EC2NodeClass): 1.14.1 (2026-08-21) is the newest release
 # of aws/karpenter-provider-aws, the line AWS's ai-on-eks blueprints run; since 1.11 an EC2NodeClass attaches EFA
-# per network card (`networkInterfaces`) and selects a placement group. Its chart installs the CRDs.
+# per network card (`networkInterfaces`) and selects a placement group. Its chart installs the CRDs, but Helm applies
+# a chart's crds/ on the first install only: before raising this pin, apply the new release's CRDs (Karpenter's
+# upgrade guide: the karpenter-crd chart), or the old CRDs reject the new fields.
 KARPENTER_CHART = ("karpenter", "1.14.1", "oci://public.ecr.aws/karpenter")
 
 METRICS_SERVER_CHART = ("metrics-server", "3.12.2", "https://kubernetes-sigs.github.io/metrics-server/")

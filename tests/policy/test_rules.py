@@ -82,10 +82,12 @@ def _stack_resources(recorded: Recorded) -> list[StackResource]:
     return [StackResource(r.type, r.name, r.urn, r.inputs, r.property_dependencies) for r in recorded.monitor.registrations]
 
 
+@pytest.mark.parametrize("autoscaler", ["cluster-autoscaler", "karpenter"])
 @pytest.mark.parametrize("operator", ["v1", "v2", "none"])
-def test_dev_stack_passes_every_policy(pulumi_mocks: Recorded, operator: str) -> None:
+def test_dev_stack_passes_every_policy(pulumi_mocks: Recorded, operator: str, autoscaler: str) -> None:
     values, region = stack_file.load("dev")
-    values = {**values, "fabricCheckImage": "registry.example/efa:1", "trainingOperator": operator}
+    values = {**values, "fabricCheckImage": "registry.example/efa:1", "trainingOperator": operator,
+              "autoscaler": autoscaler}
     pulumi_mocks.run(lambda: build(parse(values, region)))
     problems = [f"{r.name}: {problem}" for r in pulumi_mocks.monitor.registrations for rule in RESOURCE_RULES if r.type in rule.types for problem in rule.check(r.type, r.inputs)]
     assert problems == []

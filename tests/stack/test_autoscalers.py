@@ -22,12 +22,17 @@ from stack.rehearsal import rehearse_values
 
 TODAY = date(2026, 11, 22)
 SCHEMAS = Path(__file__).resolve().parents[2].parent / "shared" / "schemas"
-CRDS = {"EC2NodeClass": "karpenter.k8s.aws_ec2nodeclasses-v1.14.1.yaml", "NodePool": "karpenter.sh_nodepools-v1.14.1.yaml"}
+CRDS = {
+    "EC2NodeClass": "karpenter.k8s.aws_ec2nodeclasses-v1.14.1.yaml",
+    "NodePool": "karpenter.sh_nodepools-v1.14.1.yaml",
+}
 
 
 def _registrations(stack: str, operator: str = "v1") -> list[Registration]:
     values, region = stack_file.load(stack)
-    return run_under_mocks(parse({**values, "autoscaler": "karpenter", "trainingOperator": operator}, region), stack=stack)
+    return run_under_mocks(
+        parse({**values, "autoscaler": "karpenter", "trainingOperator": operator}, region), stack=stack
+    )
 
 
 def _findings(registrations: list[Registration]) -> list[str]:
@@ -68,7 +73,10 @@ def test_the_node_classes_and_pools_the_stacks_render_validate_against_the_crds(
 
 def test_the_gpu_node_class_gets_efa_on_every_card_from_the_reservation() -> None:
     registrations = _registrations("gpu")
-    node_class, pool = _kind(registrations, "EC2NodeClass")[0].inputs["spec"], _kind(registrations, "NodePool")[0].inputs
+    node_class, pool = (
+        _kind(registrations, "EC2NodeClass")[0].inputs["spec"],
+        _kind(registrations, "NodePool")[0].inputs,
+    )
     efa = [i for i in node_class["networkInterfaces"] if i["interfaceType"] == "efa-only"]
     assert sorted(int(i["networkCardIndex"]) for i in efa) == [0, 1, 2, 3]  # p4de.24xlarge: 4 cards
     assert node_class["capacityReservationSelectorTerms"] == [{"id": "cr-0123456789abcdef0"}]
@@ -89,47 +97,79 @@ def test_the_controller_gets_its_chart_role_queue_and_node_access() -> None:
     chart = next(r for r in by_type["kubernetes:helm.sh/v3:Release"] if r.inputs["chart"].endswith("/karpenter"))
     assert chart.inputs["version"] == "1.14.1" and chart.inputs["namespace"] == "kube-system"
     values = chart.inputs["values"]
-    assert values["settings"]["clusterName"] == stack_file.load("dev")[0]["clusterName"] and values["nodeSelector"] == {"eks-ddp/node-group": "system"}
+    assert values["settings"]["clusterName"] == stack_file.load("dev")[0]["clusterName"] and values["nodeSelector"] == {
+        "eks-ddp/node-group": "system"
+    }
     assert values["replicas"] == 2 and values["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"]
     queue = by_type["aws:sqs/queue:Queue"][0]
     assert queue.inputs["messageRetentionSeconds"] == 300 and queue.inputs["sqsManagedSseEnabled"] is True
     assert values["settings"]["interruptionQueue"] == queue.inputs["name"]
     queue_policy = json.loads(by_type["aws:sqs/queuePolicy:QueuePolicy"][0].inputs["policy"])
-    assert any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-               for s in queue_policy["Statement"])
-    patterns = sorted(json.loads(r.inputs["eventPattern"])["detail-type"][0] for r in by_type["aws:cloudwatch/eventRule:EventRule"])
-    assert patterns == ["AWS Health Event", "EC2 Capacity Reservation Instance Interruption Warning",
-                        "EC2 Instance Rebalance Recommendation", "EC2 Instance State-change Notification",
-                        "EC2 Spot Instance Interruption Warning"]
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        for s in queue_policy["Statement"]
+    )
+    patterns = sorted(
+        json.loads(r.inputs["eventPattern"])["detail-type"][0] for r in by_type["aws:cloudwatch/eventRule:EventRule"]
+    )
+    assert patterns == [
+        "AWS Health Event",
+        "EC2 Capacity Reservation Instance Interruption Warning",
+        "EC2 Instance Rebalance Recommendation",
+        "EC2 Instance State-change Notification",
+        "EC2 Spot Instance Interruption Warning",
+    ]
     assert all(t.inputs["arn"] == queue.inputs["arn"] for t in by_type["aws:cloudwatch/eventTarget:EventTarget"])
     entry = by_type["aws:eks/accessEntry:AccessEntry"]
     node_role = next(r for r in by_type["aws:iam/role:Role"] if r.name == "eks-ddp-karpenter-node-role")
     assert [e.inputs["type"] for e in entry if e.inputs["principalArn"] == node_role.inputs["arn"]] == ["EC2_LINUX"]
     assert _kind(registrations, "EC2NodeClass")[0].inputs["spec"]["role"] == node_role.inputs["name"]
-    trust = json.loads(next(r for r in by_type["aws:iam/role:Role"] if r.name == "eks-ddp-karpenter-role").inputs["assumeRolePolicy"])
-    assert list(trust["Statement"][0]["Condition"]["StringEquals"].values())[0] == "system:serviceaccount:kube-system:karpenter"
-    assert len([r for r in by_type["aws:iam/rolePolicyAttachment:RolePolicyAttachment"] if "karpenter-" in r.name
-                and "node-role" not in r.name]) == 5
+    trust = json.loads(
+        next(r for r in by_type["aws:iam/role:Role"] if r.name == "eks-ddp-karpenter-role").inputs["assumeRolePolicy"]
+    )
+    assert (
+        list(trust["Statement"][0]["Condition"]["StringEquals"].values())[0]
+        == "system:serviceaccount:kube-system:karpenter"
+    )
+    assert (
+        len(
+            [
+                r
+                for r in by_type["aws:iam/rolePolicyAttachment:RolePolicyAttachment"]
+                if "karpenter-" in r.name and "node-role" not in r.name
+            ]
+        )
+        == 5
+    )
 
 
 def _changed(registrations: list[Registration], kind: str, change: Any) -> list[Registration]:
-    return [replace(r, inputs=change(json.loads(json.dumps(r.inputs)))) if r.inputs.get("kind") == kind else r
-            for r in registrations]
+    return [
+        replace(r, inputs=change(json.loads(json.dumps(r.inputs)))) if r.inputs.get("kind") == kind else r
+        for r in registrations
+    ]
 
 
 def test_efa_on_cards_1_to_31_only_leaves_a_pod_that_requests_every_card_pending() -> None:
     """The layout of 32 entries (the primary interface and `efa-only` on cards 1-31) gives a node one EFA device
     fewer than it has cards: Karpenter then offers one fewer than the pod requests, and never launches a node."""
+
     def drop_card_0(inputs: dict[str, Any]) -> dict[str, Any]:
-        inputs["spec"]["networkInterfaces"] = [i for i in inputs["spec"]["networkInterfaces"]
-                                               if (i["networkCardIndex"], i["deviceIndex"]) != (0, 1)]
+        inputs["spec"]["networkInterfaces"] = [
+            i for i in inputs["spec"]["networkInterfaces"] if (i["networkCardIndex"], i["deviceIndex"]) != (0, 1)
+        ]
         return inputs
 
     findings = _findings(_changed(_registrations("gpu"), "EC2NodeClass", drop_card_0))
-    assert "efa-interfaces: EC2NodeClass eks-ddp-gpu-ec2nodeclass spec.networkInterfaces: EFA on cards [1, 2, 3] of " \
-           "p4de.24xlarge, which has 4 network cards" in findings
-    assert any(f.startswith("schedulable: PyTorchJob eks-ddp-train-job resources.requests.vpc.amazonaws.com/efa: "
-                            "4 requested") and "NodePool eks-ddp-gpu-nodepool: 3" in f for f in findings), findings
+    assert (
+        "efa-interfaces: EC2NodeClass eks-ddp-gpu-ec2nodeclass spec.networkInterfaces: EFA on cards [1, 2, 3] of "
+        "p4de.24xlarge, which has 4 network cards" in findings
+    )
+    assert any(
+        f.startswith("schedulable: PyTorchJob eks-ddp-train-job resources.requests.vpc.amazonaws.com/efa: 4 requested")
+        and "NodePool eks-ddp-gpu-nodepool: 3" in f
+        for f in findings
+    ), findings
 
 
 def test_the_rehearsal_reports_what_karpenter_and_its_chart_refuse() -> None:
@@ -143,14 +183,28 @@ def test_the_rehearsal_reports_what_karpenter_and_its_chart_refuse() -> None:
         inputs["spec"]["template"]["metadata"]["labels"]["karpenter.sh/owner"] = "me"
         return inputs
 
-    assert "karpenter-admission: EC2NodeClass eks-ddp-workers-ec2nodeclass spec.networkInterfaces: networkInterfaces " \
-           "must include a primary interface with interfaceType='interface'" in _findings(_changed(registrations, "EC2NodeClass", no_primary))
-    assert any(f.startswith("karpenter-admission: NodePool eks-ddp-workers-nodepool spec.template.metadata.labels: "
-                            "label 'karpenter.sh/owner' is restricted") for f in _findings(_changed(registrations, "NodePool", restricted_label)))
-    three = [replace(r, inputs={**r.inputs, "values": {**r.inputs["values"], "replicas": 3}})
-             if str(r.inputs.get("chart", "")).endswith("/karpenter") else r for r in registrations]
-    assert "karpenter-controller: Release eks-ddp-karpenter-chart values.replicas: 3 replicas on 2 system node(s): " \
-           "each needs a node of its own" in _findings(three)
+    assert (
+        "karpenter-admission: EC2NodeClass eks-ddp-workers-ec2nodeclass spec.networkInterfaces: networkInterfaces "
+        "must include a primary interface with interfaceType='interface'"
+        in _findings(_changed(registrations, "EC2NodeClass", no_primary))
+    )
+    assert any(
+        f.startswith(
+            "karpenter-admission: NodePool eks-ddp-workers-nodepool spec.template.metadata.labels: "
+            "label 'karpenter.sh/owner' is restricted"
+        )
+        for f in _findings(_changed(registrations, "NodePool", restricted_label))
+    )
+    three = [
+        replace(r, inputs={**r.inputs, "values": {**r.inputs["values"], "replicas": 3}})
+        if str(r.inputs.get("chart", "")).endswith("/karpenter")
+        else r
+        for r in registrations
+    ]
+    assert (
+        "karpenter-controller: Release eks-ddp-karpenter-chart values.replicas: 3 replicas on 2 system node(s): "
+        "each needs a node of its own" in _findings(three)
+    )
 
 
 def test_the_policy_pack_checks_node_classes_as_it_checks_node_groups() -> None:
@@ -162,10 +216,13 @@ def test_the_policy_pack_checks_node_classes_as_it_checks_node_groups() -> None:
         del inputs["spec"]["placementGroupSelector"]
         return inputs
 
-    broken = [StackResource(r.type, r.name, r.urn, r.inputs, r.property_dependencies)
-              for r in _changed(registrations, "EC2NodeClass", unplaced)]
+    broken = [
+        StackResource(r.type, r.name, r.urn, r.inputs, r.property_dependencies)
+        for r in _changed(registrations, "EC2NodeClass", unplaced)
+    ]
     assert efa_groups_consistent(broken) == [
-        "node class eks-ddp-workers-ec2nodeclass: EFA nodes need a `cluster` placement group (or a capacity reservation)",
+        "node class eks-ddp-workers-ec2nodeclass: EFA nodes need a `cluster` placement group "
+        "(or a capacity reservation)",
     ]
 
 
@@ -173,4 +230,17 @@ def test_an_unknown_autoscaler_is_one_line_naming_the_key() -> None:
     values, region = stack_file.load("dev")
     with pytest.raises(ConfigError) as error:
         parse({**values, "autoscaler": "keda"}, region)
-    assert str(error.value) == "eks-ddp:autoscaler: 'keda' is not allowed; use one of cluster-autoscaler, karpenter, none"
+    assert (
+        str(error.value) == "eks-ddp:autoscaler: 'keda' is not allowed; use one of cluster-autoscaler, karpenter, none"
+    )
+
+
+def test_the_preview_says_karpenter_launches_the_training_nodes_and_keeps_none_idle() -> None:
+    from stack import node_facts
+
+    values, region = stack_file.load("gpu")
+    records = {r["name"]: r for r in node_facts.node_groups(parse({**values, "autoscaler": "karpenter"}, region))}
+    assert (records["gpu"]["launcher"], records["gpu"]["nodes"]) == ("Karpenter NodePool", "0-2")
+    assert (records["system"]["launcher"], records["system"]["nodes"]) == ("managed node group", "2-2")
+    default = {r["name"]: r for r in node_facts.node_groups(parse(values, region))}
+    assert (default["gpu"]["launcher"], default["gpu"]["nodes"]) == ("managed node group", "2-2")
