@@ -116,6 +116,8 @@ def _localize(command: list[str], shared: Path) -> list[str]:
         local[local.index("--dataset") + 1] = OFFLINE_DATASET
     if "--device" in local:  # a GPU pod's `--device cuda`: here, CUDA when this machine has it, else the CPU
         local[local.index("--device") + 1] = LOCAL_DEVICE
+    if "--metrics-port" in local:  # the pod's port, on loopback here (busy: the trainer warns and trains)
+        local += ["--metrics-address", "127.0.0.1"]
     executables = {"torchrun": str(Path(sys.executable).with_name("torchrun")), "python": sys.executable}
     return [executables.get(local[0], local[0]), *local[1:]]
 

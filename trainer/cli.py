@@ -116,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--keep-checkpoints", type=_bounded(int, 1), default=3)
     train.add_argument("--log-every", type=_bounded(int, 1), default=10, help="steps between metrics lines")
+    train.add_argument(
+        "--metrics-port", type=_bounded(int, 0, maximum=65536), default=0,
+        help="rank 0 serves Prometheus metrics on this port (the stack's training pods declare one); 0: off",
+    )
+    train.add_argument("--metrics-address", default="0.0.0.0", help="the address the metrics port listens on")
     train.add_argument("--compile", action="store_true", help="torch.compile the model (slow start, faster steps)")
     train.add_argument(
         "--timeout-minutes", type=_bounded(float, 0, exclusive=True), default=30.0, help="collective timeout"
@@ -174,6 +179,8 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
         checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints,
         log_every=args.log_every,
+        metrics_port=args.metrics_port,
+        metrics_address=args.metrics_address,
         compile=args.compile,
         timeout_minutes=args.timeout_minutes,
         synthetic=datasets.SyntheticShape(channels, height, width, args.synthetic_size, args.synthetic_classes),

@@ -35,6 +35,9 @@ class TrainConfig:
     """Optimizer steps between checkpoints (0: only at epoch ends)."""
     keep_checkpoints: int
     log_every: int
+    metrics_port: int
+    """Rank 0 serves Prometheus metrics on this port (0: not at all)."""
+    metrics_address: str
     compile: bool
     timeout_minutes: float
     synthetic: SyntheticShape

@@ -33,6 +33,7 @@ from trainer.config import TrainConfig
 from trainer.distributed import Topology
 from trainer.errors import CheckpointError, UsageError
 from trainer.interrupt import StopSignals, TerminationRequested
+from trainer.metrics_export import MetricsExport
 from trainer.run_log import RunLog
 from trainer.sampling import BatchPlan, GlobalBatchSampler, plan_batches
 
@@ -107,6 +108,7 @@ class Run:
             artifacts.ArtifactStore(location, checkpoint_location) if location and topology.is_main else None
         )
         self.run_log: RunLog | None = None
+        self.metrics: MetricsExport | None = None
         self.ddp: DistributedDataParallel | None = None
         # Set by resume(): a resumed run keeps the global batch it started with.
         self.plan: BatchPlan
@@ -179,6 +181,8 @@ class Run:
             }
             path = self.checkpoints.save(self.progress.step, state)
             log.info("checkpoint %s", path)
+            if self.metrics:
+                self.metrics.checkpoint(self.progress.step)
             if self.artifacts:
                 self.artifacts.upload_checkpoint(*self.checkpoints.paths(self.progress.step))
         self.last_saved_step = self.progress.step
@@ -200,6 +204,8 @@ class Run:
         if self.config.compile:
             model = torch.compile(model)  # type: ignore[assignment]
         self.run_log = RunLog(self.config.output_dir, resumed_from) if self.topology.is_main else None
+        if self.topology.is_main and self.config.metrics_port:
+            self.metrics = self._export_metrics(resumed_from)
         vote = distributed.StopVote()
         with StopSignals() as stop:
             while self.progress.epoch < self.config.epochs:
@@ -247,7 +253,7 @@ class Run:
                 progress.epoch_steps += window_steps
                 mean_loss = distributed.all_sum_(torch.tensor([window_loss])).item() / self.topology.world_size
                 rate = window_steps * plan.global_batch / (now - window_start)
-                self._log_interval(bar, mean_loss / window_steps, rate)
+                self._log_interval(bar, mean_loss / window_steps, rate, window_steps)
                 running_loss.zero_()
                 self.images_trained += window_steps * plan.global_batch
                 window_steps, window_start = 0, now
@@ -270,11 +276,29 @@ class Run:
             return contextlib.nullcontext()
         return self.ddp.no_sync()
 
-    def _log_interval(self, bar: Any, loss: float, rate: float) -> None:
-        """`loss`: the interval's mean over steps and ranks."""
+    def _export_metrics(self, resumed_from: int) -> MetricsExport | None:
+        """Rank 0's metrics server; a port it cannot have is a warning, never a lost run."""
+        config = self.config
+        try:
+            metrics = MetricsExport(config.metrics_port, config.metrics_address, config.run_name,
+                                    self.topology.world_size, self.topology.restart_count,
+                                    config.epochs * self.sampler.steps_per_epoch, self.plan.global_batch)
+        except OSError as error:
+            log.warning("metrics are not served: port %d: %s", config.metrics_port, error.strerror or error)
+            return None
+        if resumed_from:
+            metrics.checkpoint_step.set(resumed_from)
+        log.info("metrics: http://%s:%d/metrics", config.metrics_address, metrics.port)
+        return metrics
+
+    def _log_interval(self, bar: Any, loss: float, rate: float, steps: int) -> None:
+        """`loss`: the interval's mean over `steps` steps and the ranks."""
         progress = self.progress
+        learning_rate = float(self.scheduler.get_last_lr()[0])
         if self.run_log is not None:
-            self.run_log.interval(progress.step, progress.epoch + 1, loss, float(self.scheduler.get_last_lr()[0]), rate)
+            self.run_log.interval(progress.step, progress.epoch + 1, loss, learning_rate, rate)
+        if self.metrics is not None:
+            self.metrics.interval(progress.step, progress.epoch + 1, loss, learning_rate, rate, steps)
         if bar.disable:
             log.info(
                 "epoch %d/%d step %d loss %.4f %.0f images/s",
@@ -302,6 +326,8 @@ class Run:
         progress.history.append(record)
         if self.run_log is not None:
             self.run_log.epoch(progress.step, record)
+        if self.metrics is not None:
+            self.metrics.epoch_end(accuracy)
         log.info(
             "epoch %d/%d: train loss %.4f, test accuracy %.2f %%",
             record["epoch"],
@@ -417,6 +443,8 @@ def train(config: TrainConfig, topology: Topology) -> dict[str, Any]:
     finally:
         if run.run_log:
             run.run_log.close()
+        if run.metrics:
+            run.metrics.close()
         if run.artifacts:  # the final results, or the SIGTERM checkpoint: inside the pod's shutdown window
             run.artifacts.close(UPLOAD_WAIT_SECONDS)
         run.ddp = None  # DDP must not outlive the process group: see distributed.stop

@@ -51,7 +51,7 @@ def render(job: TrainingJob, target: NodeTarget) -> list[dict[str, Any]]:
     pod["spec"]["restartPolicy"] = "OnFailure"
     container = pod["spec"]["containers"][0]
     container["env"] = [*container["env"], *rendezvous_env(job, target)]
-    container["ports"] = [{"name": "rendezvous", "containerPort": MASTER_PORT}]
+    container["ports"] = [*container.get("ports", []), {"name": "rendezvous", "containerPort": MASTER_PORT}]
     indexed = {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -35,6 +35,9 @@ RUN_AS_TRAINER = {"runAsUser": SHARED_UID, "runAsGroup": SHARED_UID, "runAsNonRo
 # (--max-node-provision-time), then the image is pulled. `timeout` is the static rendezvous'
 # key, `join_timeout` the c10d one (elastic jobs); each ignores the other.
 RENDEZVOUS_TIMEOUT_SECONDS = 1800
+# Rank 0 serves the trainer's Prometheus metrics here (`--metrics-port`), on the port the pod declares under this
+# name for the PodMonitor; the other pods declare it too and do not listen (one scrape target per job is up).
+METRICS_PORT, METRICS_PORT_NAME = 9300, "metrics"
 # The trainer's `train --dataset` and `prepare-data --dataset` choices (workloads know its command line, not its code).
 DATASETS = ("digits", "mnist", "cifar10", "synthetic")
 DOWNLOADABLE_DATASETS = ("mnist", "cifar10")
@@ -128,6 +131,7 @@ def trainer_command(job: TrainingJob, target: NodeTarget) -> list[str]:
         "torchrun", "-m", "trainer", "train", *run_arguments(job, target),
         "--data-dir", paths["data"], "--output-dir", paths["output"], "--checkpoint-dir", paths["checkpoints"],
         "--run-name", run_name(job, target), "--checkpoint-every", str(job.checkpoint_every),
+        "--metrics-port", str(METRICS_PORT),
         # A GPU pod without CUDA (a CPU image, no driver) stops with one line instead of training on CPUs.
         *(["--device", "cuda"] if target.instance.gpus else []),
         *artifact_arguments(job, run_id(job, target)),
@@ -211,6 +215,7 @@ def pod_template(job: TrainingJob, target: NodeTarget, container: str) -> dict[s
             "env": env,
             "resources": resources(target),
             "volumeMounts": mounts,
+            "ports": [{"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"}],
         }],
         "volumes": volumes,
         "securityContext": RUN_AS_TRAINER,

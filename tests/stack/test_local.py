@@ -56,6 +56,7 @@ def test_each_pod_gets_its_engines_variables_pointed_at_this_machine(tmp_path: P
     ]
     expected[0] = str(Path(sys.executable).with_name("torchrun"))
     expected[expected.index("--dataset") + 1] = "digits"
+    expected += ["--metrics-address", "127.0.0.1"]  # the pod's metrics port, on loopback here
     assert pods[0].command == expected  # the rendered command, with only the documented changes
 
 

@@ -1,0 +1,98 @@
+"""Rank 0's Prometheus metrics, scraped from a real 2-rank run on 127.0.0.1 and parsed with prometheus_client's
+own parser of the exposition format: the values move while the run trains, and the names follow Prometheus'
+conventions."""
+
+import math
+import socket
+import statistics
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import ROOT, free_port, run_trainer, trainer_command, trainer_env
+from trainer.metrics_export import PREFIX, MetricsExport
+
+ARGS = ["train", "--dataset", "digits", "--epochs", "30", "--batch-size", "16", "--log-every", "2",
+        "--checkpoint-every", "40", "--metrics-address", "127.0.0.1"]
+
+
+def _scrape(port: int) -> tuple[dict[str, float], float] | None:
+    """The samples of one scrape by name (with labels folded in), and how long it took; None if nobody listens."""
+    started = time.perf_counter()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+            text = response.read().decode()
+    except OSError:
+        return None
+    latency = time.perf_counter() - started
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+            samples[sample.name + (f"{{{labels}}}" if labels else "")] = sample.value
+    return samples, latency
+
+
+def test_a_training_run_exposes_metrics_that_move(tmp_path: Path) -> None:
+    port = free_port()
+    command = trainer_command([*ARGS, "--output-dir", str(tmp_path / "run"), "--metrics-port", str(port)], nproc=2)
+    process = subprocess.Popen(command, env=trainer_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    scrapes, latencies = [], []
+    deadline = time.monotonic() + 240
+    while process.poll() is None and time.monotonic() < deadline:
+        result = _scrape(port)
+        if result is not None and result[0].get(f"{PREFIX}_step", 0) > 0:
+            scrapes.append(result[0])
+            latencies.append(result[1])
+        time.sleep(0.05)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr[-3000:]
+    assert f"metrics: http://127.0.0.1:{port}/metrics" in stderr
+    assert len(scrapes) >= 5, f"only {len(scrapes)} scrapes during the run"
+    first, last = scrapes[0], scrapes[-1]
+    steps = [s[f"{PREFIX}_step"] for s in scrapes]
+    assert steps == sorted(steps) and last[f"{PREFIX}_step"] > first[f"{PREFIX}_step"]
+    assert last[f"{PREFIX}_images_total"] > first[f"{PREFIX}_images_total"]
+    assert last[f"{PREFIX}_eta_seconds"] < first[f"{PREFIX}_eta_seconds"]
+    assert last[f"{PREFIX}_steps"] == first[f"{PREFIX}_steps"] > last[f"{PREFIX}_step"] - 1
+    assert all(math.isfinite(s[f"{PREFIX}_loss"]) and s[f"{PREFIX}_loss"] > 0 for s in scrapes)
+    assert last[f"{PREFIX}_loss"] < first[f"{PREFIX}_loss"]  # it learns
+    assert first[f"{PREFIX}_last_checkpoint_step"] == -1 and last[f"{PREFIX}_last_checkpoint_step"] >= 40
+    assert 0 < last[f"{PREFIX}_test_accuracy_ratio"] <= 1
+    assert last[f"{PREFIX}_restarts_total"] == 0
+    assert last[f'{PREFIX}_run_info{{run_name={tmp_path / "run"},world_size=2}}'] == 1
+    print(f"\n{len(scrapes)} scrapes, {len(last)} samples each; latency median "
+          f"{1000 * statistics.median(latencies):.2f} ms, max {1000 * max(latencies):.2f} ms")
+
+
+def test_the_names_follow_prometheus_conventions() -> None:
+    metrics = MetricsExport(0, "127.0.0.1", "run", 2, 1, 100, 64)
+    try:
+        metrics.interval(10, 1, 0.5, 0.001, 640.0, 10)
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics.port}/metrics", timeout=2) as response:
+            families = list(text_string_to_metric_families(response.read().decode()))
+    finally:
+        metrics.close()
+    samples = {sample.name: sample.value for family in families for sample in family.samples}
+    assert all(name.startswith(f"{PREFIX}_") for name in samples)
+    assert {f.name for f in families if f.type == "counter"} == {f"{PREFIX}_images", f"{PREFIX}_restarts"}
+    assert samples[f"{PREFIX}_restarts_total"] == 1 and samples[f"{PREFIX}_images_total"] == 640
+    assert samples[f"{PREFIX}_eta_seconds"] == pytest.approx(90 * 64 / 640.0)
+    assert 0 <= samples[f"{PREFIX}_last_checkpoint_age_seconds"] < 60
+
+
+def test_a_port_in_use_is_a_warning_and_the_run_trains(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_trainer(["train", "--dataset", "digits", "--epochs", "1", "--output-dir", str(tmp_path / "run"),
+                              "--metrics-port", str(port), "--metrics-address", "127.0.0.1"])
+    assert result.returncode == 0, result.stderr
+    assert f"metrics are not served: port {port}: Address already in use" in result.stderr
+    assert (tmp_path / "run" / "model.pt").exists()

@@ -1,0 +1,91 @@
+"""Rank 0's progress in the Prometheus text format, on the port the training pod declares (`--metrics-port`).
+
+One registry of our own (no default process collectors), served by prometheus_client's threaded HTTP server,
+so a scrape never waits for a training step. Names follow Prometheus' conventions: the `eksddp_trainer_` prefix,
+base units in the name (`_seconds`), `_total` on counters; dashboards/ queries only these names (a test checks).
+"""
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Info, start_http_server
+
+PREFIX = "eksddp_trainer"
+
+
+class MetricsExport:
+    """The gauges and counters of one run, served until `close()`."""
+
+    def __init__(
+        self,
+        port: int,
+        address: str,
+        run_name: str,
+        world_size: int,
+        restarts: int,
+        total_steps: int,
+        global_batch: int,
+    ) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.steps, self.global_batch = total_steps, global_batch
+        self.started, self.checkpointed = time.time(), 0.0
+
+        def gauge(name: str, documentation: str) -> Gauge:
+            return Gauge(f"{PREFIX}_{name}", documentation, registry=self.registry)
+
+        Info(f"{PREFIX}_run", "The run this process trains", registry=self.registry).info(
+            {"run_name": run_name, "world_size": str(world_size)}
+        )
+        self.step = gauge("step", "Optimizer steps the run has taken (a resumed run continues its count)")
+        self.total_steps = gauge("steps", "Optimizer steps the whole run takes")
+        self.epoch = gauge("epoch", "The epoch being trained, from 1")
+        self.loss = gauge("loss", "Training loss of the last log interval, mean over steps and ranks")
+        self.learning_rate = gauge("learning_rate", "Learning rate after the last step")
+        self.images_per_second = gauge("images_per_second", "Training throughput over the last log interval")
+        self.eta = gauge("eta_seconds", "Time left at the last interval's throughput")
+        self.test_accuracy = gauge("test_accuracy_ratio", "Test accuracy after the last finished epoch (0-1)")
+        self.checkpoint_step = gauge("last_checkpoint_step", "Step of the newest checkpoint written (-1: none yet)")
+        self.checkpoint_time = gauge("last_checkpoint_timestamp_seconds", "When it was written (Unix time)")
+        age = gauge("last_checkpoint_age_seconds", "Seconds since the newest checkpoint (since start: none yet)")
+        age.set_function(lambda: time.time() - (self.checkpointed or self.started))
+        self.images = Counter(
+            f"{PREFIX}_images",
+            "Training images stepped over since this process started, all ranks",
+            registry=self.registry,
+        )
+        restarts_total = Counter(
+            f"{PREFIX}_restarts", "Times torchrun restarted this pod's workers", registry=self.registry
+        )
+        restarts_total.inc(restarts)
+        self.total_steps.set(total_steps)
+        self.checkpoint_step.set(-1)
+        self.server, self.thread = start_http_server(port, addr=address, registry=self.registry)
+
+    @property
+    def port(self) -> int:
+        """The bound port (the one asked for, or the one the OS chose for 0)."""
+        return int(self.server.server_port)
+
+    def interval(
+        self, step: int, epoch: int, loss: float, learning_rate: float, images_per_second: float, steps: int
+    ) -> None:
+        """One log interval of `steps` optimizer steps, ending at `step`."""
+        self.step.set(step)
+        self.epoch.set(epoch)
+        self.loss.set(loss)
+        self.learning_rate.set(learning_rate)
+        self.images_per_second.set(images_per_second)
+        self.images.inc(steps * self.global_batch)
+        if images_per_second > 0:
+            self.eta.set((self.steps - step) * self.global_batch / images_per_second)
+
+    def epoch_end(self, test_accuracy: float) -> None:
+        self.test_accuracy.set(test_accuracy)
+
+    def checkpoint(self, step: int) -> None:
+        self.checkpointed = time.time()
+        self.checkpoint_step.set(step)
+        self.checkpoint_time.set(self.checkpointed)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
