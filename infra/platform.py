@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 
 from infra import instance_facts
 from infra.catalogue import InstanceType
+from infra.cloudwatch_observability import CloudWatchObservability
 from infra.cluster import Cluster, ClusterArgs, ClusterOptions
 from infra.cluster import validate as validate_cluster
 from infra.cluster_autoscaler import ClusterAutoscaler
@@ -33,6 +34,7 @@ from infra.mpi_operator import MpiOperator
 from infra.network import Network, NetworkArgs
 from infra.network import validate as validate_network
 from infra.nvidia_device_plugin import NvidiaDevicePlugin
+from infra.prometheus_monitoring import PrometheusMonitoring
 from infra.training_operator import OperatorKind, TrainingOperator
 
 COMPONENT = "TrainingPlatform"
@@ -53,6 +55,14 @@ class AutoscalerKind(str, Enum):
     CLUSTER_AUTOSCALER = "cluster-autoscaler"
     KARPENTER = "karpenter"
     NONE = "none"
+
+
+class MonitoringKind(str, Enum):
+    """How training is watched: Prometheus and Grafana in the cluster, CloudWatch Container Insights, or neither."""
+
+    NONE = "none"
+    PROMETHEUS = "prometheus"
+    CLOUDWATCH = "cloudwatch"
 
 
 class NodeGroupSpec(NodeGroupShape):
@@ -93,6 +103,10 @@ class TrainingPlatformArgs(TypedDict):
     """What launches training nodes (default cluster-autoscaler: managed node groups; karpenter: node pools)."""
     metrics_server: NotRequired[bool]
     """Install metrics-server (default true)."""
+    monitoring: NotRequired[MonitoringKind]
+    """none (default), prometheus (kube-prometheus-stack, Grafana dashboards, GPU and EFA exporters) or cloudwatch."""
+    efa_exporter_image: NotRequired[str]
+    """With prometheus: AWS's EFA node exporter image for the EFA counters (none is published; build it)."""
     efa_device_plugin: NotRequired[bool]
     """Install the EFA device plugin (default true when a group has EFA)."""
     nvidia_device_plugin: NotRequired[bool]
@@ -122,6 +136,13 @@ def validate(name: str, args: TrainingPlatformArgs, describe: Callable[[str], In
     autoscaler = args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER)
     if autoscaler not in tuple(AutoscalerKind):
         raise InvalidArgument(COMPONENT, "autoscaler", autoscaler, f"use one of {', '.join(k.value for k in AutoscalerKind)}")
+    monitoring = args.get("monitoring", MonitoringKind.NONE)
+    if monitoring not in tuple(MonitoringKind):
+        raise InvalidArgument(COMPONENT, "monitoring", monitoring, f"use one of {', '.join(k.value for k in MonitoringKind)}")
+    image = args.get("efa_exporter_image")
+    if image is not None and not re.fullmatch(r"[^/:\s]+(:\d+)?/[^:\s]+:[\w.-]+", image):
+        raise InvalidArgument(COMPONENT, "efa_exporter_image", image, "use REGISTRY/REPOSITORY:TAG, such as "
+                              "123456789012.dkr.ecr.us-east-1.amazonaws.com/efa-node-exporter:1.0.0")
     cluster: ClusterOptions = {"cluster_name": name, **{key: args[key] for key in CLUSTER_OPTIONS if key in args}}  # type: ignore[misc]
     validate_cluster(name, cluster)
     zones = list(network.get("availability_zones", [])) or list(network.get("existing_private_subnet_ids", {}))
@@ -192,6 +213,8 @@ class TrainingPlatform(pulumi.ComponentResource):
     """What a training job waits for: the installer of its kind's CRD (None without an operator)."""
     mpi_operator: MpiOperator | None
     """The MPI operator v2: MPIJobs must depend on it (None when not installed)."""
+    prometheus: pulumi.Resource | None
+    """kube-prometheus-stack, which PodMonitors wait for (None unless `monitoring` is prometheus)."""
 
     def __init__(self, name: str, args: TrainingPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate(name, args)
@@ -261,6 +284,17 @@ class TrainingPlatform(pulumi.ComponentResource):
             }, opts=child)
         if args.get("metrics_server", True):
             MetricsServer(f"{name}-metrics-server", {"provider": self.provider, "depends_on": system}, opts=child)
+        self.prometheus = None
+        monitoring = args.get("monitoring", MonitoringKind.NONE)
+        if monitoring == MonitoringKind.PROMETHEUS:
+            self.prometheus = PrometheusMonitoring(f"{name}-monitoring", {
+                "provider": self.provider, "node_groups": list(self.node_groups.values()), "depends_on": system,
+                **({"efa_exporter_image": args["efa_exporter_image"]} if "efa_exporter_image" in args else {}),
+            }, opts=child).release  # type: ignore[typeddict-item]
+        elif monitoring == MonitoringKind.CLOUDWATCH:
+            CloudWatchObservability(f"{name}-cloudwatch", {
+                "cluster_name": self.cluster_name, "tags": tags, "depends_on": system, **oidc,  # type: ignore[typeddict-item]
+            }, opts=child)
         # The GPU workshop's NCCL check is an MPIJob v2beta1: the MPI operator then owns mpijobs.kubeflow.org,
         # and the training operator is installed without its own MPIJob v1 CRD and controller.
         with_mpi = args.get("mpi_operator", any(group.instance.is_gpu and group.efa_interfaces for group in gpu_groups))

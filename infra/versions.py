@@ -25,6 +25,8 @@ ADDON_VERSIONS: dict[str, str | None] = {
     "coredns": None,
     "kube-proxy": None,
     "eks-pod-identity-agent": None,
+    # eks-ddp:monitoring cloudwatch: Container Insights with its GPU and EFA metrics.
+    "amazon-cloudwatch-observability": None,
 }
 MINIMUM_VPC_CNI = (1, 18, 4)
 
@@ -58,6 +60,16 @@ CLUSTER_AUTOSCALER_IMAGES = {"1.34": "v1.34.5", "1.35": "v1.35.2"}
 # a chart's crds/ on the first install only: before raising this pin, apply the new release's CRDs (Karpenter's
 # upgrade guide: the karpenter-crd chart), or the old CRDs reject the new fields.
 KARPENTER_CHART = ("karpenter", "1.14.1", "oci://public.ecr.aws/karpenter")
+
+# Monitoring (eks-ddp:monitoring prometheus). kube-prometheus-stack 88.5.3 (2026-08-22) is the newest chart of
+# prometheus-community/helm-charts: prometheus-operator v0.93.1 (its PodMonitor/ServiceMonitor CRDs are v0.93.0's
+# in ../shared/schemas, a patch apart), Grafana, kube-state-metrics 8.4.0, prometheus-node-exporter 4.56.1.
+PROMETHEUS_COMMUNITY = "https://prometheus-community.github.io/helm-charts"
+KUBE_PROMETHEUS_STACK_CHART = ("kube-prometheus-stack", "88.5.3", PROMETHEUS_COMMUNITY)
+# The same node-exporter chart again, for AWS's EFA node exporter image on EFA nodes (infra/prometheus_monitoring.py).
+NODE_EXPORTER_CHART = ("prometheus-node-exporter", "4.56.1", PROMETHEUS_COMMUNITY)
+# NVIDIA/dcgm-exporter chart 4.8.2 (2026-05-12, the newest release): GPU utilisation, memory and power per GPU.
+DCGM_EXPORTER_CHART = ("dcgm-exporter", "4.8.2", "https://nvidia.github.io/dcgm-exporter/helm-charts")
 
 METRICS_SERVER_CHART = ("metrics-server", "3.12.2", "https://kubernetes-sigs.github.io/metrics-server/")
 

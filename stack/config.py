@@ -15,7 +15,7 @@ from typing import Any
 from infra import instance_facts, platform
 from infra.catalogue import InstanceType
 from infra.errors import InvalidArgument
-from infra.platform import AutoscalerKind, NodeGroupSpec, StorageKind, TrainingPlatformArgs
+from infra.platform import AutoscalerKind, MonitoringKind, NodeGroupSpec, StorageKind, TrainingPlatformArgs
 from infra.training_operator import OperatorKind
 from stack.project_config import PROJECT, closest
 from workloads.target import too_small
@@ -76,6 +76,8 @@ TOP_LEVEL = {
     "job": ("job", dict),
     "trainingOperator": ("training_operator", str),
     "autoscaler": ("autoscaler", str),
+    "monitoring": ("monitoring", str),
+    "efaExporterImage": ("efa_exporter_image", str),
     "image": ("image", str),
     "fabricCheck": ("fabric_check", bool),
     "fabricCheckImage": ("fabric_check_image", str),
@@ -271,6 +273,13 @@ def _autoscaler(value: str) -> AutoscalerKind:
     return AutoscalerKind(value)
 
 
+def _monitoring(value: str) -> MonitoringKind:
+    kinds = [kind.value for kind in MonitoringKind]
+    if value not in kinds:
+        raise ConfigError(_key("monitoring"), value, f"use one of {', '.join(kinds)}")
+    return MonitoringKind(value)
+
+
 def _operator(value: str) -> OperatorKind:
     kinds = [kind.value for kind in OperatorKind]
     if value not in kinds:
@@ -380,6 +389,11 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     if top.get("admin_principal_arns"):
         platform_args["admin_principal_arns"] = _strings(top["admin_principal_arns"], _key("adminPrincipalArns"))
     platform_args["autoscaler"] = _autoscaler(top.get("autoscaler") or AutoscalerKind.CLUSTER_AUTOSCALER.value)
+    # A stack with a training job is watched with Prometheus unless it says otherwise.
+    watched = MonitoringKind.PROMETHEUS.value if top.get("job") else MonitoringKind.NONE.value
+    platform_args["monitoring"] = _monitoring(top.get("monitoring") or watched)
+    if top.get("efa_exporter_image"):
+        platform_args["efa_exporter_image"] = top["efa_exporter_image"]
     kind, fsx = _storage(top.get("storage"))
     platform_args["storage"] = kind
     if kind == StorageKind.FSX:

@@ -78,7 +78,8 @@ def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
             DataPrepJob(f"{name}-data", args)
         if platform.job_operator is not None:
             args["operator"] = platform.job_operator
-        job = JOB_COMPONENTS[config.operator](f"{name}-train", args)
+        monitored: TrainingJobArgs = {**args, "monitor": platform.prometheus} if platform.prometheus else args
+        job = JOB_COMPONENTS[config.operator](f"{name}-train", monitored)
         if config.job.evaluate:
             EvaluationJob(f"{name}-evaluate", args)
     if config.fabric_check:

@@ -56,6 +56,8 @@ class TrainingJobArgs(TypedDict):
     """What to train (dataset, epochs, replicas, image, claim, service account)."""
     operator: NotRequired[pulumi.Resource]
     """What installs the job kind's CRD (TrainingPlatform.job_operator); the job waits for it."""
+    monitor: NotRequired[pulumi.Resource]
+    """Prometheus' operator (TrainingPlatform.prometheus): a PodMonitor then scrapes the trainer's metrics port."""
     depends_on: NotRequired[list[pulumi.Resource]]
     """What the objects wait for (the platform: namespace, claim, service account)."""
 
@@ -113,6 +115,10 @@ class _TrainingRun(pulumi.ComponentResource):
         operator = args.get("operator")
         self.waits_for = [*args.get("depends_on", []), *([operator] if operator else [])]
         super().__init__(f"eksddp:index:{kind}", name, {}, opts)
+        monitor = args.get("monitor")
+        if monitor is not None:
+            after = [*args.get("depends_on", []), monitor]
+            apply(f"{name}-monitor", training_pod.pod_monitor(args["job"]), self, args["provider"], after)
 
 
 class PyTorchJob(_TrainingRun):

@@ -240,6 +240,20 @@ def pod_labels(job: TrainingJob) -> dict[str, str]:
     return {"app.kubernetes.io/name": "eks-ddp-trainer", "eks-ddp/job": job.name}
 
 
+def pod_monitor(job: TrainingJob) -> dict[str, Any]:
+    """Prometheus scrapes the job's metrics port; each sample keeps the pod's job label (as `eks_ddp_job`),
+    which the training dashboard selects on."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
+        "metadata": {"name": f"{job.name}-trainer", "namespace": job.namespace, "labels": pod_labels(job)},
+        "spec": {
+            "selector": {"matchLabels": pod_labels(job)},
+            "podMetricsEndpoints": [{"port": METRICS_PORT_NAME, "interval": "15s"}],
+            "podTargetLabels": ["eks-ddp/job"],
+        },
+    }
+
+
 def restart_budget(job: TrainingJob) -> int:
     """`backoffLimit` for surviving `job.node_losses` node losses, in the engines' own counting.
 

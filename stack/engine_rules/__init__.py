@@ -20,6 +20,7 @@ from stack.engine_rules.pulumi_kubernetes import immutable_specs_replaced, kuber
 from stack.engine_rules.scheduling import (
     crds_have_one_owner,
     efa_device_plugin_schedules,
+    gpu_exporter_schedules,
     nvidia_device_plugin_schedules,
     pods_fit_node_templates,
     shared_volume_ownership,
@@ -35,6 +36,7 @@ RULES: tuple[Rule, ...] = (
     efa_interfaces_per_network_card,
     efa_device_plugin_schedules,
     nvidia_device_plugin_schedules,
+    gpu_exporter_schedules,
     crds_have_one_owner,
     kubernetes_version_in_standard_support,
     pods_fit_node_templates,

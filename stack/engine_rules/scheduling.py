@@ -100,6 +100,21 @@ def nvidia_device_plugin_schedules(deployment: Deployment) -> Iterator[Finding]:
                 )
 
 
+def gpu_exporter_schedules(deployment: Deployment) -> Iterator[Finding]:
+    """The DCGM exporter reports only the GPU nodes its DaemonSet reaches: its chart's `nodeSelector` and
+    `tolerations` must admit every GPU group (NVIDIA/dcgm-exporter 4.8.2, deployment/templates/daemonset.yaml;
+    its default tolerations admit only control-plane nodes)."""
+    charts = deployment.of_type("kubernetes:helm.sh/v3:Release")
+    for release in (r for r in charts if r.inputs.get("chart") == "dcgm-exporter"):
+        values = release.inputs.get("values", {})
+        selector, tolerations = values.get("nodeSelector") or {}, values.get("tolerations") or []
+        for nodes in node_sources(deployment):
+            if nodes.nvidia and (any(nodes.labels.get(k) != v for k, v in selector.items())
+                                 or not tolerated(nodes.taints, tolerations)):
+                yield Finding("gpu-exporter", located(nodes.registration), "labels/taints",
+                              f"{located(release)} does not reach its nodes: no GPU metrics from them")
+
+
 # The CRDs each pinned operator install applies (read from the releases): kubeflow/trainer v1.9.4
 # manifests/base/crds/ and kubeflow/mpi-operator v0.8.0 deploy/v2beta1/mpi-operator.yaml.
 

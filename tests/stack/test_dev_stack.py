@@ -32,6 +32,7 @@ def test_dev_stack_creates_every_component_and_valid_objects(pulumi_mocks: Recor
     assert components == {
         "TrainingPlatform", "Network", "Cluster", "EfaNodeGroup", "EfaDevicePlugin", "ClusterAutoscaler", "MetricsServer", "TrainingOperator",
         "FsxLustreStorage", "ModelBucket", "TrainerImage", "DataPrepJob", "PyTorchJob", "EvaluationJob",
+        "PrometheusMonitoring",  # the default for a stack with a job
     }  # no FabricCheckJob: the dev stack's Graviton group names no arm64 EFA test image (a warning says so)
     objects = _kubernetes_objects(pulumi_mocks)
     kinds = sorted(str(o["kind"]) for o in objects)

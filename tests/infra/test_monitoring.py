@@ -1,0 +1,203 @@
+"""eks-ddp:monitoring: what each choice installs, the dashboards checked against what the stack's exporters export,
+the PodMonitor against prometheus-operator's CRD, and bad input refused in one line."""
+
+import json
+import re
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from infra.mocking import Registration
+from infra.prometheus_monitoring import DCGM_COUNTERS, EFA_COUNTERS, dashboards, efa_exporter_values
+from stack import stack_file
+from stack.config import ConfigError, parse
+from stack.mocked import run_under_mocks
+from stack.rehearsal import rehearse_values
+from trainer.metrics_export import MetricsExport
+from workloads.training_pod import METRICS_PORT_NAME
+
+SCHEMAS = Path(__file__).resolve().parents[2].parent / "shared" / "schemas"
+# PromQL words that are not metric names: functions, aggregations and their modifiers.
+PROMQL_WORDS = {
+    "sum",
+    "by",
+    "without",
+    "rate",
+    "increase",
+    "avg",
+    "max",
+    "min",
+    "count",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "and",
+    "or",
+    "unless",
+    "label_values",
+}
+
+
+def exported_metrics() -> set[str]:
+    """Every metric name something in the stack exports: the trainer (from its own registry), the DCGM fields the
+    stack configures, and AWS's EFA collector's counters."""
+    trainer = MetricsExport(0, "127.0.0.1", "run", 1, 0, 1, 1)
+    try:
+        names = {sample.name for family in trainer.registry.collect() for sample in family.samples}
+    finally:
+        trainer.close()
+    return names | {row[0] for row in DCGM_COUNTERS} | {f"node_amazonefa_{counter}" for counter in EFA_COUNTERS}
+
+
+def metric_names(expression: str) -> set[str]:
+    """The metric names a PromQL expression reads: identifiers outside label matchers, `by (...)` lists,
+    ranges and template variables that are not functions or keywords."""
+    stripped = re.sub(r"\{[^}]*\}|\[[^\]]*\]|\b(by|without|on|ignoring)\s*\([^)]*\)|\$\w+", " ", expression)
+    names = set()
+    for match in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", stripped):
+        called = stripped[match.end() :].lstrip().startswith("(")
+        if not called and match.group() not in PROMQL_WORDS:
+            names.add(match.group())
+    return names
+
+
+def _queries(dashboard: dict[str, Any]) -> list[str]:
+    panels = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    variables = [re.sub(r"label_values\((\w+),.*", r"\1", v["query"]["query"]) for v in dashboard["templating"]["list"]]
+    return panels + variables
+
+
+def test_every_dashboard_query_names_a_metric_the_stack_exports() -> None:
+    exported, boards = exported_metrics(), dashboards()
+    assert set(boards) == {"training.json", "gpu.json", "fabric.json"}
+    for file_name, dashboard in boards.items():
+        for query in _queries(dashboard):
+            names = metric_names(query)
+            assert names, f"{file_name}: {query!r} names no metric"
+            assert names <= exported, f"{file_name}: {query!r} reads {sorted(names - exported)}, which nothing exports"
+
+
+def test_the_check_catches_a_metric_nobody_exports() -> None:
+    assert metric_names('sum by (instance) (rate(node_amazonefa_rx_bytes{instance=~"$node"}[1m]))') == {
+        "node_amazonefa_rx_bytes"
+    }
+    assert metric_names("eksddp_trainer_step / eksddp_trainer_steps") == {"eksddp_trainer_step", "eksddp_trainer_steps"}
+    assert not metric_names("DCGM_FI_DEV_GPU_UTILIZATION") <= exported_metrics()  # a misspelt field
+
+
+def _registrations(stack: str, **config: str) -> list[Registration]:
+    values, region = stack_file.load(stack)
+    return run_under_mocks(parse({**values, **config}, region), stack=stack)
+
+
+def _by_chart(registrations: list[Registration]) -> dict[str, Registration]:
+    return {str(r.inputs["chart"]): r for r in registrations if r.type == "kubernetes:helm.sh/v3:Release"}
+
+
+def test_prometheus_watches_the_training_pods_the_gpus_and_provisions_the_dashboards() -> None:
+    registrations = _registrations("gpu")  # a stack with a job: prometheus by default
+    charts = _by_chart(registrations)
+    stack = charts["kube-prometheus-stack"]
+    assert stack.inputs["version"] == "88.5.3" and stack.inputs["namespace"] == "monitoring"
+    spec = stack.inputs["values"]["prometheus"]["prometheusSpec"]
+    assert (
+        spec["podMonitorSelectorNilUsesHelmValues"] is False
+        and spec["serviceMonitorSelectorNilUsesHelmValues"] is False
+    )
+    assert "adminPassword" not in stack.inputs["values"]["grafana"]  # the chart generates one
+    dcgm = charts["dcgm-exporter"]
+    assert dcgm.inputs["version"] == "4.8.2" and stack.urn in dcgm.dependencies  # its ServiceMonitor needs the CRD
+    assert dcgm.inputs["values"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in dcgm.inputs["values"][
+        "tolerations"
+    ]
+    assert [line.split(",")[0] for line in dcgm.inputs["values"]["customMetrics"].splitlines()] == [
+        row[0] for row in DCGM_COUNTERS
+    ]
+    maps = [r for r in registrations if r.type == "kubernetes:core/v1:ConfigMap" and "dashboard" in r.name]
+    assert sorted(key for m in maps for key in m.inputs["data"]) == ["fabric.json", "gpu.json", "training.json"]
+    assert all(m.inputs["metadata"]["labels"] == {"grafana_dashboard": "1"} for m in maps)
+    (monitor,) = [r for r in registrations if r.inputs.get("kind") == "PodMonitor"]
+    assert stack.urn in monitor.dependencies
+    pods = [r for r in registrations if r.inputs.get("kind") == "PyTorchJob"][0]
+    master = pods.inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]
+    assert master["metadata"]["labels"].items() >= monitor.inputs["spec"]["selector"]["matchLabels"].items()
+    ports = {p["name"]: p["containerPort"] for p in master["spec"]["containers"][0]["ports"]}
+    command = master["spec"]["containers"][0]["command"]
+    assert ports[METRICS_PORT_NAME] == int(command[command.index("--metrics-port") + 1])
+    # The training dashboard selects on eks_ddp_job: Prometheus' sanitised name of the pod label the monitor keeps.
+    assert monitor.inputs["spec"]["podTargetLabels"] == ["eks-ddp/job"]
+    assert all('{eks_ddp_job=~"$job"}' in query for query in _queries(dashboards()["training.json"])[:-1])
+    path = SCHEMAS / "monitoring.coreos.com_podmonitors-v0.93.0.yaml"
+    if not path.exists():
+        pytest.skip(f"{path} is absent (../shared/ is not checked out): PodMonitor schema not checked")
+    schema = next(v for v in yaml.safe_load(path.read_text())["spec"]["versions"] if v["name"] == "v1")
+    jsonschema.validate(
+        {k: monitor.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}, schema["schema"]["openAPIV3Schema"]
+    )
+
+
+def test_efa_counters_come_from_awss_exporter_when_its_image_is_given() -> None:
+    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/efa-node-exporter:1.0.0"
+    values = efa_exporter_values(image, [])
+    assert values["image"] == {
+        "registry": "123456789012.dkr.ecr.us-east-1.amazonaws.com",
+        "repository": "efa-node-exporter",
+        "tag": "1.0.0",
+    }
+    assert values["extraArgs"] == ["--collector.disable-defaults", "--collector.amazonefa"]
+    charts = _by_chart(_registrations("dev", efaExporterImage=image))
+    exporter = charts["prometheus-node-exporter"]
+    assert exporter.inputs["values"]["nodeSelector"] == {"vpc.amazonaws.com/efa.present": "true"}
+    assert exporter.inputs["values"]["service"]["port"] != 9100  # beside the stack's own node exporter
+    assert "prometheus-node-exporter" not in _by_chart(_registrations("dev"))
+
+
+def test_cloudwatch_installs_the_add_on_with_its_agents_role() -> None:
+    registrations = _registrations("dev", monitoring="cloudwatch")
+    (addon,) = [
+        r
+        for r in registrations
+        if r.type == "aws:eks/addon:Addon" and r.inputs["addonName"] == "amazon-cloudwatch-observability"
+    ]
+    role = next(r for r in registrations if r.type == "aws:iam/role:Role" and r.name == "eks-ddp-cloudwatch-role")
+    assert addon.inputs["serviceAccountRoleArn"] == role.inputs["arn"]
+    trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Condition"]["StringEquals"]
+    assert "system:serviceaccount:amazon-cloudwatch:cloudwatch-agent" in trust.values()
+    assert not _by_chart(registrations).get("kube-prometheus-stack")
+    assert not [r for r in registrations if r.inputs.get("kind") == "PodMonitor"]
+
+
+@pytest.mark.parametrize("stack", ["dev", "gpu"])
+@pytest.mark.parametrize("monitoring", ["prometheus", "cloudwatch"])
+def test_each_monitoring_passes_the_rehearsal(stack: str, monitoring: str) -> None:
+    values, region = stack_file.load(stack)
+    assert rehearse_values({**values, "monitoring": monitoring}, region, stack, date(2026, 11, 22)) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (
+            "monitoring",
+            "grafana",
+            "eks-ddp:monitoring: 'grafana' is not allowed; use one of none, prometheus, cloudwatch",
+        ),
+        (
+            "efaExporterImage",
+            "efa-exporter",
+            "eks-ddp:efaExporterImage: 'efa-exporter' is not allowed; use "
+            "REGISTRY/REPOSITORY:TAG, such as 123456789012.dkr.ecr.us-east-1.amazonaws.com/efa-node-exporter:1.0.0",
+        ),
+    ],
+)
+def test_bad_monitoring_input_is_one_line_naming_the_key(key: str, value: str, message: str) -> None:
+    values, region = stack_file.load("dev")
+    with pytest.raises(ConfigError) as error:
+        parse({**values, key: value}, region)
+    assert str(error.value) == message
