@@ -11,7 +11,7 @@ STACK ?= dev
 # Stack keys set for one run, as `pulumi up --config` does: make demo CONFIG=eks-ddp:trainingOperator=v2
 CONFIG ?=
 
-.PHONY: demo preview rehearse test typecheck unit bench clean
+.PHONY: demo preview rehearse test typecheck unit bench watch-picture clean
 
 $(STAMP): pyproject.toml trainer/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ unit: $(STAMP)
 ## bench: trainer vs. the workshop-style loop (images/s and time to 97 % on MNIST)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run --output benchmarks/results/latest.json
+
+## watch-picture: the training dashboard's panels from a real local run's scraped metrics (docs/watch-training.png)
+watch-picture: $(STAMP)
+	$(BIN)/python -m stack.watch_picture --output docs/watch-training.png
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

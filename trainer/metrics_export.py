@@ -6,8 +6,10 @@ base units in the name (`_seconds`), `_total` on counters; dashboards/ queries o
 """
 
 import time
+import urllib.request
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Info, start_http_server
+from prometheus_client.parser import text_string_to_metric_families
 
 PREFIX = "eksddp_trainer"
 
@@ -89,3 +91,15 @@ class MetricsExport:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def scrape(url: str, timeout: float = 2.0) -> dict[str, float]:
+    """One scrape as Prometheus would make it, parsed: sample name (labels folded in, sorted) -> value."""
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        text = response.read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+            samples[sample.name + (f"{{{labels}}}" if labels else "")] = sample.value
+    return samples

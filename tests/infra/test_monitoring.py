@@ -201,3 +201,16 @@ def test_bad_monitoring_input_is_one_line_naming_the_key(key: str, value: str, m
     with pytest.raises(ConfigError) as error:
         parse({**values, key: value}, region)
     assert str(error.value) == message
+
+
+def test_the_watch_picture_evaluates_the_dashboards_expressions_on_a_scrape() -> None:
+    from stack.watch_picture import PANELS, value
+
+    samples = {"eksddp_trainer_step": 30.0, "eksddp_trainer_steps": 120.0, "eksddp_trainer_loss": 0.5}
+    assert (
+        value('eksddp_trainer_step{eks_ddp_job=~"$job"} / eksddp_trainer_steps{eks_ddp_job=~"$job"}', samples) == 0.25
+    )
+    assert value('eksddp_trainer_loss{eks_ddp_job=~"$job"}', samples) == 0.5
+    assert value("eksddp_trainer_eta_seconds", samples) is None
+    expressions = [panel["targets"][0]["expr"] for panel in dashboards()["training.json"]["panels"][:PANELS]]
+    assert all(value(e, {name: 1.0 for name in metric_names(e)}) is not None for e in expressions)

@@ -14,34 +14,27 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import ROOT, free_port, run_trainer, trainer_command, trainer_env
-from trainer.metrics_export import PREFIX, MetricsExport
+from trainer.metrics_export import PREFIX, MetricsExport, scrape
 
 ARGS = ["train", "--dataset", "digits", "--epochs", "30", "--batch-size", "16", "--log-every", "2",
         "--checkpoint-every", "40", "--metrics-address", "127.0.0.1"]
 
 
 def _scrape(port: int) -> tuple[dict[str, float], float] | None:
-    """The samples of one scrape by name (with labels folded in), and how long it took; None if nobody listens."""
+    """One scrape and how long it took; None if nobody listens yet."""
     started = time.perf_counter()
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
-            text = response.read().decode()
+        samples = scrape(f"http://127.0.0.1:{port}/metrics")
     except OSError:
         return None
-    latency = time.perf_counter() - started
-    samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
-            samples[sample.name + (f"{{{labels}}}" if labels else "")] = sample.value
-    return samples, latency
+    return samples, time.perf_counter() - started
 
 
 def test_a_training_run_exposes_metrics_that_move(tmp_path: Path) -> None:
     port = free_port()
     command = trainer_command([*ARGS, "--output-dir", str(tmp_path / "run"), "--metrics-port", str(port)], nproc=2)
-    process = subprocess.Popen(command, env=trainer_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
+    log = (tmp_path / "stderr.log").open("w+")  # a pipe nobody reads while polling would fill and stop the run
+    process = subprocess.Popen(command, env=trainer_env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log, text=True)
     scrapes, latencies = [], []
     deadline = time.monotonic() + 240
     while process.poll() is None and time.monotonic() < deadline:
@@ -50,7 +43,10 @@ def test_a_training_run_exposes_metrics_that_move(tmp_path: Path) -> None:
             scrapes.append(result[0])
             latencies.append(result[1])
         time.sleep(0.05)
-    _, stderr = process.communicate(timeout=60)
+    process.wait(timeout=60)
+    log.seek(0)
+    stderr = log.read()
+    log.close()
     assert process.returncode == 0, stderr[-3000:]
     assert f"metrics: http://127.0.0.1:{port}/metrics" in stderr
     assert len(scrapes) >= 5, f"only {len(scrapes)} scrapes during the run"
