@@ -103,6 +103,8 @@ class EfaNodeGroupArgs(NodeGroupShape):
     """Kubernetes version of the nodes (default: the cluster's)."""
     tags: NotRequired[Mapping[str, str]]
     """Tags for every taggable resource."""
+    auto_repair: NotRequired[bool]
+    """EKS node auto-repair: replace nodes the node monitoring agent reports unhealthy (default true)."""
 
 
 def efa_interfaces(network_cards: int, security_group_ids: Sequence[pulumi.Input[str]]) -> list[dict[str, Any]]:
@@ -317,6 +319,7 @@ class EfaNodeGroup(TrainingNodes):
             labels=self.labels,
             taints=[{"key": taint["key"], "value": taint.get("value"), "effect": TaintEffect(taint["effect"]).value} for taint in self.taints],
             update_config={"max_unavailable": 1},
+            node_repair_config={"enabled": args.get("auto_repair", True)},
             tags=tags,
             # The cluster autoscaler owns the desired size once the group exists.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),

@@ -46,6 +46,9 @@ class KarpenterArgs(TypedDict):
     """The cluster's OIDC issuer."""
     system_node_count: int
     """System nodes: the controller runs one replica per node (its chart requires them on distinct hosts)."""
+    node_repair: NotRequired[bool]
+    """Replace nodes whose node monitoring agent reports them unhealthy (Karpenter's `nodeRepair` gate, alpha in
+    1.14.1; default false)."""
     tags: NotRequired[dict[str, str]]
     """Tags for every taggable resource."""
     depends_on: NotRequired[Sequence[pulumi.Resource]]
@@ -287,7 +290,7 @@ def queue_policy(queue_arn: str) -> dict[str, Any]:
 
 
 def chart_values(
-    cluster: str, queue_name: pulumi.Input[str], role_arn: pulumi.Input[str], replicas: int
+    cluster: str, queue_name: pulumi.Input[str], role_arn: pulumi.Input[str], replicas: int, node_repair: bool = False
 ) -> dict[str, Any]:
     """The chart's values: its settings, the IRSA annotation, and the controller on the system nodes.
 
@@ -295,7 +298,8 @@ def chart_values(
     waits for all of them (atomic): more replicas than system nodes would fail the install.
     """
     return {
-        "settings": {"clusterName": cluster, "interruptionQueue": queue_name},
+        "settings": {"clusterName": cluster, "interruptionQueue": queue_name,
+                     "featureGates": {"nodeRepair": node_repair}},
         "serviceAccount": {"name": SERVICE_ACCOUNT, "annotations": {"eks.amazonaws.com/role-arn": role_arn}},
         "replicas": replicas,
         "nodeSelector": SYSTEM_LABEL,
@@ -380,7 +384,7 @@ class Karpenter(pulumi.ComponentResource):
             )
 
         replicas = min(2, args["system_node_count"])
-        values = chart_values(cluster, queue.name, role.arn, replicas)
+        values = chart_values(cluster, queue.name, role.arn, replicas, args.get("node_repair", False))
         self.release = helm.release(
             f"{name}-chart",
             self,

@@ -86,6 +86,8 @@ def _fake_outputs(type_: str, name: str, inputs: dict[str, Any], region: str) ->
         outputs.update(arn=f"arn:aws:s3:::{name}", bucket=name)  # S3 ARNs carry no region or account
     elif type_ in ("aws:iam/role:Role", "aws:iam/policy:Policy"):  # IAM ARNs name the kind and carry no region
         outputs.update(arn=f"arn:aws:iam::{ACCOUNT}:{type_.rsplit(':', 1)[1].lower()}/{name}")
+    elif type_ == "aws:amp/workspace:Workspace":
+        outputs["prometheusEndpoint"] = f"https://aps-workspaces.{region}.amazonaws.com/workspaces/ws-{name}/"
     elif type_ == "aws:sqs/queue:Queue":
         outputs.update(arn=f"arn:aws:sqs:{region}:{ACCOUNT}:{name}", url=f"https://sqs.{region}.amazonaws.com/{ACCOUNT}/{name}")
     elif type_ == "aws:ecr/repository:Repository":

@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra import instance_facts
+from infra import instance_facts, versions
 from infra.catalogue import InstanceType
 from infra.cloudwatch_observability import CloudWatchObservability
 from infra.cluster import Cluster, ClusterArgs, ClusterOptions
@@ -38,6 +38,7 @@ from infra.prometheus_monitoring import PrometheusMonitoring
 from infra.training_operator import OperatorKind, TrainingOperator
 
 COMPONENT = "TrainingPlatform"
+NODE_AGENT = "eks-node-monitoring-agent"
 TRAINING_LABELS = {"purpose": "distributed-training"}
 
 
@@ -107,6 +108,10 @@ class TrainingPlatformArgs(TypedDict):
     """none (default), prometheus (kube-prometheus-stack, Grafana dashboards, GPU and EFA exporters) or cloudwatch."""
     efa_exporter_image: NotRequired[str]
     """With prometheus: AWS's EFA node exporter image for the EFA counters (none is published; build it)."""
+    managed_prometheus: NotRequired[bool]
+    """With prometheus: also remote-write to a new Amazon Managed Service for Prometheus workspace."""
+    node_health: NotRequired[bool]
+    """The EKS node monitoring agent and node auto-repair of the training nodes (default true)."""
     efa_device_plugin: NotRequired[bool]
     """Install the EFA device plugin (default true when a group has EFA)."""
     nvidia_device_plugin: NotRequired[bool]
@@ -244,7 +249,8 @@ class TrainingPlatform(pulumi.ComponentResource):
         if autoscaler == AutoscalerKind.KARPENTER:
             self.karpenter = Karpenter(f"{name}-karpenter", {
                 "provider": self.provider, "cluster_name": self.cluster_name, "tags": tags, "depends_on": system,
-                "system_node_count": args.get("system_node_count", 2), **oidc,  # type: ignore[typeddict-item]
+                "system_node_count": args.get("system_node_count", 2), "node_repair": args.get("node_health", True),
+                **oidc,  # type: ignore[typeddict-item]
             }, opts=child)
         self.node_groups = {}
         for spec in args.get("node_groups", []):
@@ -259,7 +265,8 @@ class TrainingPlatform(pulumi.ComponentResource):
                 self.node_groups[spec["name"]] = KarpenterNodePool(f"{name}-{spec['name']}", pool_args, opts=child)
                 continue
             group_args: EfaNodeGroupArgs = {**shape, **placed,  # type: ignore[typeddict-item]
-                                            "kubernetes_version": self.cluster.kubernetes_version}
+                                            "kubernetes_version": self.cluster.kubernetes_version,
+                                            "auto_repair": args.get("node_health", True)}
             self.node_groups[spec["name"]] = EfaNodeGroup(
                 f"{name}-{spec['name']}", group_args, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]))
 
@@ -284,12 +291,19 @@ class TrainingPlatform(pulumi.ComponentResource):
             }, opts=child)
         if args.get("metrics_server", True):
             MetricsServer(f"{name}-metrics-server", {"provider": self.provider, "depends_on": system}, opts=child)
+        if args.get("node_health", True):
+            # Reports GPU, EFA, kernel and runtime faults as node conditions, which node auto-repair acts on.
+            aws.eks.Addon(f"{name}-node-monitoring-agent", cluster_name=self.cluster_name, addon_name=NODE_AGENT,
+                          addon_version=versions.ADDON_VERSIONS[NODE_AGENT], resolve_conflicts_on_create="OVERWRITE",
+                          resolve_conflicts_on_update="OVERWRITE", tags=tags,
+                          opts=pulumi.ResourceOptions(parent=self, depends_on=system))
         self.prometheus = None
         monitoring = args.get("monitoring", MonitoringKind.NONE)
         if monitoring == MonitoringKind.PROMETHEUS:
             self.prometheus = PrometheusMonitoring(f"{name}-monitoring", {
                 "provider": self.provider, "node_groups": list(self.node_groups.values()), "depends_on": system,
                 **({"efa_exporter_image": args["efa_exporter_image"]} if "efa_exporter_image" in args else {}),
+                **({"managed_prometheus": {**oidc, "tags": tags}} if args.get("managed_prometheus") else {}),
             }, opts=child).release  # type: ignore[typeddict-item]
         elif monitoring == MonitoringKind.CLOUDWATCH:
             CloudWatchObservability(f"{name}-cloudwatch", {

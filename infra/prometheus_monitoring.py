@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
+import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from infra import helm, versions
 from infra.cluster import SYSTEM_LABEL
 from infra.efa_node_group import EFA_LABEL, GPU_LABEL, TrainingNodes
+from infra.iam import irsa_role
 
 COMPONENT = "PrometheusMonitoring"
 NAMESPACE = "monitoring"
@@ -52,6 +54,22 @@ EFA_COUNTERS = (
 )
 
 
+# Prometheus' service account in kube-prometheus-stack (`<release>-prometheus`; the release is named after the chart).
+PROMETHEUS_SERVICE_ACCOUNT = "kube-prometheus-stack-prometheus"
+REMOTE_WRITE_POLICY = "arn:aws:iam::aws:policy/AmazonPrometheusRemoteWriteAccess"
+
+
+class ManagedPrometheus(TypedDict):
+    """Where Prometheus also writes: an Amazon Managed Service for Prometheus workspace the stack creates."""
+
+    oidc_provider_arn: pulumi.Input[str]
+    """The cluster's IAM OIDC provider (Prometheus writes with an IRSA role)."""
+    oidc_issuer: pulumi.Input[str]
+    """The cluster's OIDC issuer."""
+    tags: NotRequired[dict[str, str]]
+    """Tags for the workspace and the role."""
+
+
 class PrometheusMonitoringArgs(TypedDict):
     provider: k8s.Provider
     """Kubernetes provider of the cluster."""
@@ -59,6 +77,8 @@ class PrometheusMonitoringArgs(TypedDict):
     """The training groups: GPU groups get the DCGM exporter, EFA groups the EFA exporter (with an image)."""
     efa_exporter_image: NotRequired[str]
     """AWS's EFA node exporter, built from awsome-distributed-training (none is published)."""
+    managed_prometheus: NotRequired[ManagedPrometheus]
+    """Also remote-write every sample to a new Amazon Managed Service for Prometheus workspace."""
     depends_on: NotRequired[Sequence[pulumi.Resource]]
     """Resources to wait for before installing (the system node group, whose nodes run it)."""
 
@@ -115,15 +135,32 @@ def dashboards() -> dict[str, dict[str, Any]]:
     return {path.name: json.loads(path.read_text()) for path in sorted(DASHBOARDS.glob("*.json"))}
 
 
+def remote_write(
+    values: dict[str, Any], endpoint: pulumi.Input[str], region: pulumi.Input[str], role_arn: pulumi.Input[str]
+) -> dict[str, Any]:
+    """`values` with Prometheus writing to the workspace, signed with SigV4 by its IRSA role."""
+    url = pulumi.Output.concat(endpoint, "api/v1/remote_write")  # the workspace endpoint ends in "/"
+    prometheus = values["prometheus"]
+    spec = {**prometheus["prometheusSpec"], "remoteWrite": [{"url": url, "sigv4": {"region": region}}]}
+    account = {"annotations": {"eks.amazonaws.com/role-arn": role_arn}}
+    return {**values, "prometheus": {**prometheus, "prometheusSpec": spec, "serviceAccount": account}}
+
+
 class PrometheusMonitoring(pulumi.ComponentResource):
     release: k8s.helm.v3.Release
     """kube-prometheus-stack: PodMonitors and ServiceMonitors must depend on it (it installs their CRDs)."""
+    workspace_endpoint: pulumi.Output[str] | None
+    """The managed Prometheus workspace's endpoint (None without one): Grafana or `awscurl` query it."""
 
     def __init__(self, name: str, args: PrometheusMonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         provider, after = args["provider"], list(args.get("depends_on", []))
+        values, self.workspace_endpoint = stack_values(), None
+        managed = args.get("managed_prometheus")
+        if managed is not None:
+            values, self.workspace_endpoint = self._workspace(name, managed, values)
         self.release = helm.release(
-            f"{name}-stack", self, provider, versions.KUBE_PROMETHEUS_STACK_CHART, NAMESPACE, stack_values(), after
+            f"{name}-stack", self, provider, versions.KUBE_PROMETHEUS_STACK_CHART, NAMESPACE, values, after
         )
         gpu = [g for g in args["node_groups"] if g.instance.is_gpu]
         if gpu:
@@ -158,4 +195,24 @@ class PrometheusMonitoring(pulumi.ComponentResource):
                 data={file_name: json.dumps(dashboard, indent=1)},
                 opts=opts_in_namespace,
             )
-        self.register_outputs({})
+        self.register_outputs({"workspace_endpoint": self.workspace_endpoint})
+
+    def _workspace(
+        self, name: str, managed: ManagedPrometheus, values: dict[str, Any]
+    ) -> tuple[dict[str, Any], pulumi.Output[str]]:
+        child, tags = pulumi.ResourceOptions(parent=self), dict(managed.get("tags", {}))
+        workspace = aws.amp.Workspace(f"{name}-workspace", alias=name, tags=tags, opts=child)
+        role = irsa_role(
+            f"{name}-writer",
+            self,
+            managed["oidc_provider_arn"],
+            managed["oidc_issuer"],
+            NAMESPACE,
+            PROMETHEUS_SERVICE_ACCOUNT,
+            tags,
+        )
+        aws.iam.RolePolicyAttachment(
+            f"{name}-writer-policy", role=role.name, policy_arn=REMOTE_WRITE_POLICY, opts=child
+        )
+        region = aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self)).region
+        return remote_write(values, workspace.prometheus_endpoint, region, role.arn), workspace.prometheus_endpoint

@@ -25,6 +25,8 @@ ADDON_VERSIONS: dict[str, str | None] = {
     "coredns": None,
     "kube-proxy": None,
     "eks-pod-identity-agent": None,
+    # eks-ddp:nodeHealth: node conditions for GPU, EFA, kernel and runtime faults, which node auto-repair acts on.
+    "eks-node-monitoring-agent": None,
     # eks-ddp:monitoring cloudwatch: Container Insights with its GPU and EFA metrics.
     "amazon-cloudwatch-observability": None,
 }

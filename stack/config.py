@@ -9,7 +9,7 @@ validation, before any resource is registered; errors name the stack key
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from infra import instance_facts, platform
@@ -78,6 +78,8 @@ TOP_LEVEL = {
     "autoscaler": ("autoscaler", str),
     "monitoring": ("monitoring", str),
     "efaExporterImage": ("efa_exporter_image", str),
+    "nodeHealth": ("node_health", bool),
+    "managedPrometheus": ("managed_prometheus", bool),
     "image": ("image", str),
     "fabricCheck": ("fabric_check", bool),
     "fabricCheckImage": ("fabric_check_image", str),
@@ -394,6 +396,12 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     platform_args["monitoring"] = _monitoring(top.get("monitoring") or watched)
     if top.get("efa_exporter_image"):
         platform_args["efa_exporter_image"] = top["efa_exporter_image"]
+    platform_args["node_health"] = top.get("node_health", True)
+    if top.get("managed_prometheus"):
+        if platform_args["monitoring"] != MonitoringKind.PROMETHEUS:
+            raise ConfigError(_key("managedPrometheus"), True, f"it writes Prometheus' samples: needs "
+                              f"eks-ddp:monitoring prometheus, not {platform_args['monitoring'].value}")
+        platform_args["managed_prometheus"] = True
     kind, fsx = _storage(top.get("storage"))
     platform_args["storage"] = kind
     if kind == StorageKind.FSX:
@@ -411,6 +419,8 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     namespace = platform_args.get("training_namespace", "training")
     groups = platform_args.get("node_groups", [])
     job = _job(top.get("job"), groups, namespace, image or "(built by the stack)", claim, describe)
+    if job is not None and not platform_args["node_health"]:
+        job = replace(job, job=replace(job.job, preflight=False))
     if job is not None and job.job.elastic and operator != OperatorKind.V1:
         raise ConfigError(f"{_key('job')}.elasticMinReplicas", job.job.elastic_min_replicas,
                           f"elastic jobs need trainingOperator v1 (PyTorchJob elasticPolicy), not {operator.value}")

@@ -47,7 +47,7 @@ from stack.local_pods import (
     wait_for_pods,
 )
 from stack.project_config import StackFileError
-from workloads import batch_jobs, indexed_job, pytorchjob, trainjob
+from workloads import batch_jobs, indexed_job, preflight, pytorchjob, trainjob
 from workloads.target import NodeTarget
 from workloads.training_pod import COMPLETION_INDEX, SHARED_MOUNT, TrainingJob
 
@@ -202,10 +202,12 @@ def run(stack: str, workdir: Path, project_dir: Path = stack_file.ROOT, override
         f"{SHARED_MOUNT} -> {shared}, rendezvous on 127.0.0.1, OMP_NUM_THREADS={processes[0].env['OMP_NUM_THREADS']}, "
         f"sockets on lo{', --device cuda -> ' + LOCAL_DEVICE if '--device' in processes[0].command else ''})"
     )
-    steps = [init_steps(pod, shared, skipped={"prepare-data"}) for pod in job.pods]
+    steps = [init_steps(pod, shared, skipped={"prepare-data", preflight.CONTAINER}) for pod in job.pods]
+    checked = any(c["name"] == preflight.CONTAINER for c in job.pods[0].get("initContainers", []))
     print(
         f"Init containers, side by side in {len(job.pods)} pods: {_describe(steps[0])}; prepare-data skipped "
-        f"(offline dataset); containers run as {user.describe()} on {shared} (owner uid {shared.stat().st_uid})"
+        f"(offline dataset){'; gpu-preflight skipped (no GPUs or EFA here)' if checked else ''}; "
+        f"containers run as {user.describe()} on {shared} (owner uid {shared.stat().st_uid})"
     )
     if run_init_steps(steps, base, user):
         print(f"error: an init container of {job.kind} {job.name} failed", file=sys.stderr)

@@ -15,6 +15,7 @@ from typing import Any
 
 from infra.shared_claim import SHARED_UID
 from workloads.fabric_env import collective_env
+from workloads.preflight import gpu_preflight
 from workloads.target import NodeTarget, resources
 
 SHARED_MOUNT = "/shared"
@@ -65,6 +66,8 @@ class TrainingJob:
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     node_losses: int = 1
     """Node losses (spot interruptions, failed nodes) the job survives before the operator fails it."""
+    preflight: bool = True
+    """GPU pods check their GPUs (DCGM level 1) and EFA devices before training (workloads.preflight)."""
     artifact_bucket: Any = None
     """S3 bucket (a name, or a Pulumi output of one) the run uploads its results and checkpoints to and resumes
     from: `runs/<job>/<run id>` and `checkpoints/<job>/<run id>`, as on the claim."""
@@ -226,7 +229,8 @@ def pod_template(job: TrainingJob, target: NodeTarget, container: str) -> dict[s
     }
     if job.service_account:
         spec["serviceAccountName"] = job.service_account
-    spec["initContainers"] = [volume_permissions(job, run_id(job, target))]
+    check = gpu_preflight(target) if job.preflight else None
+    spec["initContainers"] = [*([check] if check else []), volume_permissions(job, run_id(job, target))]
     if job.dataset in DOWNLOADABLE_DATASETS:
         # Pods may start before the DataPrepJob finishes (or have only scratch space): fetch or verify the data.
         spec["initContainers"].append({

@@ -90,7 +90,7 @@ def test_the_check_catches_a_metric_nobody_exports() -> None:
     assert not metric_names("DCGM_FI_DEV_GPU_UTILIZATION") <= exported_metrics()  # a misspelt field
 
 
-def _registrations(stack: str, **config: str) -> list[Registration]:
+def _registrations(stack: str, **config: object) -> list[Registration]:
     values, region = stack_file.load(stack)
     return run_under_mocks(parse({**values, **config}, region), stack=stack)
 
@@ -214,3 +214,21 @@ def test_the_watch_picture_evaluates_the_dashboards_expressions_on_a_scrape() ->
     assert value("eksddp_trainer_eta_seconds", samples) is None
     expressions = [panel["targets"][0]["expr"] for panel in dashboards()["training.json"]["panels"][:PANELS]]
     assert all(value(e, {name: 1.0 for name in metric_names(e)}) is not None for e in expressions)
+
+
+def test_managed_prometheus_gets_every_sample_through_an_irsa_role() -> None:
+    registrations = _registrations("dev", managedPrometheus=True)
+    (workspace,) = [r for r in registrations if r.type == "aws:amp/workspace:Workspace"]
+    role = next(r for r in registrations if r.type == "aws:iam/role:Role" and r.name == "eks-ddp-monitoring-writer")
+    trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Condition"]["StringEquals"]
+    assert "system:serviceaccount:monitoring:kube-prometheus-stack-prometheus" in trust.values()
+    prometheus = _by_chart(registrations)["kube-prometheus-stack"].inputs["values"]["prometheus"]
+    (target,) = prometheus["prometheusSpec"]["remoteWrite"]
+    assert target["url"].endswith("api/v1/remote_write") and target["sigv4"] == {"region": "us-east-1"}
+    assert prometheus["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"] == role.inputs["arn"]
+    assert workspace.inputs["alias"] == "eks-ddp-monitoring"
+    values, region = stack_file.load("dev")
+    with pytest.raises(ConfigError) as error:
+        parse({**values, "managedPrometheus": True, "monitoring": "cloudwatch"}, region)
+    assert str(error.value) == ("eks-ddp:managedPrometheus: True is not allowed; it writes Prometheus' samples: "
+                                "needs eks-ddp:monitoring prometheus, not cloudwatch")
