@@ -23,6 +23,7 @@ from workloads.training_pod import (
     DATASETS,
     DOWNLOADABLE_DATASETS,
     TrainingJob,
+    UserCode,
     validate_name,
 )
 
@@ -146,7 +147,12 @@ JOB = {
     "prepareData": ("prepare_data", bool),
     "evaluate": ("evaluate", bool),
     "survivesNodeLosses": ("node_losses", int),
+    "script": ("script", str),
+    "args": ("args", list),
+    "env": ("env", dict),
 }
+# The job's image when the stack builds the bundled trainer's (the program puts the built image in its place).
+BUILT_IMAGE = "(built by the stack)"
 # Keys that existed once, and why they went.
 RETIRED = {
     "hugepagesMiB": "removed: no node group allocates hugepages or announces them to the autoscaler, "
@@ -352,6 +358,13 @@ def _job(
         raise ConfigError(
             f"{key}.prepareData", prepare, f"only {', '.join(DOWNLOADABLE_DATASETS)} are downloaded; {dataset} is not"
         )
+    code = _user_code(fields, key, image)
+    if code is not None:
+        for step in ("prepare_data", "evaluate"):
+            if fields.get(step):
+                raise ConfigError(f"{key}.{_camel(JOB, step)}", True, "it runs the bundled trainer: a job with its "
+                                  "own script prepares and evaluates in that script; leave it unset")
+        prepare = False
     job = TrainingJob(
         name=name,
         namespace=namespace,
@@ -364,8 +377,29 @@ def _job(
         node_losses=losses,
         claim_name=claim,
         service_account="trainer",
+        code=code,
     )
-    return JobConfig(node_group=target, job=job, prepare_data=prepare, evaluate=fields.get("evaluate", True))
+    evaluate = fields.get("evaluate", code is None)
+    return JobConfig(node_group=target, job=job, prepare_data=prepare, evaluate=evaluate)
+
+
+def _user_code(fields: Mapping[str, Any], key: str, image: str) -> UserCode | None:
+    """`job.script` (with `job.args` and `job.env`): the user's own code, which needs the user's own image."""
+    if "script" not in fields:
+        for other in ("args", "env"):
+            if other in fields:
+                raise ConfigError(f"{key}.{other}", fields[other], "it goes with job.script: set job.script too")
+        return None
+    if image == BUILT_IMAGE:
+        raise ConfigError(f"{key}.script", fields["script"], "it runs in your own image: set eks-ddp:image to an "
+                          "image that contains it (the image the stack builds holds only the bundled trainer)")
+    args = _strings(fields.get("args", []), f"{key}.args")
+    env = fields.get("env", {})
+    _strings(list(env.values()), f"{key}.env")
+    code = UserCode(fields["script"], tuple(args), tuple(sorted(env.items())))
+    for field_name, problem in code.problems().items():
+        raise ConfigError(f"{key}.{field_name}", fields[field_name], problem)
+    return code
 
 
 def parse(values: Mapping[str, Any], region: str | None, describe: Describe = instance_facts.offline) -> StackConfig:
@@ -418,7 +452,7 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     image = top.get("image") or None
     namespace = platform_args.get("training_namespace", "training")
     groups = platform_args.get("node_groups", [])
-    job = _job(top.get("job"), groups, namespace, image or "(built by the stack)", claim, describe)
+    job = _job(top.get("job"), groups, namespace, image or BUILT_IMAGE, claim, describe)
     if job is not None and not platform_args["node_health"]:
         job = replace(job, job=replace(job.job, preflight=False))
     if job is not None and job.job.elastic and operator != OperatorKind.V1:

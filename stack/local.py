@@ -85,8 +85,9 @@ def engine_job(operator: OperatorKind, job: TrainingJob, target: NodeTarget) -> 
 
 def render_for(
     stack: str, project_dir: Path = stack_file.ROOT, override: dict[str, str] | None = None
-) -> tuple[EngineJob, dict[str, Any]]:
-    """The stack's training pods and EvaluationJob, exactly as the stack renders them."""
+) -> tuple[EngineJob, dict[str, Any] | None]:
+    """The stack's training pods and EvaluationJob (None when the stack evaluates nothing: its own code does),
+    exactly as the stack renders them."""
     values, region = stack_file.load(stack, project_dir, override)
     config = parse(values, region)
     if config.job is None:
@@ -106,7 +107,8 @@ def render_for(
     # Without shared storage the pods' /shared is scratch space and results go to S3; here one local
     # directory plays both (no S3 in the demo), so the job is rendered as if it had a claim.
     job = config.job.job if config.job.job.claim_name else dataclasses.replace(config.job.job, claim_name="scratch")
-    return engine_job(config.operator, job, target), batch_jobs.render_evaluation(job, target)
+    evaluation = batch_jobs.render_evaluation(job, target) if config.job.evaluate else None
+    return engine_job(config.operator, job, target), evaluation
 
 
 def _localize(command: list[str], shared: Path) -> list[str]:
@@ -173,7 +175,8 @@ def replicas(job: EngineJob, shared: Path, port: int) -> list[Replica]:
     result = []
     for index, pod in enumerate(job.pods):
         container = pod["containers"][0]
-        env = local_env(container.get("env", []), index, port, processes, pods)
+        env = {name: localize(value, shared) for name, value in
+               local_env(container.get("env", []), index, port, processes, pods).items()}
         env.update(OMP_NUM_THREADS=str(threads), GLOO_SOCKET_IFNAME="lo", PYTHONUNBUFFERED="1")
         result.append(Replica(index, _localize(container["command"], shared), env))
     return result
@@ -230,6 +233,8 @@ def run(stack: str, workdir: Path, project_dir: Path = stack_file.ROOT, override
                 sys.stderr.write(f"--- pod {replica.index} exited {code}:\n{process.stderr.read()[-3000:]}")
         print(f"error: {job.kind} {job.name} failed (exit codes {codes})", file=sys.stderr)
         return 1
+    if evaluation is None:
+        return 0
     pod = evaluation["spec"]["template"]["spec"]
     command = _localize(pod["containers"][0]["command"], shared)
     print(

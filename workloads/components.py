@@ -78,9 +78,18 @@ def validate_job(component: str, job: TrainingJob, group: TrainingNodes) -> None
         raise InvalidArgument(component, "job.dataset", job.dataset, f"use one of {', '.join(training_pod.DATASETS)}")
     if job.epochs < 1 or job.batch_size < 1:
         raise InvalidArgument(component, "job.epochs/batch_size", (job.epochs, job.batch_size), "both must be >= 1")
+    for field_name, problem in (job.code.problems() if job.code else {}).items():
+        raise InvalidArgument(component, f"job.code.{field_name}", getattr(job.code, field_name), problem)
     problem = too_small(group.instance)
     if problem:
         raise InvalidArgument(component, "node_group", group.instance_type, problem)
+
+
+def _bundled_only(kind: str, job: TrainingJob) -> None:
+    """Data preparation and evaluation run the bundled trainer's commands, which a user's own image lacks."""
+    if job.code is not None:
+        raise InvalidArgument(kind, "job.code", job.code.script, "it runs the bundled trainer's command: a job with "
+                              "its own code prepares and evaluates in its own script")
 
 
 def _validated(kind: str, args: TrainingJobArgs) -> NodeTarget:
@@ -190,6 +199,7 @@ class DataPrepJob(_BatchJob):
 
     def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate_job("DataPrepJob", args["job"], args["node_group"])
+        _bundled_only("DataPrepJob", args["job"])
         if args["job"].dataset not in training_pod.DOWNLOADABLE_DATASETS:
             raise InvalidArgument("DataPrepJob", "job.dataset", args["job"].dataset, f"only {', '.join(training_pod.DOWNLOADABLE_DATASETS)} are downloaded")
         self.manifests = [batch_jobs.render_data_preparation(args["job"], target_of(args["node_group"]))]
@@ -202,6 +212,7 @@ class EvaluationJob(_BatchJob):
 
     def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate_job("EvaluationJob", args["job"], args["node_group"])
+        _bundled_only("EvaluationJob", args["job"])
         self.manifests = [batch_jobs.render_evaluation(args["job"], target_of(args["node_group"]))]
         super().__init__("eksddp:index:EvaluationJob", name, {}, opts)
         self._apply_all(name, args["provider"], args.get("depends_on", []))

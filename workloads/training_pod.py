@@ -44,6 +44,53 @@ DATASETS = ("digits", "mnist", "cifar10", "synthetic")
 DOWNLOADABLE_DATASETS = ("mnist", "cifar10")
 
 
+# What the pods tell the user's own code (UserCode): where its data, results and checkpoints live on the claim.
+USER_CODE_ENV = ("EKS_DDP_DATA_DIR", "EKS_DDP_OUTPUT_DIR", "EKS_DDP_CHECKPOINT_DIR", "EKS_DDP_RUN_NAME",
+                 "EKS_DDP_METRICS_PORT")
+# Names the engines, torchrun or the pod template set: user code may not override them.
+RESERVED_ENV = re.compile(
+    r"(PET_|MASTER_|TORCHELASTIC_|TORCH_ELASTIC_|EKS_DDP_|FI_|NCCL_|WORLD_SIZE$|RANK$|LOCAL_RANK$)"
+)
+
+
+@dataclass(frozen=True)
+class UserCode:
+    """The user's own training code in the job's image, run by torchrun instead of the bundled trainer.
+
+    Everything the node group implies (GPU and EFA requests, processes per pod, /dev/shm, the claim, tolerations,
+    the NCCL/EFA environment, the restart budget, the grace period) is derived as for the bundled trainer.
+    """
+
+    script: str
+    """A Python file in the image (relative to its working directory, or absolute), or `-m package.module`."""
+    args: tuple[str, ...] = ()
+    """Its arguments."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Extra environment variables (name, value); the engines' and torchrun's own names are refused."""
+
+    def launch(self) -> list[str]:
+        """What torchrun runs: the script, or `-m` and the module."""
+        module = self.script.removeprefix("-m").strip()
+        return ["-m", module] if self.script.startswith("-m") else [self.script]
+
+    def problems(self) -> dict[str, str]:
+        """Why the code cannot run as given, by field (`script`, `env`); empty when it can."""
+        found = {}
+        if not self.script.strip() or self.script.strip() == "-m":
+            found["script"] = "name a Python file in the image, or -m and a module"
+        env = self._env_problem()
+        if env:
+            found["env"] = env
+        return found
+
+    def _env_problem(self) -> str | None:
+        reserved = sorted(name for name, _ in self.env if RESERVED_ENV.match(name))
+        if reserved:
+            return f"{', '.join(reserved)} are set by the engines, torchrun or the pod: use other names"
+        invalid = sorted(name for name, _ in self.env if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name))
+        return f"{', '.join(invalid)} are not environment variable names" if invalid else None
+
+
 @dataclass(frozen=True)
 class TrainingJob:
     """What to train and how many pods; paths live under the shared claim."""
@@ -66,6 +113,8 @@ class TrainingJob:
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     node_losses: int = 1
     """Node losses (spot interruptions, failed nodes) the job survives before the operator fails it."""
+    code: UserCode | None = None
+    """The user's own training code instead of the bundled trainer (None: the bundled trainer)."""
     preflight: bool = True
     """GPU pods check their GPUs (DCGM level 1) and EFA devices before training (workloads.preflight)."""
     artifact_bucket: Any = None
@@ -108,7 +157,9 @@ def global_batch(job: TrainingJob, target: NodeTarget) -> int:
 
 def run_arguments(job: TrainingJob, target: NodeTarget) -> list[str]:
     """The trainer's flags that define the run (it records them in its checkpoints and refuses a resume
-    that changes them)."""
+    that changes them); for the user's own code, what it runs and with which arguments."""
+    if job.code is not None:
+        return [*job.code.launch(), *job.code.args]
     return [
         "--dataset", job.dataset, "--epochs", str(job.epochs),
         "--batch-size", str(job.batch_size), "--global-batch-size", str(global_batch(job, target)), *job.extra_args,
@@ -129,6 +180,8 @@ def run_name(job: TrainingJob, target: NodeTarget) -> str:
 def trainer_command(job: TrainingJob, target: NodeTarget) -> list[str]:
     """torchrun reads PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE, PET_MASTER_* from its pod's environment
     (each operator's, or the Indexed Job's own): no --nnodes or --master-addr here."""
+    if job.code is not None:
+        return ["torchrun", *run_arguments(job, target)]
     paths = job.paths(run_id(job, target))
     return [
         "torchrun", "-m", "trainer", "train", *run_arguments(job, target),
@@ -139,6 +192,16 @@ def trainer_command(job: TrainingJob, target: NodeTarget) -> list[str]:
         *(["--device", "cuda"] if target.instance.gpus else []),
         *artifact_arguments(job, run_id(job, target)),
     ]
+
+
+def user_code_env(job: TrainingJob, target: NodeTarget) -> list[dict[str, str]]:
+    """The run's directories for the user's own code (USER_CODE_ENV), then its own variables."""
+    if job.code is None:
+        return []
+    paths = job.paths(run_id(job, target))
+    values = (paths["data"], paths["output"], paths["checkpoints"], run_name(job, target), str(METRICS_PORT))
+    return [*({"name": name, "value": value} for name, value in zip(USER_CODE_ENV, values)),
+            *({"name": name, "value": value} for name, value in job.code.env)]
 
 
 def artifact_arguments(job: TrainingJob, run: str) -> list[Any]:
@@ -204,6 +267,7 @@ def pod_template(job: TrainingJob, target: NodeTarget, container: str) -> dict[s
         },
         {"name": "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "value": str(WORKER_SHUTDOWN_SECONDS)},
         *collective_env(target, f"{job.paths(run_id(job, target))['output']}/flight-recorder-rank-"),
+        *user_code_env(job, target),
     ]
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, shared_volume(job)]
     mounts: list[dict[str, Any]] = [
@@ -231,7 +295,7 @@ def pod_template(job: TrainingJob, target: NodeTarget, container: str) -> dict[s
         spec["serviceAccountName"] = job.service_account
     check = gpu_preflight(target) if job.preflight else None
     spec["initContainers"] = [*([check] if check else []), volume_permissions(job, run_id(job, target))]
-    if job.dataset in DOWNLOADABLE_DATASETS:
+    if job.code is None and job.dataset in DOWNLOADABLE_DATASETS:  # the user's image has no `trainer` to run
         # Pods may start before the DataPrepJob finishes (or have only scratch space): fetch or verify the data.
         spec["initContainers"].append({
             "name": "prepare-data", "image": job.image, "command": prepare_data_command(job), "volumeMounts": mounts,

@@ -137,6 +137,7 @@ def test_init_containers_run_locally_with_the_claim_mapped(tmp_path: Path) -> No
     from stack.local_pods import init_steps
 
     job, evaluation = render_for("dev")
+    assert evaluation is not None
     pod = job.pods[1]
     (step,) = init_steps(pod, tmp_path, skipped={"prepare-data"})
     assert step.name == "volume-permissions" and step.as_root and step.command[:2] == ["sh", "-c"]
