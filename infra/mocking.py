@@ -5,7 +5,11 @@ records what each resource was created with (type, name, parent, inputs,
 dependencies) so tests can check the properties that matter.
 """
 
+import asyncio
+import runpy
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -106,7 +110,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
         prefix = ID_PREFIXES.get(args.typ)
-        return f"{prefix}-{args.name}" if prefix else f"{args.name}-id", _fake_outputs(args.typ, args.name, args.inputs, self.region)
+        physical_id = f"{prefix}-{args.name}" if prefix else f"{args.name}-id"
+        return physical_id, _fake_outputs(args.typ, args.name, args.inputs, self.region)
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
@@ -147,3 +152,22 @@ class RecordingMonitor(MockMonitor):
                 by_property, timeouts, response.id, list(request.replaceOnChanges), request.deleteBeforeReplace,
             ))
         return response
+
+
+def run_offline(
+    program: Callable[[], Any] | str | Path, region: str = "us-east-1", project: str = "eks-ddp", stack: str = "offline"
+) -> list[Registration]:
+    """Run a Pulumi program under these mocks and return what it registered: no CLI, no account.
+
+    `program` is a callable, or the path of a Python file run as the Pulumi CLI would run it (`__main__`).
+    Each call gets its own event loop, options and config, so calls do not leak into each other.
+    """
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    pulumi.runtime.settings.reset_options()
+    pulumi.runtime.set_all_config({"aws:region": region})
+    mocks = RecordingMocks(region)
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=True, monitor=monitor)
+    run = program if callable(program) else (lambda: runpy.run_path(str(program), run_name="__main__"))
+    pulumi.runtime.test(run)()
+    return sorted(monitor.registrations, key=lambda registration: (registration.type, registration.name))

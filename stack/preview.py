@@ -80,6 +80,8 @@ def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stack.preview", description=__doc__.split("\n", 1)[0] if __doc__ else None)
     parser.add_argument("--stack", default="dev", help="reads Pulumi.<stack>.yaml (default dev)")
+    parser.add_argument("--project-dir", type=Path, default=stack_file.ROOT,
+                        help="directory with Pulumi.yaml and the stack files (default: this repository)")
     parser.add_argument("--manifests", type=Path, help="directory for the Kubernetes YAML (default runs/preview/<stack>)")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
@@ -87,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
-        values, region = stack_file.load(args.stack, override=stack_file.overrides(args.config))
+        values, region = stack_file.load(args.stack, args.project_dir, stack_file.overrides(args.config))
         config = parse(values, region)
         registrations = run_under_mocks(config, stack=args.stack)
     except (FileNotFoundError, ConfigError, InvalidArgument, StackFileError) as error:

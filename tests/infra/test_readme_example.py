@@ -1,17 +1,20 @@
-"""The README's Pulumi program runs (under mocks) and builds what it says."""
+"""The README's Pulumi program runs as-is (a file, as the CLI runs it) under the public offline runner."""
 
 import re
 from pathlib import Path
 
-from tests.pulumi_harness import Recorded
+from infra.mocking import run_offline
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def test_readme_program_runs_under_mocks(pulumi_mocks: Recorded) -> None:
+def test_readme_program_runs_as_a_file_under_run_offline(tmp_path: Path) -> None:
     section = README.read_text().split("## Deploying with `pulumi up`", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert code is not None, "the README's deploy section has no Python example"
-    pulumi_mocks.run(lambda: exec(compile(code.group(1), "README.md", "exec"), {}))
-    assert pulumi_mocks.named("ddp-workers-nodes").inputs["instanceTypes"] == ["c7g.16xlarge"]
-    assert len(pulumi_mocks.of_type("aws:eks/accessEntry:AccessEntry")) == 1
+    program = tmp_path / "__main__.py"
+    program.write_text(code.group(1))
+    registrations = run_offline(program)
+    (workers,) = [r for r in registrations if r.name == "ddp-workers-nodes"]
+    assert workers.inputs["instanceTypes"] == ["c7g.16xlarge"]
+    assert len([r for r in registrations if r.type == "aws:eks/accessEntry:AccessEntry"]) == 1

@@ -104,3 +104,14 @@ def test_the_local_run_trains_the_example_script(tmp_path: Path) -> None:
     assert accuracy >= 0.93, line
     assert list(tmp_path.glob("shared/runs/own-training/*/model.pt"))
     print(f"\n{line}")
+
+
+def test_a_stack_file_outside_the_repository_previews_and_rehearses_with_one_command(tmp_path: Path) -> None:
+    from stack import preview, rehearsal
+
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    (tmp_path / "Pulumi.mine.yaml").write_text((ROOT / "Pulumi.own-code.yaml").read_text())
+    manifests = tmp_path / "manifests"
+    assert preview.main(["--project-dir", str(tmp_path), "--stack", "mine", "--manifests", str(manifests)]) == 0
+    assert any(manifests.glob("pytorchjob-*.yaml"))
+    assert rehearsal.main(["--project-dir", str(tmp_path), "--stack", "mine", "--on", "2026-11-22"]) == 0
