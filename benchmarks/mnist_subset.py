@@ -22,7 +22,9 @@ def write_mnist_subset(directory: Path, seed: int = 0) -> Path:
     images, labels = mnist_data()
     images = images.reshape(-1, 28, 28).astype(np.uint8)
     labels = labels.astype(np.uint8)
-    train_x, test_x, train_y, test_y = train_test_split(images, labels, test_size=TEST_IMAGES, stratify=labels, random_state=seed)
+    train_x, test_x, train_y, test_y = train_test_split(
+        images, labels, test_size=TEST_IMAGES, stratify=labels, random_state=seed
+    )
     directory.mkdir(parents=True, exist_ok=True)
     for remote, array in zip(MNIST.files, (train_x, train_y, test_x, test_y), strict=True):
         write_idx(directory / remote.name, np.asarray(array))

@@ -59,22 +59,41 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=128, help="per rank, for both loops")
     parser.add_argument(
-        "--synthetic-size", type=int, default=4096, help="images per throughput run (a few minutes in all on 2 fp32 cores)"
+        "--synthetic-size",
+        type=int,
+        default=4096,
+        help="images per throughput run (a few minutes in all on 2 fp32 cores)",
     )
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved throughput runs of each loop (best is reported)")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="interleaved throughput runs of each loop (best is reported)"
+    )
     parser.add_argument("--mnist-epochs", type=int, default=8)
     parser.add_argument("--target", type=float, default=0.97)
     args = parser.parse_args(argv)
 
     common = ["--batch-size", str(args.batch_size), "--seed", "0"]
-    throughput_args = [*common, "--dataset", "synthetic", "--model", "workshop-cnn", "--epochs", "1", "--synthetic-size", str(args.synthetic_size)]
+    throughput_args = [
+        *common,
+        "--dataset",
+        "synthetic",
+        "--model",
+        "workshop-cnn",
+        "--epochs",
+        "1",
+        "--synthetic-size",
+        str(args.synthetic_size),
+    ]
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         # Interleaved repeats, best of each: a shared VM's speed drifts between runs.
         ours_runs, theirs_runs = [], []
         for repeat in range(args.repeats):
-            ours_runs.append(_trainer(args.nproc, work / f"trainer-throughput-{repeat}", throughput_args)["images_per_second"])
-            theirs_runs.append(_baseline(args.nproc, work / f"baseline-throughput-{repeat}", throughput_args)["images_per_second"])
+            ours_runs.append(
+                _trainer(args.nproc, work / f"trainer-throughput-{repeat}", throughput_args)["images_per_second"]
+            )
+            theirs_runs.append(
+                _baseline(args.nproc, work / f"baseline-throughput-{repeat}", throughput_args)["images_per_second"]
+            )
         ours_precision = json.loads((work / "trainer-throughput-0" / "summary.json").read_text())["precision"]
         mnist = write_mnist_subset(work / "mnist")
         accuracy_args = [*common, "--dataset", "mnist", "--data-dir", str(mnist), "--epochs", str(args.mnist_epochs)]
@@ -114,11 +133,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2) + "\n")
     t, m = results["throughput"], results["mnist_subset"]
-    print(f"throughput ({args.nproc} ranks, batch {args.batch_size}/rank, workshop CNN): "
-          f"trainer {t['trainer_images_per_second']:.0f} images/s ({t['trainer_precision']}), "
-          f"baseline {t['baseline_images_per_second']:.0f} images/s, speed-up {t['speedup']:.2f}x")
-    print(f"MNIST subset to {100 * args.target:.0f} %: trainer {m['trainer_seconds_to_target']} s, baseline {m['baseline_seconds_to_target']} s; "
-          f"final accuracy trainer {100 * m['trainer_final_accuracy']:.1f} %, baseline {100 * m['baseline_final_accuracy']:.1f} %")
+    print(
+        f"throughput ({args.nproc} ranks, batch {args.batch_size}/rank, workshop CNN): "
+        f"trainer {t['trainer_images_per_second']:.0f} images/s ({t['trainer_precision']}), "
+        f"baseline {t['baseline_images_per_second']:.0f} images/s, speed-up {t['speedup']:.2f}x"
+    )
+    print(
+        f"MNIST subset to {100 * args.target:.0f} %: trainer {m['trainer_seconds_to_target']} s, baseline {m['baseline_seconds_to_target']} s; "
+        f"final accuracy trainer {100 * m['trainer_final_accuracy']:.1f} %, baseline {100 * m['baseline_final_accuracy']:.1f} %"
+    )
     print(f"results: {args.output}")
     return results
 

@@ -40,7 +40,9 @@ def main() -> None:
     if world > 1:
         dist.init_process_group("gloo")
     rank = dist.get_rank() if world > 1 else 0
-    splits = datasets.load(args.dataset, args.data_dir, datasets.SyntheticShape(train_size=args.synthetic_size), args.seed)
+    splits = datasets.load(
+        args.dataset, args.data_dir, datasets.SyntheticShape(train_size=args.synthetic_size), args.seed
+    )
     name = models.resolve(args.model, args.dataset)
     torch.manual_seed(args.seed)
     model = models.build(name, splits.input_shape, len(splits.classes)).to(memory_format=torch.contiguous_format)  # type: ignore[call-overload]
@@ -70,8 +72,18 @@ def main() -> None:
         if rank == 0:
             model.eval()
             with torch.no_grad():
-                correct = sum(int((model(x).argmax(1) == y).sum()) for x, y in DataLoader(TensorDataset(splits.test_x, splits.test_y), batch_size=1024))
-            history.append({"epoch": epoch + 1, "train_loss": running_loss / len(loader), "test_accuracy": correct / len(splits.test_y), "elapsed_seconds": round(time.perf_counter() - started, 3)})
+                correct = sum(
+                    int((model(x).argmax(1) == y).sum())
+                    for x, y in DataLoader(TensorDataset(splits.test_x, splits.test_y), batch_size=1024)
+                )
+            history.append(
+                {
+                    "epoch": epoch + 1,
+                    "train_loss": running_loss / len(loader),
+                    "test_accuracy": correct / len(splits.test_y),
+                    "elapsed_seconds": round(time.perf_counter() - started, 3),
+                }
+            )
         if world > 1:
             dist.barrier()
     if rank == 0:

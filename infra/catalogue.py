@@ -46,8 +46,17 @@ ARM, X86 = Architecture.ARM64, Architecture.X86_64
 EFA, NO_EFA = True, False
 
 
-def _row(name: str, architecture: Architecture, vcpus: int, memory_gib: int, network_cards: int, gpus: int,
-         hourly_usd: float, efa: bool, gpu_model: str = "") -> tuple[str, InstanceType]:
+def _row(
+    name: str,
+    architecture: Architecture,
+    vcpus: int,
+    memory_gib: int,
+    network_cards: int,
+    gpus: int,
+    hourly_usd: float,
+    efa: bool,
+    gpu_model: str = "",
+) -> tuple[str, InstanceType]:
     return name, InstanceType(name, architecture, vcpus, memory_gib, network_cards, gpus, hourly_usd, efa, gpu_model)
 
 

@@ -10,9 +10,9 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
 from infra import instance_facts, versions
-from infra.instance_facts import ami_type
 from infra.errors import InvalidArgument
 from infra.iam import node_role
+from infra.instance_facts import ami_type
 from infra.launch_template import secure_launch_template, template_reference
 
 COMPONENT = "Cluster"
@@ -60,14 +60,26 @@ def _version_tuple(version: str) -> tuple[int, ...]:
 def validate(name: str, args: ClusterOptions) -> None:
     cluster_name = args.get("cluster_name", name)
     if not re.fullmatch(r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}", cluster_name):
-        raise InvalidArgument(COMPONENT, "cluster_name", cluster_name, "use 1-100 letters, digits, '-' or '_', starting with a letter or digit")
+        raise InvalidArgument(
+            COMPONENT,
+            "cluster_name",
+            cluster_name,
+            "use 1-100 letters, digits, '-' or '_', starting with a letter or digit",
+        )
     version = args.get("kubernetes_version", versions.DEFAULT_KUBERNETES_VERSION)
     if version not in versions.SUPPORTED_KUBERNETES_VERSIONS:
         supported = ", ".join(versions.SUPPORTED_KUBERNETES_VERSIONS)
-        raise InvalidArgument(COMPONENT, "kubernetes_version", version, f"use one of {supported} (EKS standard support)")
+        raise InvalidArgument(
+            COMPONENT, "kubernetes_version", version, f"use one of {supported} (EKS standard support)"
+        )
     for arn in args.get("admin_principal_arns", []):
         if not re.fullmatch(r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+", arn):
-            raise InvalidArgument(COMPONENT, "admin_principal_arns", arn, "give IAM role or user ARNs such as arn:aws:iam::123456789012:role/admin")
+            raise InvalidArgument(
+                COMPONENT,
+                "admin_principal_arns",
+                arn,
+                "give IAM role or user ARNs such as arn:aws:iam::123456789012:role/admin",
+            )
     unknown = sorted(set(args.get("log_types", LOG_TYPES)) - set(LOG_TYPES))
     if unknown:
         raise InvalidArgument(COMPONENT, "log_types", unknown, f"use some of {', '.join(LOG_TYPES)}")
@@ -76,10 +88,17 @@ def validate(name: str, args: ClusterOptions) -> None:
     if not 1 <= count <= 10:
         raise InvalidArgument(COMPONENT, "system_node_count", count, "use 1 to 10")
     if args.get("private_endpoint_only") and args.get("public_access_cidrs"):
-        raise InvalidArgument(COMPONENT, "public_access_cidrs", list(args.get("public_access_cidrs", [])), "a private-only endpoint has no public access")
+        raise InvalidArgument(
+            COMPONENT,
+            "public_access_cidrs",
+            list(args.get("public_access_cidrs", [])),
+            "a private-only endpoint has no public access",
+        )
     pinned_cni = versions.ADDON_VERSIONS["vpc-cni"]
     if pinned_cni is not None and _version_tuple(pinned_cni) < versions.MINIMUM_VPC_CNI:
-        raise InvalidArgument(COMPONENT, "versions.ADDON_VERSIONS['vpc-cni']", pinned_cni, "efa-only interfaces need vpc-cni >= 1.18.4")
+        raise InvalidArgument(
+            COMPONENT, "versions.ADDON_VERSIONS['vpc-cni']", pinned_cni, "efa-only interfaces need vpc-cni >= 1.18.4"
+        )
 
 
 def admins_besides_deployer(arns: Sequence[str], parent: pulumi.Resource) -> list[str]:
@@ -96,8 +115,11 @@ def admins_besides_deployer(arns: Sequence[str], parent: pulumi.Resource) -> lis
     caller = aws.get_caller_identity(opts=invoke).arn
     deployer = aws.iam.get_session_context(arn=caller, opts=invoke).issuer_arn
     if deployer in arns:
-        pulumi.log.warn(f"eks-ddp: {deployer} deploys this stack and is already a cluster admin (pulumi-eks makes "
-                        "the creator one); no second access entry is created for it", parent)
+        pulumi.log.warn(
+            f"eks-ddp: {deployer} deploys this stack and is already a cluster admin (pulumi-eks makes "
+            "the creator one); no second access entry is created for it",
+            parent,
+        )
     return [arn for arn in arns if arn != deployer]
 
 
@@ -129,7 +151,13 @@ class Cluster(pulumi.ComponentResource):
         self.cluster_name = args.get("cluster_name", name)
         self.kubernetes_version = args.get("kubernetes_version", versions.DEFAULT_KUBERNETES_VERSION)
 
-        key = aws.kms.Key(f"{name}-secrets", description=f"EKS secrets encryption for {self.cluster_name}", enable_key_rotation=True, tags=tags, opts=child)
+        key = aws.kms.Key(
+            f"{name}-secrets",
+            description=f"EKS secrets encryption for {self.cluster_name}",
+            enable_key_rotation=True,
+            tags=tags,
+            opts=child,
+        )
         private_only = args.get("private_endpoint_only", False)
         self.cluster = eks.Cluster(
             f"{name}-eks",
@@ -158,17 +186,29 @@ class Cluster(pulumi.ComponentResource):
         )
         for index, arn in enumerate(admins_besides_deployer(args.get("admin_principal_arns", []), self)):
             entry = aws.eks.AccessEntry(
-                f"{name}-admin-{index}", cluster_name=self.cluster_name, principal_arn=arn, tags=tags,
+                f"{name}-admin-{index}",
+                cluster_name=self.cluster_name,
+                principal_arn=arn,
+                tags=tags,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
             )
             aws.eks.AccessPolicyAssociation(
-                f"{name}-admin-{index}", cluster_name=self.cluster_name, principal_arn=arn, policy_arn=ADMIN_POLICY,
-                access_scope={"type": "cluster"}, opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
+                f"{name}-admin-{index}",
+                cluster_name=self.cluster_name,
+                principal_arn=arn,
+                policy_arn=ADMIN_POLICY,
+                access_scope={"type": "cluster"},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
             )
         network_addons = [
             aws.eks.Addon(
-                f"{name}-{addon}", cluster_name=self.cluster_name, addon_name=addon, addon_version=versions.ADDON_VERSIONS[addon],
-                resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE", tags=tags,
+                f"{name}-{addon}",
+                cluster_name=self.cluster_name,
+                addon_name=addon,
+                addon_version=versions.ADDON_VERSIONS[addon],
+                resolve_conflicts_on_create="OVERWRITE",
+                resolve_conflicts_on_update="OVERWRITE",
+                tags=tags,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
             )
             for addon in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
@@ -192,14 +232,26 @@ class Cluster(pulumi.ComponentResource):
         )
         # CoreDNS needs nodes to schedule on, or the add-on stays degraded.
         aws.eks.Addon(
-            f"{name}-coredns", cluster_name=self.cluster_name, addon_name="coredns", addon_version=versions.ADDON_VERSIONS["coredns"],
-            resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE", tags=tags,
+            f"{name}-coredns",
+            cluster_name=self.cluster_name,
+            addon_name="coredns",
+            addon_version=versions.ADDON_VERSIONS["coredns"],
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_node_group]),
         )
         self.kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig_json)
-        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True, opts=child)
+        self.provider = k8s.Provider(
+            f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True, opts=child
+        )
         self.cluster_security_group_id = self.cluster.cluster_security_group_id
         self.oidc_provider_arn = self.cluster.oidc_provider_arn
         self.oidc_issuer = self.cluster.oidc_issuer
-        self.register_outputs({"kubeconfig": self.kubeconfig, "cluster_security_group_id": self.cluster_security_group_id, "oidc_provider_arn": self.oidc_provider_arn})
-
+        self.register_outputs(
+            {
+                "kubeconfig": self.kubeconfig,
+                "cluster_security_group_id": self.cluster_security_group_id,
+                "oidc_provider_arn": self.oidc_provider_arn,
+            }
+        )

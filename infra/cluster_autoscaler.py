@@ -50,17 +50,24 @@ class ClusterAutoscalerArgs(TypedDict):
 
 def autoscaler_policy(cluster_name: str) -> dict[str, Any]:
     """Describe anything; change only Auto Scaling groups this cluster owns."""
-    return policy([
-        {"Sid": "Describe", "Effect": "Allow", "Action": DESCRIBE_ACTIONS, "Resource": "*"},
-        {"Sid": "DescribeOwnNodegroups", "Effect": "Allow", "Action": "eks:DescribeNodegroup", "Resource": f"arn:aws:eks:*:*:nodegroup/{cluster_name}/*/*"},
-        {
-            "Sid": "ScaleOwnedGroups",
-            "Effect": "Allow",
-            "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
-            "Resource": "*",
-            "Condition": {"StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}},
-        },
-    ])
+    return policy(
+        [
+            {"Sid": "Describe", "Effect": "Allow", "Action": DESCRIBE_ACTIONS, "Resource": "*"},
+            {
+                "Sid": "DescribeOwnNodegroups",
+                "Effect": "Allow",
+                "Action": "eks:DescribeNodegroup",
+                "Resource": f"arn:aws:eks:*:*:nodegroup/{cluster_name}/*/*",
+            },
+            {
+                "Sid": "ScaleOwnedGroups",
+                "Effect": "Allow",
+                "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
+                "Resource": "*",
+                "Condition": {"StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}},
+            },
+        ]
+    )
 
 
 class ClusterAutoscaler(pulumi.ComponentResource):
@@ -72,16 +79,34 @@ class ClusterAutoscaler(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterAutoscalerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         image = versions.CLUSTER_AUTOSCALER_IMAGES.get(args["kubernetes_version"])
         if image is None:
-            raise InvalidArgument(COMPONENT, "kubernetes_version", args["kubernetes_version"], f"an autoscaler image is pinned for {', '.join(versions.CLUSTER_AUTOSCALER_IMAGES)}")
+            raise InvalidArgument(
+                COMPONENT,
+                "kubernetes_version",
+                args["kubernetes_version"],
+                f"an autoscaler image is pinned for {', '.join(versions.CLUSTER_AUTOSCALER_IMAGES)}",
+            )
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         tags = args.get("tags", {})
-        role = irsa_role(f"{name}-role", self, args["oidc_provider_arn"], args["oidc_issuer"], NAMESPACE, SERVICE_ACCOUNT, tags)
-        aws.iam.RolePolicy(f"{name}-policy", role=role.id, policy=json.dumps(autoscaler_policy(args["cluster_name"])), opts=pulumi.ResourceOptions(parent=self))
+        role = irsa_role(
+            f"{name}-role", self, args["oidc_provider_arn"], args["oidc_issuer"], NAMESPACE, SERVICE_ACCOUNT, tags
+        )
+        aws.iam.RolePolicy(
+            f"{name}-policy",
+            role=role.id,
+            policy=json.dumps(autoscaler_policy(args["cluster_name"])),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         values = {
             "autoDiscovery": {"clusterName": args["cluster_name"]},
             "awsRegion": args["region"],
             "image": {"tag": image},
-            "rbac": {"serviceAccount": {"create": True, "name": SERVICE_ACCOUNT, "annotations": {"eks.amazonaws.com/role-arn": role.arn}}},
+            "rbac": {
+                "serviceAccount": {
+                    "create": True,
+                    "name": SERVICE_ACCOUNT,
+                    "annotations": {"eks.amazonaws.com/role-arn": role.arn},
+                }
+            },
             "nodeSelector": SYSTEM_LABEL,
             # The workshop's flags.
             "extraArgs": {
@@ -91,6 +116,14 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                 "skip-nodes-with-system-pods": False,
             },
         }
-        self.release = helm.release(f"{name}-chart", self, args["provider"], versions.CLUSTER_AUTOSCALER_CHART, NAMESPACE, values, args.get("depends_on", []))
+        self.release = helm.release(
+            f"{name}-chart",
+            self,
+            args["provider"],
+            versions.CLUSTER_AUTOSCALER_CHART,
+            NAMESPACE,
+            values,
+            args.get("depends_on", []),
+        )
         self.role_arn = role.arn
         self.register_outputs({"role_arn": self.role_arn})

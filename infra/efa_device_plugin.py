@@ -34,7 +34,10 @@ def plugin_values(taints: Sequence[Taint], instance_types: Sequence[str] = ()) -
     EFA-capable instances launched without EFA interfaces, where it crash-loops.
     """
     return {
-        "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": sorted({*catalogue.EFA_INSTANCE_TYPES, *instance_types})},
+        "supportedInstanceLabels": {
+            "keys": [INSTANCE_TYPE_LABEL],
+            "values": sorted({*catalogue.EFA_INSTANCE_TYPES, *instance_types}),
+        },
         "nodeSelector": {EFA_LABEL: "true"},
         "tolerations": helm.tolerations(taints),
     }
@@ -46,7 +49,13 @@ class EfaDevicePlugin(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: EfaDevicePluginArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
-        self.release = helm.release(f"{name}-chart", self, args["provider"], versions.EFA_DEVICE_PLUGIN_CHART, "kube-system",
-                                    plugin_values(args.get("node_taints", []), args.get("instance_types", [])),
-                                    args.get("depends_on", []))
+        self.release = helm.release(
+            f"{name}-chart",
+            self,
+            args["provider"],
+            versions.EFA_DEVICE_PLUGIN_CHART,
+            "kube-system",
+            plugin_values(args.get("node_taints", []), args.get("instance_types", [])),
+            args.get("depends_on", []),
+        )
         self.register_outputs({})

@@ -47,7 +47,11 @@ class TaintEffect(str, Enum):
         return next((effect for effect, spelling in KUBERNETES_EFFECT.items() if spelling == value), None)
 
 
-KUBERNETES_EFFECT = {TaintEffect.NO_SCHEDULE: "NoSchedule", TaintEffect.NO_EXECUTE: "NoExecute", TaintEffect.PREFER_NO_SCHEDULE: "PreferNoSchedule"}
+KUBERNETES_EFFECT = {
+    TaintEffect.NO_SCHEDULE: "NoSchedule",
+    TaintEffect.NO_EXECUTE: "NoExecute",
+    TaintEffect.PREFER_NO_SCHEDULE: "PreferNoSchedule",
+}
 
 
 class Taint(TypedDict):
@@ -123,7 +127,9 @@ def efa_interfaces(network_cards: int, security_group_ids: Sequence[pulumi.Input
     ]
 
 
-def autoscaler_tags(cluster_name: str, instance: InstanceType, efa: bool, labels: Mapping[str, str], taints: Sequence[Taint]) -> dict[str, str]:
+def autoscaler_tags(
+    cluster_name: str, instance: InstanceType, efa: bool, labels: Mapping[str, str], taints: Sequence[Taint]
+) -> dict[str, str]:
     """Discovery tags plus the node template the autoscaler needs to scale up from zero nodes."""
     prefix = "k8s.io/cluster-autoscaler/node-template"
     tags = {"k8s.io/cluster-autoscaler/enabled": "true", f"k8s.io/cluster-autoscaler/{cluster_name}": "owned"}
@@ -132,7 +138,12 @@ def autoscaler_tags(cluster_name: str, instance: InstanceType, efa: bool, labels
     if instance.gpus:
         tags[f"{prefix}/resources/nvidia.com/gpu"] = str(instance.gpus)
     tags.update({f"{prefix}/label/{key}": value for key, value in labels.items()})
-    tags.update({f"{prefix}/taint/{taint['key']}": f"{taint.get('value', '')}:{KUBERNETES_EFFECT[TaintEffect(taint['effect'])]}" for taint in taints})
+    tags.update(
+        {
+            f"{prefix}/taint/{taint['key']}": f"{taint.get('value', '')}:{KUBERNETES_EFFECT[TaintEffect(taint['effect'])]}"
+            for taint in taints
+        }
+    )
     return tags
 
 
@@ -157,10 +168,17 @@ def validate_shape(args: NodeGroupShape, instance: InstanceType) -> None:
     instance_facts.check_name(COMPONENT, "instance_type", args.get("instance_type", ""))
     efa = args.get("efa", True)
     if efa and not instance.efa:
-        raise InvalidArgument(COMPONENT, "efa", efa, f"{instance.name} does not support EFA; turn efa off or use an "
-                              f"EFA type such as {', '.join(sorted(catalogue.EFA_INSTANCE_TYPES)[:4])}")
+        raise InvalidArgument(
+            COMPONENT,
+            "efa",
+            efa,
+            f"{instance.name} does not support EFA; turn efa off or use an "
+            f"EFA type such as {', '.join(sorted(catalogue.EFA_INSTANCE_TYPES)[:4])}",
+        )
     if not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d[a-z]", args.get("availability_zone", "")):
-        raise InvalidArgument(COMPONENT, "availability_zone", args.get("availability_zone"), "name one zone, such as us-east-1a")
+        raise InvalidArgument(
+            COMPONENT, "availability_zone", args.get("availability_zone"), "name one zone, such as us-east-1a"
+        )
     minimum, maximum = args.get("min_size", 0), args.get("max_size", 2)
     desired = args.get("desired_size", minimum)
     if maximum < 1:
@@ -168,30 +186,52 @@ def validate_shape(args: NodeGroupShape, instance: InstanceType) -> None:
     if not 0 <= minimum <= maximum:
         raise InvalidArgument(COMPONENT, "min_size", minimum, f"need 0 <= min_size <= max_size ({maximum})")
     if not minimum <= desired <= maximum:
-        raise InvalidArgument(COMPONENT, "desired_size", desired, f"must lie between min_size={minimum} and max_size={maximum}")
+        raise InvalidArgument(
+            COMPONENT, "desired_size", desired, f"must lie between min_size={minimum} and max_size={maximum}"
+        )
     capacity = args.get("capacity_type", CapacityType.ON_DEMAND)
     if capacity not in tuple(CapacityType):
-        raise InvalidArgument(COMPONENT, "capacity_type", capacity, f"use one of {[item.value for item in CapacityType]}")
+        raise InvalidArgument(
+            COMPONENT, "capacity_type", capacity, f"use one of {[item.value for item in CapacityType]}"
+        )
     reservation = args.get("capacity_reservation_id")
     if reservation is not None and capacity == CapacityType.SPOT:
-        raise InvalidArgument(COMPONENT, "capacity_reservation_id", reservation, "capacity reservations are for ON_DEMAND or CAPACITY_BLOCK groups, not SPOT")
+        raise InvalidArgument(
+            COMPONENT,
+            "capacity_reservation_id",
+            reservation,
+            "capacity reservations are for ON_DEMAND or CAPACITY_BLOCK groups, not SPOT",
+        )
     if capacity == CapacityType.CAPACITY_BLOCK and reservation is None:
-        raise InvalidArgument(COMPONENT, "capacity_reservation_id", None, "a CAPACITY_BLOCK group needs the Capacity Block's reservation id")
+        raise InvalidArgument(
+            COMPONENT,
+            "capacity_reservation_id",
+            None,
+            "a CAPACITY_BLOCK group needs the Capacity Block's reservation id",
+        )
     if reservation is not None and not re.fullmatch(r"cr-[0-9a-f]{8,17}", reservation):
-        raise InvalidArgument(COMPONENT, "capacity_reservation_id", reservation, "use an id such as cr-0123456789abcdef0")
+        raise InvalidArgument(
+            COMPONENT, "capacity_reservation_id", reservation, "use an id such as cr-0123456789abcdef0"
+        )
     hops = args.get("metadata_hop_limit", 1)
     if not 1 <= hops <= 64:
-        raise InvalidArgument(COMPONENT, "metadata_hop_limit", hops, "use 1 to 64 (1 keeps pods away from the node's credentials)")
+        raise InvalidArgument(
+            COMPONENT, "metadata_hop_limit", hops, "use 1 to 64 (1 keeps pods away from the node's credentials)"
+        )
     volume = args.get("root_volume_gib", 100)
     if not 20 <= volume <= 16384:
         raise InvalidArgument(COMPONENT, "root_volume_gib", volume, "use 20 to 16384 GiB")
     for taint in args.get("taints", []):
         if not taint.get("key") or not _is_effect(taint.get("effect")):
             spellings = ", ".join(f"{effect.value} ({KUBERNETES_EFFECT[effect]})" for effect in TaintEffect)
-            raise InvalidArgument(COMPONENT, "taints", dict(taint), f"each taint needs a key and an effect: one of {spellings}")
+            raise InvalidArgument(
+                COMPONENT, "taints", dict(taint), f"each taint needs a key and an effect: one of {spellings}"
+            )
     _validate_release_version(args.get("release_version"), instance, args.get("efa", True))
     if EFA_LABEL in args.get("labels", {}):
-        raise InvalidArgument(COMPONENT, "labels", dict(args.get("labels", {})), f"{EFA_LABEL} is set by the component from `efa`")
+        raise InvalidArgument(
+            COMPONENT, "labels", dict(args.get("labels", {})), f"{EFA_LABEL} is set by the component from `efa`"
+        )
 
 
 def _is_effect(value: object) -> bool:
@@ -211,8 +251,12 @@ def _validate_release_version(release: str | None, instance: InstanceType, efa: 
         raise InvalidArgument(COMPONENT, "release_version", release, "use an EKS AMI release such as 1.35.2-20260601")
     floor = versions.EFA_STANDARD_AMI_FLOOR
     if efa and ami_type(instance).endswith("_STANDARD") and match.group(1) < floor:
-        raise InvalidArgument(COMPONENT, "release_version", release,
-                              f"EFA on {ami_type(instance)} needs the AMI release of {floor} or later (the first with EFA)")
+        raise InvalidArgument(
+            COMPONENT,
+            "release_version",
+            release,
+            f"EFA on {ami_type(instance)} needs the AMI release of {floor} or later (the first with EFA)",
+        )
 
 
 def efa_security_group(
@@ -222,12 +266,24 @@ def efa_security_group(
     child = pulumi.ResourceOptions(parent=parent)
     # Not tagged kubernetes.io/cluster/<name>: the AWS Load Balancer Controller fails when it finds two tagged
     # groups on a node.
-    group = aws.ec2.SecurityGroup(f"{name}-efa", vpc_id=vpc_id, description="EFA: all traffic within the group",
-                                  tags={**tags, "Name": f"{name}-efa"}, opts=child)
+    group = aws.ec2.SecurityGroup(
+        f"{name}-efa",
+        vpc_id=vpc_id,
+        description="EFA: all traffic within the group",
+        tags={**tags, "Name": f"{name}-efa"},
+        opts=child,
+    )
     rules = ((aws.vpc.SecurityGroupIngressRule, "in", "from"), (aws.vpc.SecurityGroupEgressRule, "out", "to"))
     for rule, direction, text in rules:
-        rule(f"{name}-efa-{direction}", security_group_id=group.id, referenced_security_group_id=group.id,
-             ip_protocol="-1", description=f"EFA {text} itself", tags=dict(tags), opts=child)
+        rule(
+            f"{name}-efa-{direction}",
+            security_group_id=group.id,
+            referenced_security_group_id=group.id,
+            ip_protocol="-1",
+            description=f"EFA {text} itself",
+            tags=dict(tags),
+            opts=child,
+        )
     return group.id
 
 
@@ -294,14 +350,21 @@ class EfaNodeGroup(TrainingNodes):
         else:
             template["vpc_security_group_ids"] = interface_groups
         if reservation is not None:
-            template["capacity_reservation_specification"] = {"capacity_reservation_target": {"capacity_reservation_id": reservation}}
+            template["capacity_reservation_specification"] = {
+                "capacity_reservation_target": {"capacity_reservation_id": reservation}
+            }
         # EKS takes a Capacity Block's instance type from the launch template, and refuses one on the group.
         block = capacity == CapacityType.CAPACITY_BLOCK
         if block:
             template["instance_market_options"] = {"market_type": "capacity-block"}
             template["instance_type"] = instance.name
         launch_template = secure_launch_template(
-            f"{name}-template", self, tags, args.get("metadata_hop_limit", 1), args.get("root_volume_gib", 100), **template
+            f"{name}-template",
+            self,
+            tags,
+            args.get("metadata_hop_limit", 1),
+            args.get("root_volume_gib", 100),
+            **template,
         )
         minimum = args.get("min_size", 0)
         self.node_group = aws.eks.NodeGroup(
@@ -314,10 +377,17 @@ class EfaNodeGroup(TrainingNodes):
             release_version=args.get("release_version"),
             version=args.get("kubernetes_version"),
             capacity_type=capacity.value,
-            scaling_config={"min_size": minimum, "max_size": args.get("max_size", 2), "desired_size": args.get("desired_size", minimum)},
+            scaling_config={
+                "min_size": minimum,
+                "max_size": args.get("max_size", 2),
+                "desired_size": args.get("desired_size", minimum),
+            },
             launch_template=template_reference(launch_template),
             labels=self.labels,
-            taints=[{"key": taint["key"], "value": taint.get("value"), "effect": TaintEffect(taint["effect"]).value} for taint in self.taints],
+            taints=[
+                {"key": taint["key"], "value": taint.get("value"), "effect": TaintEffect(taint["effect"]).value}
+                for taint in self.taints
+            ],
             update_config={"max_unavailable": 1},
             node_repair_config={"enabled": args.get("auto_repair", True)},
             tags=tags,
@@ -328,7 +398,10 @@ class EfaNodeGroup(TrainingNodes):
         asg_name = self.node_group.resources.apply(lambda resources: resources[0].autoscaling_groups[0].name)  # type: ignore[index]
         for key, value in autoscaler_tags(args["cluster_name"], instance, efa, self.labels, self.taints).items():
             aws.autoscaling.Tag(
-                f"{name}-asg-{_slug(key)}", autoscaling_group_name=asg_name, tag={"key": key, "value": value, "propagate_at_launch": False}, opts=child
+                f"{name}-asg-{_slug(key)}",
+                autoscaling_group_name=asg_name,
+                tag={"key": key, "value": value, "propagate_at_launch": False},
+                opts=child,
             )
         self.node_group_name = self.node_group.node_group_name
         self.role_arn = role.arn

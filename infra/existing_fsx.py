@@ -44,8 +44,7 @@ class ExistingFsxVolumeArgs(ExistingFsxOptions, SharedStorageArgs):
 def validate(args: ExistingFsxOptions) -> None:
     checks = (
         ("file_system_id", r"fs-[0-9a-f]{8,17}", "use an id such as fs-0123456789abcdef0"),
-        ("dns_name", r"fs-[0-9a-f]{8,17}\.fsx\.[a-z0-9-]+\.amazonaws\.com(\.cn)?",
-         "use the file system's DNS name"),
+        ("dns_name", r"fs-[0-9a-f]{8,17}\.fsx\.[a-z0-9-]+\.amazonaws\.com(\.cn)?", "use the file system's DNS name"),
         ("mount_name", r"[a-z0-9]{8}|fsx", "use the file system's mount name (8 characters, or fsx)"),
         ("security_group_id", r"sg-[0-9a-f]{8,17}", "use its security group's id, such as sg-0123456789abcdef0"),
     )
@@ -54,11 +53,13 @@ def validate(args: ExistingFsxOptions) -> None:
         if not isinstance(value, str) or not re.fullmatch(pattern, value):
             raise InvalidArgument(COMPONENT, key, value, allowed)
     if not args["dns_name"].startswith(args["file_system_id"] + "."):
-        raise InvalidArgument(COMPONENT, "dns_name", args["dns_name"],
-                              f"it names another file system than {args['file_system_id']}")
+        raise InvalidArgument(
+            COMPONENT, "dns_name", args["dns_name"], f"it names another file system than {args['file_system_id']}"
+        )
     if not valid_capacity(args.get("capacity_gib", 1200)):
-        raise InvalidArgument(COMPONENT, "capacity_gib", args.get("capacity_gib"),
-                              "use 1200, 2400 or a multiple of 2400 GiB")
+        raise InvalidArgument(
+            COMPONENT, "capacity_gib", args.get("capacity_gib"), "use 1200, 2400 or a multiple of 2400 GiB"
+        )
 
 
 class ExistingFsxVolume(pulumi.ComponentResource):
@@ -72,14 +73,28 @@ class ExistingFsxVolume(pulumi.ComponentResource):
         tags = dict(args.get("tags", {}))
         for low, high in LUSTRE_PORTS:
             aws.vpc.SecurityGroupIngressRule(
-                f"{name}-lustre-{low}", security_group_id=args["security_group_id"],
-                referenced_security_group_id=args["node_security_group_id"], ip_protocol="tcp",
-                from_port=low, to_port=high,
-                description=f"Lustre {low}-{high} from the EKS nodes", tags=tags, opts=child,
+                f"{name}-lustre-{low}",
+                security_group_id=args["security_group_id"],
+                referenced_security_group_id=args["node_security_group_id"],
+                ip_protocol="tcp",
+                from_port=low,
+                to_port=high,
+                description=f"Lustre {low}-{high} from the EKS nodes",
+                tags=tags,
+                opts=child,
             )
-        driver = helm.release(f"{name}-csi", self, args["provider"], versions.FSX_CSI_CHART, "kube-system", {
-            "controller": {"nodeSelector": SYSTEM_LABEL}, "node": {"tolerateAllTaints": True},
-        }, args.get("depends_on", []))
+        driver = helm.release(
+            f"{name}-csi",
+            self,
+            args["provider"],
+            versions.FSX_CSI_CHART,
+            "kube-system",
+            {
+                "controller": {"nodeSelector": SYSTEM_LABEL},
+                "node": {"tolerateAllTaints": True},
+            },
+            args.get("depends_on", []),
+        )
         self.claim_name = args.get("claim_name", "shared")
         size = f"{args.get('capacity_gib', 1200)}Gi"
         scoped = pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=[driver])
@@ -87,20 +102,29 @@ class ExistingFsxVolume(pulumi.ComponentResource):
             f"{name}-volume",
             metadata={"name": f"{args['namespace']}-{self.claim_name}-{args['file_system_id']}"},
             spec={
-                "capacity": {"storage": size}, "access_modes": ["ReadWriteMany"], "storage_class_name": "",
+                "capacity": {"storage": size},
+                "access_modes": ["ReadWriteMany"],
+                "storage_class_name": "",
                 "mount_options": ["flock"],
                 # Deleting the stack must never delete the data of a file system it did not make.
                 "persistent_volume_reclaim_policy": "Retain",
-                "csi": {"driver": DRIVER, "volume_handle": args["file_system_id"],
-                        "volume_attributes": {"dnsname": args["dns_name"], "mountname": args["mount_name"]}},
+                "csi": {
+                    "driver": DRIVER,
+                    "volume_handle": args["file_system_id"],
+                    "volume_attributes": {"dnsname": args["dns_name"], "mountname": args["mount_name"]},
+                },
             },
             opts=scoped,
         )
         k8s.core.v1.PersistentVolumeClaim(
             f"{name}-claim",
             metadata={"name": self.claim_name, "namespace": args["namespace"]},
-            spec={"access_modes": ["ReadWriteMany"], "storage_class_name": "", "volume_name": volume.metadata.name,
-                  "resources": {"requests": {"storage": size}}},
+            spec={
+                "access_modes": ["ReadWriteMany"],
+                "storage_class_name": "",
+                "volume_name": volume.metadata.name,
+                "resources": {"requests": {"storage": size}},
+            },
             opts=pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=[volume]),
         )
         self.register_outputs({})

@@ -70,7 +70,11 @@ def irsa_role(
 def node_role(name: str, parent: pulumi.Resource, tags: Mapping[str, str]) -> aws.iam.Role:
     """The EC2 role of a managed node group, with the three policies EKS nodes need."""
     child = pulumi.ResourceOptions(parent=parent)
-    role = aws.iam.Role(name, assume_role_policy=json.dumps(service_trust("ec2.amazonaws.com")), tags=dict(tags), opts=child)
+    role = aws.iam.Role(
+        name, assume_role_policy=json.dumps(service_trust("ec2.amazonaws.com")), tags=dict(tags), opts=child
+    )
     for policy_arn in NODE_POLICIES:
-        aws.iam.RolePolicyAttachment(f"{name}-{policy_arn.rsplit('/', 1)[1]}", role=role.name, policy_arn=policy_arn, opts=child)
+        aws.iam.RolePolicyAttachment(
+            f"{name}-{policy_arn.rsplit('/', 1)[1]}", role=role.name, policy_arn=policy_arn, opts=child
+        )
     return role

@@ -82,9 +82,11 @@ def offline(name: str) -> InstanceType:
     architecture = Architecture.ARM64 if "g" in match["attributes"] else Architecture.X86_64
     memory = vcpus * GIB_PER_VCPU.get(family[0], 2)
     efa = vcpus >= MINIMUM_EFA_VCPUS or family.startswith("hpc")
-    assumed = (f"{name} is not in infra.catalogue: assumed {vcpus} vCPUs, {memory} GiB, {architecture.value}, "
-               f"1 network card, {'EFA' if efa else 'no EFA'}, no GPU, no price "
-               "(EC2's facts replace these in `pulumi up`)")
+    assumed = (
+        f"{name} is not in infra.catalogue: assumed {vcpus} vCPUs, {memory} GiB, {architecture.value}, "
+        f"1 network card, {'EFA' if efa else 'no EFA'}, no GPU, no price "
+        "(EC2's facts replace these in `pulumi up`)"
+    )
     return InstanceType(name, architecture, vcpus, memory, 1, 0, None, efa=efa, assumed=assumed)
 
 

@@ -298,8 +298,11 @@ def chart_values(
     waits for all of them (atomic): more replicas than system nodes would fail the install.
     """
     return {
-        "settings": {"clusterName": cluster, "interruptionQueue": queue_name,
-                     "featureGates": {"nodeRepair": node_repair}},
+        "settings": {
+            "clusterName": cluster,
+            "interruptionQueue": queue_name,
+            "featureGates": {"nodeRepair": node_repair},
+        },
         "serviceAccount": {"name": SERVICE_ACCOUNT, "annotations": {"eks.amazonaws.com/role-arn": role_arn}},
         "replicas": replicas,
         "nodeSelector": SYSTEM_LABEL,

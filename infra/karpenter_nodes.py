@@ -232,8 +232,11 @@ class KarpenterNodePool(TrainingNodes):
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         warm = {key: args[key] for key in ("min_size", "desired_size") if args.get(key)}  # type: ignore[literal-required]
         if warm:
-            pulumi.log.warn(f"{COMPONENT} {name}: {warm} has no effect: Karpenter launches nodes for pending pods "
-                            "and keeps no idle ones", self)
+            pulumi.log.warn(
+                f"{COMPONENT} {name}: {warm} has no effect: Karpenter launches nodes for pending pods "
+                "and keeps no idle ones",
+                self,
+            )
         tags = dict(args.get("tags", {}))
         efa, reservation = args.get("efa", True), args.get("capacity_reservation_id")
         self.instance_type, self.instance = instance.name, instance

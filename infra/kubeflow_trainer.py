@@ -37,7 +37,12 @@ class KubeflowTrainer(pulumi.ComponentResource):
             "runtimes": {"defaultEnabled": False},
         }
         self.release = helm.release(
-            f"{name}-chart", self, args["provider"], versions.KUBEFLOW_TRAINER_CHART, NAMESPACE, values,
+            f"{name}-chart",
+            self,
+            args["provider"],
+            versions.KUBEFLOW_TRAINER_CHART,
+            NAMESPACE,
+            values,
             args.get("depends_on", []),
         )
         self.register_outputs({})

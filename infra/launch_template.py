@@ -13,11 +13,26 @@ def secure_launch_template(
     """Hop limit 1 keeps pods from reaching the node's instance credentials (they use IRSA)."""
     return aws.ec2.LaunchTemplate(
         name,
-        metadata_options={"http_endpoint": "enabled", "http_tokens": "required", "http_put_response_hop_limit": hop_limit},
+        metadata_options={
+            "http_endpoint": "enabled",
+            "http_tokens": "required",
+            "http_put_response_hop_limit": hop_limit,
+        },
         block_device_mappings=[
-            {"device_name": "/dev/xvda", "ebs": {"volume_size": volume_gib, "volume_type": "gp3", "encrypted": "true", "delete_on_termination": "true"}}
+            {
+                "device_name": "/dev/xvda",
+                "ebs": {
+                    "volume_size": volume_gib,
+                    "volume_type": "gp3",
+                    "encrypted": "true",
+                    "delete_on_termination": "true",
+                },
+            }
         ],
-        tag_specifications=[{"resource_type": kind, "tags": {**tags, "Name": name}} for kind in ("instance", "volume", "network-interface")],
+        tag_specifications=[
+            {"resource_type": kind, "tags": {**tags, "Name": name}}
+            for kind in ("instance", "volume", "network-interface")
+        ],
         tags=dict(tags),
         update_default_version=True,
         opts=pulumi.ResourceOptions(parent=parent),

@@ -25,5 +25,13 @@ class MetricsServer(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: MetricsServerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
-        self.release = helm.release(f"{name}-chart", self, args["provider"], versions.METRICS_SERVER_CHART, "kube-system", {"nodeSelector": SYSTEM_LABEL}, args.get("depends_on", []))
+        self.release = helm.release(
+            f"{name}-chart",
+            self,
+            args["provider"],
+            versions.METRICS_SERVER_CHART,
+            "kube-system",
+            {"nodeSelector": SYSTEM_LABEL},
+            args.get("depends_on", []),
+        )
         self.register_outputs({})

@@ -93,7 +93,9 @@ def _fake_outputs(type_: str, name: str, inputs: dict[str, Any], region: str) ->
     elif type_ == "aws:amp/workspace:Workspace":
         outputs["prometheusEndpoint"] = f"https://aps-workspaces.{region}.amazonaws.com/workspaces/ws-{name}/"
     elif type_ == "aws:sqs/queue:Queue":
-        outputs.update(arn=f"arn:aws:sqs:{region}:{ACCOUNT}:{name}", url=f"https://sqs.{region}.amazonaws.com/{ACCOUNT}/{name}")
+        outputs.update(
+            arn=f"arn:aws:sqs:{region}:{ACCOUNT}:{name}", url=f"https://sqs.{region}.amazonaws.com/{ACCOUNT}/{name}"
+        )
     elif type_ == "aws:ecr/repository:Repository":
         outputs.update(repositoryUrl=f"{ACCOUNT}.dkr.ecr.{region}.amazonaws.com/{name}", registryId=ACCOUNT)
     elif type_ == "docker-build:index:Image":
@@ -118,15 +120,28 @@ class RecordingMocks(pulumi.runtime.Mocks):
             return {"accountId": ACCOUNT, "arn": DEPLOYER_SESSION_ARN, "userId": "AROAEXAMPLE:ci-session"}, []
         if args.token == "aws:iam/getSessionContext:getSessionContext":
             issuer = DEPLOYER_ROLE_ARN if args.args.get("arn") == DEPLOYER_SESSION_ARN else args.args.get("arn")
-            return {"arn": args.args.get("arn"), "issuerArn": issuer, "issuerName": "deployer", "issuerId": "AROAEXAMPLE",
-                    "sessionName": "ci-session", "id": args.args.get("arn")}, []
+            return {
+                "arn": args.args.get("arn"),
+                "issuerArn": issuer,
+                "issuerName": "deployer",
+                "issuerId": "AROAEXAMPLE",
+                "sessionName": "ci-session",
+                "id": args.args.get("arn"),
+            }, []
         if args.token == "aws:index/getPartition:getPartition":
             return {"partition": "aws", "dnsSuffix": "amazonaws.com"}, []
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             names = [f"{self.region}{letter}" for letter in "abcdef"]
             return {"names": names, "zoneIds": [f"az{index}" for index in range(1, 7)], "id": self.region}, []
         if args.token == "aws:ecr/getAuthorizationToken:getAuthorizationToken":
-            return {"userName": "AWS", "password": "mock-token", "authorizationToken": "", "proxyEndpoint": "", "expiresAt": "", "id": ACCOUNT}, []
+            return {
+                "userName": "AWS",
+                "password": "mock-token",
+                "authorizationToken": "",
+                "proxyEndpoint": "",
+                "expiresAt": "",
+                "id": ACCOUNT,
+            }, []
         if args.token == instance_facts.GET_INSTANCE_TYPE:
             return instance_facts.ec2_answer(args.args["instanceType"]), []
         if args.token == "aws:index/getRegion:getRegion":
@@ -145,12 +160,26 @@ class RecordingMonitor(MockMonitor):
         if request.type != "pulumi:pulumi:Stack":
             inputs = self.resources[response.urn].state
             by_property = {key: list(value.urns) for key, value in request.propertyDependencies.items()}
-            timeouts = {kind: getattr(request.customTimeouts, kind) for kind in ("create", "update", "delete")
-                        if getattr(request.customTimeouts, kind)}
-            self.registrations.append(Registration(
-                request.type, request.name, response.urn, request.parent, dict(inputs), list(request.dependencies),
-                by_property, timeouts, response.id, list(request.replaceOnChanges), request.deleteBeforeReplace,
-            ))
+            timeouts = {
+                kind: getattr(request.customTimeouts, kind)
+                for kind in ("create", "update", "delete")
+                if getattr(request.customTimeouts, kind)
+            }
+            self.registrations.append(
+                Registration(
+                    request.type,
+                    request.name,
+                    response.urn,
+                    request.parent,
+                    dict(inputs),
+                    list(request.dependencies),
+                    by_property,
+                    timeouts,
+                    response.id,
+                    list(request.replaceOnChanges),
+                    request.deleteBeforeReplace,
+                )
+            )
         return response
 
 

@@ -42,34 +42,51 @@ class ModelBucketArgs(BucketOptions):
 
 
 def tls_only_policy(bucket_arn: str) -> dict[str, Any]:
-    return policy([{
-        "Sid": "DenyInsecureTransport",
-        "Effect": "Deny",
-        "Principal": "*",
-        "Action": "s3:*",
-        "Resource": [bucket_arn, f"{bucket_arn}/*"],
-        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-    }])
+    return policy(
+        [
+            {
+                "Sid": "DenyInsecureTransport",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": [bucket_arn, f"{bucket_arn}/*"],
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            }
+        ]
+    )
 
 
 def access_policy(bucket_arn: str) -> dict[str, Any]:
     """Read, write and list this bucket only: nothing else in the account."""
-    return policy([
-        {"Sid": "ListCheckpoints", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": bucket_arn},
-        # What trainer/artifacts.py calls, and nothing more (tests/infra/test_bucket_access.py records it):
-        # uploads (multipart above 64 MiB, aborted by s3transfer when they fail) and checkpoint downloads.
-        {"Sid": "ReadWriteObjects", "Effect": "Allow",
-         "Action": ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"], "Resource": f"{bucket_arn}/*"},
-    ])
+    return policy(
+        [
+            {"Sid": "ListCheckpoints", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": bucket_arn},
+            # What trainer/artifacts.py calls, and nothing more (tests/infra/test_bucket_access.py records it):
+            # uploads (multipart above 64 MiB, aborted by s3transfer when they fail) and checkpoint downloads.
+            {
+                "Sid": "ReadWriteObjects",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
+                "Resource": f"{bucket_arn}/*",
+            },
+        ]
+    )
 
 
 def validate(args: BucketOptions) -> None:
     days = args.get("checkpoint_expiry_days")
     if days is not None and days < 1:
-        raise InvalidArgument(COMPONENT, "checkpoint_expiry_days", days, "use a positive number of days, or leave it out to keep checkpoints")
+        raise InvalidArgument(
+            COMPONENT,
+            "checkpoint_expiry_days",
+            days,
+            "use a positive number of days, or leave it out to keep checkpoints",
+        )
     account = args.get("service_account_name", "trainer")
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", account):
-        raise InvalidArgument(COMPONENT, "service_account_name", account, "use a DNS-1123 subdomain (lowercase letters, digits, '-', '.')")
+        raise InvalidArgument(
+            COMPONENT, "service_account_name", account, "use a DNS-1123 subdomain (lowercase letters, digits, '-', '.')"
+        )
 
 
 class ModelBucket(pulumi.ComponentResource):
@@ -87,32 +104,77 @@ class ModelBucket(pulumi.ComponentResource):
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = dict(args.get("tags", {}))
-        self.bucket = aws.s3.Bucket(f"{name}-bucket", force_destroy=args.get("force_destroy", False), tags=tags, opts=child)
+        self.bucket = aws.s3.Bucket(
+            f"{name}-bucket", force_destroy=args.get("force_destroy", False), tags=tags, opts=child
+        )
         aws.s3.BucketPublicAccessBlock(
-            f"{name}-public-access", bucket=self.bucket.id, block_public_acls=True, block_public_policy=True, ignore_public_acls=True, restrict_public_buckets=True, opts=child
+            f"{name}-public-access",
+            bucket=self.bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=child,
         )
         aws.s3.BucketServerSideEncryptionConfiguration(
-            f"{name}-encryption", bucket=self.bucket.id, rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "aws:kms"}, "bucket_key_enabled": True}], opts=child
+            f"{name}-encryption",
+            bucket=self.bucket.id,
+            rules=[
+                {"apply_server_side_encryption_by_default": {"sse_algorithm": "aws:kms"}, "bucket_key_enabled": True}
+            ],
+            opts=child,
         )
-        aws.s3.BucketVersioning(f"{name}-versioning", bucket=self.bucket.id, versioning_configuration={"status": "Enabled"}, opts=child)
-        aws.s3.BucketPolicy(f"{name}-tls-only", bucket=self.bucket.id, policy=self.bucket.arn.apply(lambda arn: json.dumps(tls_only_policy(arn))), opts=child)
+        aws.s3.BucketVersioning(
+            f"{name}-versioning", bucket=self.bucket.id, versioning_configuration={"status": "Enabled"}, opts=child
+        )
+        aws.s3.BucketPolicy(
+            f"{name}-tls-only",
+            bucket=self.bucket.id,
+            policy=self.bucket.arn.apply(lambda arn: json.dumps(tls_only_policy(arn))),
+            opts=child,
+        )
         days = args.get("checkpoint_expiry_days")
         if days is not None:
             aws.s3.BucketLifecycleConfiguration(
-                f"{name}-lifecycle", bucket=self.bucket.id,
-                rules=[{
-                    "id": "expire-old-checkpoints", "status": "Enabled", "filter": {"prefix": "checkpoints/"},
-                    "expiration": {"days": days}, "noncurrent_version_expiration": {"noncurrent_days": days},
-                }],
+                f"{name}-lifecycle",
+                bucket=self.bucket.id,
+                rules=[
+                    {
+                        "id": "expire-old-checkpoints",
+                        "status": "Enabled",
+                        "filter": {"prefix": "checkpoints/"},
+                        "expiration": {"days": days},
+                        "noncurrent_version_expiration": {"noncurrent_days": days},
+                    }
+                ],
                 opts=child,
             )
         self.service_account_name = args.get("service_account_name", "trainer")
-        role = irsa_role(f"{name}-role", self, args["oidc_provider_arn"], args["oidc_issuer"], args["namespace"], self.service_account_name, tags)
-        aws.iam.RolePolicy(f"{name}-access", role=role.id, policy=self.bucket.arn.apply(lambda arn: json.dumps(access_policy(arn))), opts=child)
+        role = irsa_role(
+            f"{name}-role",
+            self,
+            args["oidc_provider_arn"],
+            args["oidc_issuer"],
+            args["namespace"],
+            self.service_account_name,
+            tags,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-access",
+            role=role.id,
+            policy=self.bucket.arn.apply(lambda arn: json.dumps(access_policy(arn))),
+            opts=child,
+        )
         k8s.core.v1.ServiceAccount(
             f"{name}-service-account",
-            metadata={"name": self.service_account_name, "namespace": args["namespace"], "annotations": {"eks.amazonaws.com/role-arn": role.arn}},
-            opts=pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=list(args.get("depends_on", []))),
+            metadata={
+                "name": self.service_account_name,
+                "namespace": args["namespace"],
+                "annotations": {"eks.amazonaws.com/role-arn": role.arn},
+            },
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=args["provider"], depends_on=list(args.get("depends_on", []))
+            ),
         )
         self.bucket_name = self.bucket.bucket
         self.role_arn = role.arn

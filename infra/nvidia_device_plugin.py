@@ -48,7 +48,12 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
     def __init__(self, name: str, args: NvidiaDevicePluginArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         self.release = helm.release(
-            f"{name}-chart", self, args["provider"], versions.NVIDIA_DEVICE_PLUGIN_CHART, "kube-system",
-            plugin_values(args.get("node_taints", [])), args.get("depends_on", []),
+            f"{name}-chart",
+            self,
+            args["provider"],
+            versions.NVIDIA_DEVICE_PLUGIN_CHART,
+            "kube-system",
+            plugin_values(args.get("node_taints", [])),
+            args.get("depends_on", []),
         )
         self.register_outputs({})

@@ -17,7 +17,7 @@ from infra.cluster import validate as validate_cluster
 from infra.cluster_autoscaler import ClusterAutoscaler
 from infra.efa_device_plugin import EfaDevicePlugin
 from infra.efa_node_group import EfaNodeGroup, EfaNodeGroupArgs, NodeGroupShape, TrainingNodes, validate_shape
-from infra.efs_storage import EfsStorage
+from infra.efs_storage import EfsStorage, EfsStorageArgs
 from infra.errors import InvalidArgument
 from infra.existing_fsx import ExistingFsxOptions, ExistingFsxVolume, ExistingFsxVolumeArgs
 from infra.existing_fsx import validate as validate_existing_fsx
@@ -124,11 +124,19 @@ class TrainingPlatformArgs(TypedDict):
     """Tags for every taggable resource."""
 
 
-CLUSTER_OPTIONS = ("cluster_name", "kubernetes_version", "admin_principal_arns", "private_endpoint_only",
-                   "system_instance_type", "system_node_count")
+CLUSTER_OPTIONS = (
+    "cluster_name",
+    "kubernetes_version",
+    "admin_principal_arns",
+    "private_endpoint_only",
+    "system_instance_type",
+    "system_node_count",
+)
 
 
-def validate(name: str, args: TrainingPlatformArgs, describe: Callable[[str], InstanceType] = instance_facts.describe) -> None:
+def validate(
+    name: str, args: TrainingPlatformArgs, describe: Callable[[str], InstanceType] = instance_facts.describe
+) -> None:
     """Every check of every child component, so bad arguments fail before any resource is registered.
 
     `describe` gives an instance type's facts: EC2's in a Pulumi program, the catalogue's offline.
@@ -137,17 +145,27 @@ def validate(name: str, args: TrainingPlatformArgs, describe: Callable[[str], In
     validate_network(network)
     operators = [kind.value for kind in OperatorKind]
     if args.get("training_operator", OperatorKind.V1) not in operators:
-        raise InvalidArgument(COMPONENT, "training_operator", args.get("training_operator"), f"use one of {', '.join(operators)}")
+        raise InvalidArgument(
+            COMPONENT, "training_operator", args.get("training_operator"), f"use one of {', '.join(operators)}"
+        )
     autoscaler = args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER)
     if autoscaler not in tuple(AutoscalerKind):
-        raise InvalidArgument(COMPONENT, "autoscaler", autoscaler, f"use one of {', '.join(k.value for k in AutoscalerKind)}")
+        raise InvalidArgument(
+            COMPONENT, "autoscaler", autoscaler, f"use one of {', '.join(k.value for k in AutoscalerKind)}"
+        )
     monitoring = args.get("monitoring", MonitoringKind.NONE)
     if monitoring not in tuple(MonitoringKind):
-        raise InvalidArgument(COMPONENT, "monitoring", monitoring, f"use one of {', '.join(k.value for k in MonitoringKind)}")
+        raise InvalidArgument(
+            COMPONENT, "monitoring", monitoring, f"use one of {', '.join(k.value for k in MonitoringKind)}"
+        )
     image = args.get("efa_exporter_image")
     if image is not None and not re.fullmatch(r"[^/:\s]+(:\d+)?/[^:\s]+:[\w.-]+", image):
-        raise InvalidArgument(COMPONENT, "efa_exporter_image", image, "use REGISTRY/REPOSITORY:TAG, such as "
-                              "123456789012.dkr.ecr.us-east-1.amazonaws.com/efa-node-exporter:1.0.0")
+        raise InvalidArgument(
+            COMPONENT,
+            "efa_exporter_image",
+            image,
+            "use REGISTRY/REPOSITORY:TAG, such as 123456789012.dkr.ecr.us-east-1.amazonaws.com/efa-node-exporter:1.0.0",
+        )
     cluster: ClusterOptions = {"cluster_name": name, **{key: args[key] for key in CLUSTER_OPTIONS if key in args}}  # type: ignore[misc]
     validate_cluster(name, cluster)
     zones = list(network.get("availability_zones", [])) or list(network.get("existing_private_subnet_ids", {}))
@@ -158,12 +176,24 @@ def validate(name: str, args: TrainingPlatformArgs, describe: Callable[[str], In
         if not re.fullmatch(r"[a-z]([-a-z0-9]{0,28}[a-z0-9])?", group_name):
             raise InvalidArgument(COMPONENT, f"{where}.name", group_name, "use a DNS label of at most 30 characters")
         if group_name in names or group_name == "system":
-            raise InvalidArgument(COMPONENT, f"{where}.name", group_name, "names must be unique and not `system` (the cluster's own group)")
+            raise InvalidArgument(
+                COMPONENT,
+                f"{where}.name",
+                group_name,
+                "names must be unique and not `system` (the cluster's own group)",
+            )
         names.add(group_name)
         if not zones:
-            raise InvalidArgument(COMPONENT, "network.availability_zones", None, "name the zones so node groups can each pick one")
+            raise InvalidArgument(
+                COMPONENT, "network.availability_zones", None, "name the zones so node groups can each pick one"
+            )
         if group.get("availability_zone") not in zones:
-            raise InvalidArgument(COMPONENT, f"{where}.availability_zone", group.get("availability_zone"), f"use one of the network's zones: {', '.join(zones)}")
+            raise InvalidArgument(
+                COMPONENT,
+                f"{where}.availability_zone",
+                group.get("availability_zone"),
+                f"use one of the network's zones: {', '.join(zones)}",
+            )
         try:
             instance_type = group.get("instance_type", "")
             instance_facts.check_name(COMPONENT, "instance_type", instance_type)  # before EC2 is asked about it
@@ -176,10 +206,14 @@ def validate(name: str, args: TrainingPlatformArgs, describe: Callable[[str], In
     if storage not in tuple(StorageKind):
         raise InvalidArgument(COMPONENT, "storage", storage, f"use one of {[kind.value for kind in StorageKind]}")
     if storage == StorageKind.EFS and not zones:
-        raise InvalidArgument(COMPONENT, "network.availability_zones", None, "name the zones so EFS gets a mount target in each")
+        raise InvalidArgument(
+            COMPONENT, "network.availability_zones", None, "name the zones so EFS gets a mount target in each"
+        )
     if storage == StorageKind.FSX:
         if not args.get("node_groups"):
-            raise InvalidArgument(COMPONENT, "storage", storage, "fsx lives in a node group's zone: add a node group, or use efs or none")
+            raise InvalidArgument(
+                COMPONENT, "storage", storage, "fsx lives in a node group's zone: add a node group, or use efs or none"
+            )
         validate_fsx(args.get("fsx", {}))
     if storage == StorageKind.EXISTING_FSX:
         validate_existing_fsx(args.get("existing_fsx", {}))  # type: ignore[arg-type]
@@ -226,7 +260,10 @@ class TrainingPlatform(pulumi.ComponentResource):
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = dict(args.get("tags", {}))
-        network_args: NetworkArgs = {**args.get("network", {}), "tags": {**tags, **args.get("network", {}).get("tags", {})}}
+        network_args: NetworkArgs = {
+            **args.get("network", {}),
+            "tags": {**tags, **args.get("network", {}).get("tags", {})},
+        }
         self.network = Network(f"{name}-network", network_args, opts=child)
         cluster_args: ClusterArgs = {
             "vpc_id": self.network.vpc_id,
@@ -235,11 +272,21 @@ class TrainingPlatform(pulumi.ComponentResource):
             "cluster_name": args.get("cluster_name", name),
             "tags": tags,
         }
-        for key in ("kubernetes_version", "admin_principal_arns", "private_endpoint_only", "system_instance_type", "system_node_count"):
+        for key in (
+            "kubernetes_version",
+            "admin_principal_arns",
+            "private_endpoint_only",
+            "system_instance_type",
+            "system_node_count",
+        ):
             if key in args:
                 cluster_args[key] = args[key]  # type: ignore[literal-required]
         self.cluster = Cluster(f"{name}-cluster", cluster_args, opts=child)
-        self.provider, self.cluster_name, self.kubeconfig = self.cluster.provider, self.cluster.cluster_name, self.cluster.kubeconfig
+        self.provider, self.cluster_name, self.kubeconfig = (
+            self.cluster.provider,
+            self.cluster.cluster_name,
+            self.cluster.kubeconfig,
+        )
         system = [self.cluster.system_node_group]
         provided = pulumi.ResourceOptions(parent=self, provider=self.provider)
 
@@ -247,106 +294,205 @@ class TrainingPlatform(pulumi.ComponentResource):
         autoscaler = args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER)
         self.karpenter = None
         if autoscaler == AutoscalerKind.KARPENTER:
-            self.karpenter = Karpenter(f"{name}-karpenter", {
-                "provider": self.provider, "cluster_name": self.cluster_name, "tags": tags, "depends_on": system,
-                "system_node_count": args.get("system_node_count", 2), "node_repair": args.get("node_health", True),
-                **oidc,  # type: ignore[typeddict-item]
-            }, opts=child)
+            self.karpenter = Karpenter(
+                f"{name}-karpenter",
+                {
+                    "provider": self.provider,
+                    "cluster_name": self.cluster_name,
+                    "tags": tags,
+                    "depends_on": system,
+                    "system_node_count": args.get("system_node_count", 2),
+                    "node_repair": args.get("node_health", True),
+                    **oidc,  # type: ignore[typeddict-item]
+                },
+                opts=child,
+            )
         self.node_groups = {}
         for spec in args.get("node_groups", []):
             shape = {key: value for key, value in spec.items() if key != "name"}
-            placed = {"cluster_name": self.cluster_name, "vpc_id": self.network.vpc_id, "tags": tags,
-                      "cluster_security_group_id": self.cluster.cluster_security_group_id,
-                      "subnet_id": self.network.private_subnet_by_zone[spec["availability_zone"]]}
+            placed = {
+                "cluster_name": self.cluster_name,
+                "vpc_id": self.network.vpc_id,
+                "tags": tags,
+                "cluster_security_group_id": self.cluster.cluster_security_group_id,
+                "subnet_id": self.network.private_subnet_by_zone[spec["availability_zone"]],
+            }
             if self.karpenter is not None:
-                pool_args: KarpenterNodePoolArgs = {**shape, **placed, "provider": self.provider,  # type: ignore[typeddict-item]
-                                                    "node_role_name": self.karpenter.node_role_name,
-                                                    "karpenter": self.karpenter.release}
+                pool_args: KarpenterNodePoolArgs = {
+                    **shape,
+                    **placed,
+                    "provider": self.provider,  # type: ignore[typeddict-item]
+                    "node_role_name": self.karpenter.node_role_name,
+                    "karpenter": self.karpenter.release,
+                }
                 self.node_groups[spec["name"]] = KarpenterNodePool(f"{name}-{spec['name']}", pool_args, opts=child)
                 continue
-            group_args: EfaNodeGroupArgs = {**shape, **placed,  # type: ignore[typeddict-item]
-                                            "kubernetes_version": self.cluster.kubernetes_version,
-                                            "auto_repair": args.get("node_health", True)}
+            group_args: EfaNodeGroupArgs = {
+                **shape,
+                **placed,  # type: ignore[typeddict-item]
+                "kubernetes_version": self.cluster.kubernetes_version,
+                "auto_repair": args.get("node_health", True),
+            }
             self.node_groups[spec["name"]] = EfaNodeGroup(
-                f"{name}-{spec['name']}", group_args, opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]))
+                f"{name}-{spec['name']}",
+                group_args,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
+            )
 
         self.training_namespace = args.get("training_namespace", "training")
-        namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata={"name": self.training_namespace, "labels": TRAINING_LABELS}, opts=provided)
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace", metadata={"name": self.training_namespace, "labels": TRAINING_LABELS}, opts=provided
+        )
         efa_groups = [group for group in self.node_groups.values() if group.efa_interfaces]
         if efa_groups and args.get("efa_device_plugin", True):
-            EfaDevicePlugin(f"{name}-efa-device-plugin", {
-                "provider": self.provider, "node_taints": [t for g in efa_groups for t in g.taints],
-                "instance_types": [g.instance_type for g in efa_groups], "depends_on": system,
-            }, opts=child)
+            EfaDevicePlugin(
+                f"{name}-efa-device-plugin",
+                {
+                    "provider": self.provider,
+                    "node_taints": [t for g in efa_groups for t in g.taints],
+                    "instance_types": [g.instance_type for g in efa_groups],
+                    "depends_on": system,
+                },
+                opts=child,
+            )
         gpu_groups = [group for group in self.node_groups.values() if group.instance.is_gpu]
         if gpu_groups and args.get("nvidia_device_plugin", True):
-            NvidiaDevicePlugin(f"{name}-nvidia-device-plugin", {
-                "provider": self.provider, "node_taints": [t for g in gpu_groups for t in g.taints], "depends_on": system,
-            }, opts=child)
+            NvidiaDevicePlugin(
+                f"{name}-nvidia-device-plugin",
+                {
+                    "provider": self.provider,
+                    "node_taints": [t for g in gpu_groups for t in g.taints],
+                    "depends_on": system,
+                },
+                opts=child,
+            )
         if autoscaler == AutoscalerKind.CLUSTER_AUTOSCALER:
             region = aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self)).region
-            ClusterAutoscaler(f"{name}-autoscaler", {
-                "provider": self.provider, "cluster_name": self.cluster_name, "kubernetes_version": self.cluster.kubernetes_version, "region": region,
-                "oidc_provider_arn": self.cluster.oidc_provider_arn, "oidc_issuer": self.cluster.oidc_issuer, "tags": tags, "depends_on": system,
-            }, opts=child)
+            ClusterAutoscaler(
+                f"{name}-autoscaler",
+                {
+                    "provider": self.provider,
+                    "cluster_name": self.cluster_name,
+                    "kubernetes_version": self.cluster.kubernetes_version,
+                    "region": region,
+                    "oidc_provider_arn": self.cluster.oidc_provider_arn,
+                    "oidc_issuer": self.cluster.oidc_issuer,
+                    "tags": tags,
+                    "depends_on": system,
+                },
+                opts=child,
+            )
         if args.get("metrics_server", True):
             MetricsServer(f"{name}-metrics-server", {"provider": self.provider, "depends_on": system}, opts=child)
         if args.get("node_health", True):
             # Reports GPU, EFA, kernel and runtime faults as node conditions, which node auto-repair acts on.
-            aws.eks.Addon(f"{name}-node-monitoring-agent", cluster_name=self.cluster_name, addon_name=NODE_AGENT,
-                          addon_version=versions.ADDON_VERSIONS[NODE_AGENT], resolve_conflicts_on_create="OVERWRITE",
-                          resolve_conflicts_on_update="OVERWRITE", tags=tags,
-                          opts=pulumi.ResourceOptions(parent=self, depends_on=system))
+            aws.eks.Addon(
+                f"{name}-node-monitoring-agent",
+                cluster_name=self.cluster_name,
+                addon_name=NODE_AGENT,
+                addon_version=versions.ADDON_VERSIONS[NODE_AGENT],
+                resolve_conflicts_on_create="OVERWRITE",
+                resolve_conflicts_on_update="OVERWRITE",
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=system),
+            )
         self.prometheus = None
         monitoring = args.get("monitoring", MonitoringKind.NONE)
         if monitoring == MonitoringKind.PROMETHEUS:
-            self.prometheus = PrometheusMonitoring(f"{name}-monitoring", {
-                "provider": self.provider, "node_groups": list(self.node_groups.values()), "depends_on": system,
-                **({"efa_exporter_image": args["efa_exporter_image"]} if "efa_exporter_image" in args else {}),
-                **({"managed_prometheus": {**oidc, "tags": tags}} if args.get("managed_prometheus") else {}),
-            }, opts=child).release  # type: ignore[typeddict-item]
+            self.prometheus = PrometheusMonitoring(
+                f"{name}-monitoring",
+                {  # type: ignore[typeddict-item]
+                    "provider": self.provider,
+                    "node_groups": list(self.node_groups.values()),
+                    "depends_on": system,
+                    **({"efa_exporter_image": args["efa_exporter_image"]} if "efa_exporter_image" in args else {}),
+                    **({"managed_prometheus": {**oidc, "tags": tags}} if args.get("managed_prometheus") else {}),
+                },
+                opts=child,
+            ).release
         elif monitoring == MonitoringKind.CLOUDWATCH:
-            CloudWatchObservability(f"{name}-cloudwatch", {
-                "cluster_name": self.cluster_name, "tags": tags, "depends_on": system, **oidc,  # type: ignore[typeddict-item]
-            }, opts=child)
+            CloudWatchObservability(
+                f"{name}-cloudwatch",
+                {
+                    "cluster_name": self.cluster_name,
+                    "tags": tags,
+                    "depends_on": system,
+                    **oidc,  # type: ignore[typeddict-item]
+                },
+                opts=child,
+            )
         # The GPU workshop's NCCL check is an MPIJob v2beta1: the MPI operator then owns mpijobs.kubeflow.org,
         # and the training operator is installed without its own MPIJob v1 CRD and controller.
         with_mpi = args.get("mpi_operator", any(group.instance.is_gpu and group.efa_interfaces for group in gpu_groups))
         self.training_operator, self.job_operator = None, None
         operator = args.get("training_operator", OperatorKind.V1)
         if operator == OperatorKind.V1:
-            self.training_operator = TrainingOperator(f"{name}-training-operator", {
-                "provider": self.provider, "depends_on": system, "mpi_jobs": not with_mpi,
-            }, opts=child)
+            self.training_operator = TrainingOperator(
+                f"{name}-training-operator",
+                {
+                    "provider": self.provider,
+                    "depends_on": system,
+                    "mpi_jobs": not with_mpi,
+                },
+                opts=child,
+            )
             self.job_operator = self.training_operator.manifests
         elif operator == OperatorKind.V2:
-            trainer = KubeflowTrainer(f"{name}-kubeflow-trainer", {"provider": self.provider, "depends_on": system}, opts=child)
+            trainer = KubeflowTrainer(
+                f"{name}-kubeflow-trainer", {"provider": self.provider, "depends_on": system}, opts=child
+            )
             self.job_operator = trainer.release
         self.mpi_operator = None
         if with_mpi:
             after = [*system, *([self.training_operator.manifests] if self.training_operator else [])]
-            self.mpi_operator = MpiOperator(f"{name}-mpi-operator", {"provider": self.provider, "depends_on": after}, opts=child)
+            self.mpi_operator = MpiOperator(
+                f"{name}-mpi-operator", {"provider": self.provider, "depends_on": after}, opts=child
+            )
 
         self.storage_claim_name = None
         storage = args.get("storage", StorageKind.FSX)
-        storage_base = {"provider": self.provider, "vpc_id": self.network.vpc_id, "node_security_group_id": self.cluster.cluster_security_group_id,
-                        "namespace": self.training_namespace, "tags": tags, "depends_on": [*system, namespace], **oidc}
+        storage_base = {
+            "provider": self.provider,
+            "vpc_id": self.network.vpc_id,
+            "node_security_group_id": self.cluster.cluster_security_group_id,
+            "namespace": self.training_namespace,
+            "tags": tags,
+            "depends_on": [*system, namespace],
+            **oidc,
+        }
         if storage == StorageKind.FSX:
             zone = args.get("node_groups", [])[0]["availability_zone"]
-            fsx_args: FsxLustreStorageArgs = {**storage_base, **args.get("fsx", {}), "subnet_id": self.network.private_subnet_by_zone[zone]}  # type: ignore[typeddict-item]
+            fsx_args: FsxLustreStorageArgs = {
+                **storage_base,
+                **args.get("fsx", {}),
+                "subnet_id": self.network.private_subnet_by_zone[zone],
+            }  # type: ignore[typeddict-item]
             self.storage_claim_name = FsxLustreStorage(f"{name}-fsx", fsx_args, opts=child).claim_name
         elif storage == StorageKind.EXISTING_FSX:
             existing: ExistingFsxVolumeArgs = {**storage_base, **args["existing_fsx"]}  # type: ignore[typeddict-item]
             self.storage_claim_name = ExistingFsxVolume(f"{name}-existing-fsx", existing, opts=child).claim_name
         elif storage == StorageKind.EFS:
             subnets = list(self.network.private_subnet_by_zone.values())
-            self.storage_claim_name = EfsStorage(f"{name}-efs", {**storage_base, "subnet_ids": subnets}, opts=child).claim_name  # type: ignore[typeddict-item]
+            efs_args: EfsStorageArgs = {**storage_base, "subnet_ids": subnets}  # type: ignore[typeddict-item]
+            self.storage_claim_name = EfsStorage(f"{name}-efs", efs_args, opts=child).claim_name
 
         self.bucket_name = self.service_account_name = None
         if args.get("model_bucket", True):
-            bucket = ModelBucket(f"{name}-models", {
-                "provider": self.provider, "namespace": self.training_namespace, "tags": tags, "depends_on": [namespace], **oidc,
-                **({"checkpoint_expiry_days": args["checkpoint_expiry_days"]} if "checkpoint_expiry_days" in args else {}),
-            }, opts=child)  # type: ignore[arg-type]
+            bucket = ModelBucket(
+                f"{name}-models",
+                {  # type: ignore[arg-type]
+                    "provider": self.provider,
+                    "namespace": self.training_namespace,
+                    "tags": tags,
+                    "depends_on": [namespace],
+                    **oidc,
+                    **(
+                        {"checkpoint_expiry_days": args["checkpoint_expiry_days"]}
+                        if "checkpoint_expiry_days" in args
+                        else {}
+                    ),
+                },
+                opts=child,
+            )
             self.bucket_name, self.service_account_name = bucket.bucket_name, bucket.service_account_name
         self.register_outputs({"kubeconfig": self.kubeconfig, "bucket_name": self.bucket_name})

@@ -6,7 +6,6 @@ from typing import NotRequired, TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-
 # The POSIX user training pods run as: the trainer image's user (trainer/Dockerfile; a test checks).
 SHARED_UID = 1000
 
@@ -32,7 +31,6 @@ class SharedStorageArgs(TypedDict):
     """Tags for every taggable resource."""
     depends_on: NotRequired[Sequence[pulumi.Resource]]
     """Resources to wait for before installing (the system node group, whose nodes run it)."""
-
 
 
 def storage_class_and_claim(
@@ -64,6 +62,10 @@ def storage_class_and_claim(
     return k8s.core.v1.PersistentVolumeClaim(
         f"{name}-claim",
         metadata={"name": claim_name, "namespace": namespace},
-        spec={"access_modes": ["ReadWriteMany"], "storage_class_name": storage_class.metadata.name, "resources": {"requests": {"storage": f"{size_gib}Gi"}}},
+        spec={
+            "access_modes": ["ReadWriteMany"],
+            "storage_class_name": storage_class.metadata.name,
+            "resources": {"requests": {"storage": f"{size_gib}Gi"}},
+        },
         opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[storage_class]),
     )

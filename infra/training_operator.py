@@ -23,6 +23,7 @@ class OperatorKind(str, Enum):
     V2 = "v2"
     NONE = "none"
 
+
 NAMESPACE = "kubeflow"
 SERVICE_ACCOUNT = "training-operator"
 
@@ -54,24 +55,40 @@ class TrainingOperator(pulumi.ComponentResource):
     def __init__(self, name: str, args: TrainingOperatorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         version = args.get("version", versions.TRAINING_OPERATOR_VERSION)
         if not re.fullmatch(r"v1\.\d+\.\d+", version):
-            raise InvalidArgument(COMPONENT, "version", version, "use a v1 release tag such as v1.9.4 (Trainer v2 is a different API)")
+            raise InvalidArgument(
+                COMPONENT, "version", version, "use a v1 release tag such as v1.9.4 (Trainer v2 is a different API)"
+            )
         without_mpi = not args.get("mpi_jobs", True)
         if without_mpi and version != versions.TRAINING_OPERATOR_VERSION:
             patched = versions.TRAINING_OPERATOR_VERSION
-            raise InvalidArgument(COMPONENT, "version", version,
-                                  f"without MPIJobs only {patched} is patched (infra/manifests/training-operator-without-mpijob)")
+            raise InvalidArgument(
+                COMPONENT,
+                "version",
+                version,
+                f"without MPIJobs only {patched} is patched (infra/manifests/training-operator-without-mpijob)",
+            )
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         self.version = version
-        scoped = pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=list(args.get("depends_on", [])))
+        scoped = pulumi.ResourceOptions(
+            parent=self, provider=args["provider"], depends_on=list(args.get("depends_on", []))
+        )
         directory = versions.TRAINING_OPERATOR_OVERLAY.format(version=version)
         if without_mpi:
             directory = _stable_path(versions.TRAINING_OPERATOR_WITHOUT_MPIJOB)
-        self.manifests = k8s.kustomize.v2.Directory(f"{name}-manifests", directory=directory, namespace=NAMESPACE, opts=scoped)
+        self.manifests = k8s.kustomize.v2.Directory(
+            f"{name}-manifests", directory=directory, namespace=NAMESPACE, opts=scoped
+        )
         # Elastic PyTorchJobs with metrics create HorizontalPodAutoscalers.
         hpa_role = k8s.rbac.v1.ClusterRole(
             f"{name}-hpa",
             metadata={"name": "training-operator-hpa"},
-            rules=[{"api_groups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}],
+            rules=[
+                {
+                    "api_groups": ["autoscaling"],
+                    "resources": ["horizontalpodautoscalers"],
+                    "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+                }
+            ],
             opts=scoped,
         )
         k8s.rbac.v1.ClusterRoleBinding(

@@ -89,9 +89,13 @@ TRAINING_OPERATOR_OVERLAY = "github.com/kubeflow/trainer.git/manifests/overlays/
 KUBEFLOW_TRAINER_CHART = ("kubeflow-trainer", "2.3.0", "oci://ghcr.io/kubeflow/charts")
 
 # Without MPIJob v1, where the MPI operator v2 is installed (a local kustomization over the same release).
-TRAINING_OPERATOR_WITHOUT_MPIJOB = str(Path(__file__).resolve().parent / "manifests" / "training-operator-without-mpijob")
+TRAINING_OPERATOR_WITHOUT_MPIJOB = str(
+    Path(__file__).resolve().parent / "manifests" / "training-operator-without-mpijob"
+)
 
 # The MPI operator v2 (MPIJob kubeflow.org/v2beta1), which the GPU workshop installs for nccl-tests:
 # v0.8.0 (2026-02-18) is its newest release; its manifest carries the CRD, RBAC and the controller.
 MPI_OPERATOR_VERSION = "v0.8.0"
-MPI_OPERATOR_MANIFEST = "https://raw.githubusercontent.com/kubeflow/mpi-operator/{version}/deploy/v2beta1/mpi-operator.yaml"
+MPI_OPERATOR_MANIFEST = (
+    "https://raw.githubusercontent.com/kubeflow/mpi-operator/{version}/deploy/v2beta1/mpi-operator.yaml"
+)

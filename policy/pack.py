@@ -26,12 +26,23 @@ def resource_validation(rule: ResourceRule) -> Callable[[ResourceValidationArgs,
 
 
 def _resource_policy(rule: ResourceRule) -> ResourceValidationPolicy:
-    return ResourceValidationPolicy(name=rule.name, description=rule.description, validate=resource_validation(rule), enforcement_level=EnforcementLevel.MANDATORY)
+    return ResourceValidationPolicy(
+        name=rule.name,
+        description=rule.description,
+        validate=resource_validation(rule),
+        enforcement_level=EnforcementLevel.MANDATORY,
+    )
 
 
 def _validate_efa(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     resources = [
-        StackResource(r.resource_type, r.name, r.urn, r.props, {key: [d.urn for d in deps] for key, deps in r.property_dependencies.items()})
+        StackResource(
+            r.resource_type,
+            r.name,
+            r.urn,
+            r.props,
+            {key: [d.urn for d in deps] for key, deps in r.property_dependencies.items()},
+        )
         for r in args.resources
     ]
     for problem in efa_groups_consistent(resources):

@@ -52,8 +52,16 @@ def bucket_public_access_blocked(_: str, props: Props) -> list[str]:
 
 def bucket_encrypted(_: str, props: Props) -> list[str]:
     rules = props.get("rules") or []
-    algorithms = [rule.get("applyServerSideEncryptionByDefault", {}).get("sseAlgorithm") for rule in rules if isinstance(rule, dict)]
-    return [] if any(algorithm in ("aws:kms", "aws:kms:dsse", "AES256") for algorithm in algorithms) else ["no default server-side encryption"]
+    algorithms = [
+        rule.get("applyServerSideEncryptionByDefault", {}).get("sseAlgorithm")
+        for rule in rules
+        if isinstance(rule, dict)
+    ]
+    return (
+        []
+        if any(algorithm in ("aws:kms", "aws:kms:dsse", "AES256") for algorithm in algorithms)
+        else ["no default server-side encryption"]
+    )
 
 
 def bucket_tls_only(_: str, props: Props) -> list[str]:
@@ -111,7 +119,12 @@ def oidc_trust_conditions(_: str, props: Props) -> list[str]:
         federated = _as_list((statement.get("Principal") or {}).get("Federated", []))
         if not any("oidc-provider" in str(principal) for principal in federated):
             continue
-        keys = [key for operator in (statement.get("Condition") or {}).values() if isinstance(operator, dict) for key in operator]
+        keys = [
+            key
+            for operator in (statement.get("Condition") or {}).values()
+            if isinstance(operator, dict)
+            for key in operator
+        ]
         for suffix in (":sub", ":aud"):
             if not any(key.endswith(suffix) for key in keys):
                 problems.append(f"a role trusted through an OIDC provider has no `{suffix[1:]}` condition")
@@ -120,7 +133,11 @@ def oidc_trust_conditions(_: str, props: Props) -> list[str]:
 
 def no_wildcard_admin(_: str, props: Props) -> list[str]:
     for statement in _statements(_document(props.get("policy"))):
-        if statement.get("Effect") == "Allow" and "*" in _as_list(statement.get("Action")) and "*" in _as_list(statement.get("Resource")):
+        if (
+            statement.get("Effect") == "Allow"
+            and "*" in _as_list(statement.get("Action"))
+            and "*" in _as_list(statement.get("Resource"))
+        ):
             return ['a statement allows "Action": "*" on "Resource": "*"']
     return []
 
@@ -164,7 +181,9 @@ def pytorchjob_sane(_: str, props: Props) -> list[str]:
 def trainjob_sane(_: str, props: Props) -> list[str]:
     if "numProcPerNode" in ((props.get("spec") or {}).get("trainer") or {}):
         return []
-    return ["numProcPerNode is unset (the Trainer's torch plugin then starts one process per requested CPU on CPU nodes)"]
+    return [
+        "numProcPerNode is unset (the Trainer's torch plugin then starts one process per requested CPU on CPU nodes)"
+    ]
 
 
 def training_runtime_sane(_: str, props: Props) -> list[str]:
@@ -177,22 +196,78 @@ def training_runtime_sane(_: str, props: Props) -> list[str]:
 
 
 RESOURCE_RULES: Sequence[ResourceRule] = (
-    ResourceRule("s3-public-access-blocked", "S3 public access blocks block everything.", ("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",), bucket_public_access_blocked),
-    ResourceRule("s3-encrypted", "S3 buckets encrypt by default.", ("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",), bucket_encrypted),
-    ResourceRule("s3-tls-only", "S3 bucket policies deny requests without TLS.", ("aws:s3/bucketPolicy:BucketPolicy",), bucket_tls_only),
-    ResourceRule("launch-template-hardened", "Launch templates require IMDSv2 and encrypt EBS.", ("aws:ec2/launchTemplate:LaunchTemplate",), launch_template_hardened),
-    ResourceRule("no-open-ingress", "No security group ingress from 0.0.0.0/0 or ::/0.",
-                 ("aws:ec2/securityGroup:SecurityGroup", "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"), no_open_ingress),
-    ResourceRule("eks-encrypted-and-logged", "EKS clusters encrypt secrets and log the control plane.", ("eks:index:Cluster", "aws:eks/cluster:Cluster"), eks_encrypted_and_logged),
-    ResourceRule("iam-oidc-trust-conditions", "Roles trusted through OIDC pin `sub` and `aud`.", ("aws:iam/role:Role",), oidc_trust_conditions),
-    ResourceRule("iam-no-wildcard-admin", 'No "Action": "*" on "Resource": "*".',
-                 ("aws:iam/rolePolicy:RolePolicy", "aws:iam/policy:Policy"), no_wildcard_admin),
-    ResourceRule("ecr-scanned-and-immutable", "ECR repositories scan on push and have immutable tags.", ("aws:ecr/repository:Repository",), ecr_scanned_and_immutable),
-    ResourceRule("pytorchjob-sane", "PyTorchJobs name a `pytorch` container, set nprocPerNode, and request EFA on EFA nodes.",
-                 ("kubernetes:kubeflow.org/v1:PyTorchJob",), pytorchjob_sane),
-    ResourceRule("trainjob-sane", "TrainJobs set numProcPerNode.", ("kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob",), trainjob_sane),
-    ResourceRule("training-runtime-efa", "Training runtimes request EFA on EFA nodes.",
-                 ("kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime",), training_runtime_sane),
+    ResourceRule(
+        "s3-public-access-blocked",
+        "S3 public access blocks block everything.",
+        ("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",),
+        bucket_public_access_blocked,
+    ),
+    ResourceRule(
+        "s3-encrypted",
+        "S3 buckets encrypt by default.",
+        ("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",),
+        bucket_encrypted,
+    ),
+    ResourceRule(
+        "s3-tls-only",
+        "S3 bucket policies deny requests without TLS.",
+        ("aws:s3/bucketPolicy:BucketPolicy",),
+        bucket_tls_only,
+    ),
+    ResourceRule(
+        "launch-template-hardened",
+        "Launch templates require IMDSv2 and encrypt EBS.",
+        ("aws:ec2/launchTemplate:LaunchTemplate",),
+        launch_template_hardened,
+    ),
+    ResourceRule(
+        "no-open-ingress",
+        "No security group ingress from 0.0.0.0/0 or ::/0.",
+        ("aws:ec2/securityGroup:SecurityGroup", "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"),
+        no_open_ingress,
+    ),
+    ResourceRule(
+        "eks-encrypted-and-logged",
+        "EKS clusters encrypt secrets and log the control plane.",
+        ("eks:index:Cluster", "aws:eks/cluster:Cluster"),
+        eks_encrypted_and_logged,
+    ),
+    ResourceRule(
+        "iam-oidc-trust-conditions",
+        "Roles trusted through OIDC pin `sub` and `aud`.",
+        ("aws:iam/role:Role",),
+        oidc_trust_conditions,
+    ),
+    ResourceRule(
+        "iam-no-wildcard-admin",
+        'No "Action": "*" on "Resource": "*".',
+        ("aws:iam/rolePolicy:RolePolicy", "aws:iam/policy:Policy"),
+        no_wildcard_admin,
+    ),
+    ResourceRule(
+        "ecr-scanned-and-immutable",
+        "ECR repositories scan on push and have immutable tags.",
+        ("aws:ecr/repository:Repository",),
+        ecr_scanned_and_immutable,
+    ),
+    ResourceRule(
+        "pytorchjob-sane",
+        "PyTorchJobs name a `pytorch` container, set nprocPerNode, and request EFA on EFA nodes.",
+        ("kubernetes:kubeflow.org/v1:PyTorchJob",),
+        pytorchjob_sane,
+    ),
+    ResourceRule(
+        "trainjob-sane",
+        "TrainJobs set numProcPerNode.",
+        ("kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob",),
+        trainjob_sane,
+    ),
+    ResourceRule(
+        "training-runtime-efa",
+        "Training runtimes request EFA on EFA nodes.",
+        ("kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime",),
+        training_runtime_sane,
+    ),
 )
 
 
@@ -215,28 +290,49 @@ def efa_groups_consistent(resources: Sequence[StackResource]) -> list[str]:
     """Node groups (and Karpenter node classes) with EFA interfaces: one subnet, a cluster placement group (unless a
     reservation is used), and a security group on the interfaces with all-traffic rules to and from itself."""
     by_urn = {r.urn: r for r in resources}
-    rules = [r for r in resources if r.type in ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")]
+    rules = [
+        r
+        for r in resources
+        if r.type
+        in (
+            "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+            "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+        )
+    ]
 
     def self_referencing(group_urn: str, kind: str) -> bool:
         return any(
-            rule.type.endswith(kind) and rule.props.get("ipProtocol") == "-1"
-            and rule.referenced("securityGroupId") == {group_urn} and rule.referenced("referencedSecurityGroupId") == {group_urn}
+            rule.type.endswith(kind)
+            and rule.props.get("ipProtocol") == "-1"
+            and rule.referenced("securityGroupId") == {group_urn}
+            and rule.referenced("referencedSecurityGroupId") == {group_urn}
             for rule in rules
         )
 
     problems = efa_node_classes_consistent(resources, self_referencing)
     for node_group in (r for r in resources if r.type == "aws:eks/nodeGroup:NodeGroup"):
         for template in (by_urn[urn] for urn in node_group.referenced("launchTemplate") if urn in by_urn):
-            if not any(interface.get("interfaceType") == "efa" for interface in template.props.get("networkInterfaces") or []):
+            if not any(
+                interface.get("interfaceType") == "efa" for interface in template.props.get("networkInterfaces") or []
+            ):
                 continue
             where = f"node group {node_group.name}"
             if len(node_group.props.get("subnetIds") or []) != 1:
                 problems.append(f"{where}: EFA nodes must be in a single subnet (one availability zone)")
             placements = [by_urn[urn] for urn in template.referenced("placement") if urn in by_urn]
-            if "capacityReservationSpecification" not in template.props and not any(p.props.get("strategy") == "cluster" for p in placements):
+            if "capacityReservationSpecification" not in template.props and not any(
+                p.props.get("strategy") == "cluster" for p in placements
+            ):
                 problems.append(f"{where}: EFA nodes need a `cluster` placement group")
-            groups = [urn for urn in template.referenced("networkInterfaces") if urn in by_urn and by_urn[urn].type == "aws:ec2/securityGroup:SecurityGroup"]
-            if not any(self_referencing(urn, "SecurityGroupIngressRule") and self_referencing(urn, "SecurityGroupEgressRule") for urn in groups):
+            groups = [
+                urn
+                for urn in template.referenced("networkInterfaces")
+                if urn in by_urn and by_urn[urn].type == "aws:ec2/securityGroup:SecurityGroup"
+            ]
+            if not any(
+                self_referencing(urn, "SecurityGroupIngressRule") and self_referencing(urn, "SecurityGroupEgressRule")
+                for urn in groups
+            ):
                 problems.append(f"{where}: no security group on its interfaces allows all traffic to and from itself")
     return problems
 
@@ -262,12 +358,19 @@ def efa_node_classes_consistent(
             problems.append(f"{where}: EFA nodes must be in a single subnet (one availability zone)")
         if not spec.get("placementGroupSelector") and not spec.get("capacityReservationSelectorTerms"):
             problems.append(f"{where}: EFA nodes need a `cluster` placement group (or a capacity reservation)")
-        for instance_type in next((r.get("values") or [] for r in template.get("requirements") or []
-                                   if r.get("key") == "node.kubernetes.io/instance-type"), []):
+        for instance_type in next(
+            (
+                r.get("values") or []
+                for r in template.get("requirements") or []
+                if r.get("key") == "node.kubernetes.io/instance-type"
+            ),
+            [],
+        ):
             facts = catalogue.lookup(instance_type)
             if facts and cards != set(range(facts.network_cards)):
-                problems.append(f"{where}: EFA on {len(cards)} of the {facts.network_cards} network cards of "
-                                f"{instance_type}")
+                problems.append(
+                    f"{where}: EFA on {len(cards)} of the {facts.network_cards} network cards of {instance_type}"
+                )
         groups = [urn for urn in node_class.referenced("spec") if urn in by_urn and by_urn[urn].type == SECURITY_GROUP]
         both = ("SecurityGroupIngressRule", "SecurityGroupEgressRule")
         if not any(all(self_referencing(urn, kind) for kind in both) for urn in groups):

@@ -266,8 +266,11 @@ def _storage(raw: Any) -> tuple[StorageKind, dict[str, Any]]:
     foreign = sorted(set(options) - STORAGE_KEYS[kind])
     if foreign:
         takes = [item for item, keys in STORAGE_KEYS.items() if foreign[0] in keys]
-        raise ConfigError(f"{_key('storage')}.{_camel(STORAGE, foreign[0])}", options[foreign[0]],
-                          f"it applies to kind {' or '.join(takes)}, not {kind}")
+        raise ConfigError(
+            f"{_key('storage')}.{_camel(STORAGE, foreign[0])}",
+            options[foreign[0]],
+            f"it applies to kind {' or '.join(takes)}, not {kind}",
+        )
     return StorageKind(kind), options
 
 
@@ -345,15 +348,20 @@ def _job(
         uneven = [pods for pods in range(minimum, replicas) if batch * replicas % pods]
         if uneven:
             raise ConfigError(
-                f"{key}.elasticMinReplicas", minimum,
+                f"{key}.elasticMinReplicas",
+                minimum,
                 f"{uneven[-1]} pods cannot share the job's global batch (batchSize {batch} x {replicas} replicas) "
                 f"evenly; use elasticMinReplicas {uneven[-1] + 1} or more, "
                 f"or a batchSize that {uneven[-1]} pods can share",
             )
     prepare = fields.get("prepare_data", dataset in DOWNLOADABLE_DATASETS and claim is not None)
     if prepare and claim is None:
-        raise ConfigError(f"{key}.prepareData", prepare, "it fills the shared volume, and eks-ddp:storage is none: "
-                          "each pod fetches the data into its scratch space itself")
+        raise ConfigError(
+            f"{key}.prepareData",
+            prepare,
+            "it fills the shared volume, and eks-ddp:storage is none: "
+            "each pod fetches the data into its scratch space itself",
+        )
     if prepare and dataset not in DOWNLOADABLE_DATASETS:
         raise ConfigError(
             f"{key}.prepareData", prepare, f"only {', '.join(DOWNLOADABLE_DATASETS)} are downloaded; {dataset} is not"
@@ -362,8 +370,12 @@ def _job(
     if code is not None:
         for step in ("prepare_data", "evaluate"):
             if fields.get(step):
-                raise ConfigError(f"{key}.{_camel(JOB, step)}", True, "it runs the bundled trainer: a job with its "
-                                  "own script prepares and evaluates in that script; leave it unset")
+                raise ConfigError(
+                    f"{key}.{_camel(JOB, step)}",
+                    True,
+                    "it runs the bundled trainer: a job with its "
+                    "own script prepares and evaluates in that script; leave it unset",
+                )
         prepare = False
     job = TrainingJob(
         name=name,
@@ -391,8 +403,12 @@ def _user_code(fields: Mapping[str, Any], key: str, image: str) -> UserCode | No
                 raise ConfigError(f"{key}.{other}", fields[other], "it goes with job.script: set job.script too")
         return None
     if image == BUILT_IMAGE:
-        raise ConfigError(f"{key}.script", fields["script"], "it runs in your own image: set eks-ddp:image to an "
-                          "image that contains it (the image the stack builds holds only the bundled trainer)")
+        raise ConfigError(
+            f"{key}.script",
+            fields["script"],
+            "it runs in your own image: set eks-ddp:image to an "
+            "image that contains it (the image the stack builds holds only the bundled trainer)",
+        )
     args = _strings(fields.get("args", []), f"{key}.args")
     env = fields.get("env", {})
     _strings(list(env.values()), f"{key}.env")
@@ -433,8 +449,12 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     platform_args["node_health"] = top.get("node_health", True)
     if top.get("managed_prometheus"):
         if platform_args["monitoring"] != MonitoringKind.PROMETHEUS:
-            raise ConfigError(_key("managedPrometheus"), True, f"it writes Prometheus' samples: needs "
-                              f"eks-ddp:monitoring prometheus, not {platform_args['monitoring'].value}")
+            raise ConfigError(
+                _key("managedPrometheus"),
+                True,
+                f"it writes Prometheus' samples: needs "
+                f"eks-ddp:monitoring prometheus, not {platform_args['monitoring'].value}",
+            )
         platform_args["managed_prometheus"] = True
     kind, fsx = _storage(top.get("storage"))
     platform_args["storage"] = kind
@@ -456,8 +476,11 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     if job is not None and not platform_args["node_health"]:
         job = replace(job, job=replace(job.job, preflight=False))
     if job is not None and job.job.elastic and operator != OperatorKind.V1:
-        raise ConfigError(f"{_key('job')}.elasticMinReplicas", job.job.elastic_min_replicas,
-                          f"elastic jobs need trainingOperator v1 (PyTorchJob elasticPolicy), not {operator.value}")
+        raise ConfigError(
+            f"{_key('job')}.elasticMinReplicas",
+            job.job.elastic_min_replicas,
+            f"elastic jobs need trainingOperator v1 (PyTorchJob elasticPolicy), not {operator.value}",
+        )
     return StackConfig(
         region=region,
         platform=platform_args,

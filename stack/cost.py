@@ -14,7 +14,13 @@ from infra.platform import AutoscalerKind, StorageKind, TrainingPlatformArgs
 HOURS_PER_MONTH = 730
 EKS_CONTROL_PLANE_HOURLY = 0.10  # standard support
 NAT_GATEWAY_HOURLY = 0.045  # plus $0.045 per GB processed
-FSX_GIB_MONTH = {("SCRATCH_2", None): 0.140, ("PERSISTENT_2", 125): 0.145, ("PERSISTENT_2", 250): 0.210, ("PERSISTENT_2", 500): 0.340, ("PERSISTENT_2", 1000): 0.600}
+FSX_GIB_MONTH = {
+    ("SCRATCH_2", None): 0.140,
+    ("PERSISTENT_2", 125): 0.145,
+    ("PERSISTENT_2", 250): 0.210,
+    ("PERSISTENT_2", 500): 0.340,
+    ("PERSISTENT_2", 1000): 0.600,
+}
 
 
 @dataclass(frozen=True)
@@ -54,4 +60,3 @@ def estimate(platform: TrainingPlatformArgs) -> list[Line]:
         per_gib = FSX_GIB_MONTH[(kind, fsx.get("per_unit_storage_throughput") if kind == "PERSISTENT_2" else None)]
         lines.append(Line(f"FSx for Lustre {kind} (GiB)", fsx.get("capacity_gib", 1200), per_gib / HOURS_PER_MONTH))
     return lines
-

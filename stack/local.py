@@ -93,8 +93,9 @@ def render_for(
     if config.job is None:
         raise ConfigError("eks-ddp:job", None, f"Pulumi.{stack}.yaml defines no job to run")
     if config.job.job.elastic:
-        raise ConfigError("eks-ddp:job.elasticMinReplicas", config.job.job.elastic_min_replicas,
-                          "the local run covers static jobs")
+        raise ConfigError(
+            "eks-ddp:job.elasticMinReplicas", config.job.job.elastic_min_replicas, "the local run covers static jobs"
+        )
     spec = next(group for group in config.platform.get("node_groups", []) if group["name"] == config.job.node_group)
     instance = offline(spec["instance_type"])
     efa = spec.get("efa", True)
@@ -152,8 +153,12 @@ def local_env(variables: list[dict[str, Any]], index: int, port: int, processes:
     """The pod's variables here: the rendezvous on 127.0.0.1:`port`, this machine's process count, and the
     Job controller's completion index where a variable reads it (the only field reference a training pod uses)."""
     local = {
-        "MASTER_ADDR": "127.0.0.1", "PET_MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-        "PET_MASTER_PORT": str(port), "PET_NPROC_PER_NODE": str(processes), "WORLD_SIZE": str(pods * processes),
+        "MASTER_ADDR": "127.0.0.1",
+        "PET_MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "PET_MASTER_PORT": str(port),
+        "PET_NPROC_PER_NODE": str(processes),
+        "WORLD_SIZE": str(pods * processes),
     }
     env = {}
     for variable in variables:
@@ -175,8 +180,10 @@ def replicas(job: EngineJob, shared: Path, port: int) -> list[Replica]:
     result = []
     for index, pod in enumerate(job.pods):
         container = pod["containers"][0]
-        env = {name: localize(value, shared) for name, value in
-               local_env(container.get("env", []), index, port, processes, pods).items()}
+        env = {
+            name: localize(value, shared)
+            for name, value in local_env(container.get("env", []), index, port, processes, pods).items()
+        }
         env.update(OMP_NUM_THREADS=str(threads), GLOO_SOCKET_IFNAME="lo", PYTHONUNBUFFERED="1")
         result.append(Replica(index, _localize(container["command"], shared), env))
     return result
@@ -262,8 +269,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--project-dir", type=Path, default=stack_file.ROOT, help="directory with Pulumi.yaml and the stack files"
     )
-    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                        help="set a stack key for this run, as `pulumi up --config` does (repeatable)")
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a stack key for this run, as `pulumi up --config` does (repeatable)",
+    )
     args = parser.parse_args(argv)
     workdir = args.workdir or Path("runs") / "local" / args.stack
     if args.workdir is None and workdir.exists():

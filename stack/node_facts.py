@@ -28,24 +28,46 @@ def node_groups(config: StackConfig) -> list[dict[str, Any]]:
         name, instance = group["name"], instances[group["name"]]
         minimum = 0 if karpenter else group.get("min_size", 0)  # Karpenter keeps no idle nodes
         capacity = CapacityType(group.get("capacity_type", "ON_DEMAND")).value
-        records.append(_record(
-            name, group["instance_type"], capacity, group.get("capacity_reservation_id"),
-            instance.network_cards if group.get("efa", True) else 0, (minimum, group.get("max_size", 2)),
-            choices[name].describe(builds.get(choices[name].accelerator, [instance.architecture])),
-            "Karpenter NodePool" if karpenter else "managed node group",
-        ))
+        records.append(
+            _record(
+                name,
+                group["instance_type"],
+                capacity,
+                group.get("capacity_reservation_id"),
+                instance.network_cards if group.get("efa", True) else 0,
+                (minimum, group.get("max_size", 2)),
+                choices[name].describe(builds.get(choices[name].accelerator, [instance.architecture])),
+                "Karpenter NodePool" if karpenter else "managed node group",
+            )
+        )
     return records
 
 
-def _record(name: str, instance_type: str, capacity: str, reservation: str | None, efa: int,
-            sizes: tuple[int, int], image: str | None, launcher: str = "managed node group") -> dict[str, Any]:
+def _record(
+    name: str,
+    instance_type: str,
+    capacity: str,
+    reservation: str | None,
+    efa: int,
+    sizes: tuple[int, int],
+    image: str | None,
+    launcher: str = "managed node group",
+) -> dict[str, Any]:
     instance = offline(instance_type)
     return {
-        "name": name, "instance_type": instance_type, "architecture": instance.architecture.value,
-        "vcpus": instance.vcpus, "memory_gib": instance.memory_gib,
+        "name": name,
+        "instance_type": instance_type,
+        "architecture": instance.architecture.value,
+        "vcpus": instance.vcpus,
+        "memory_gib": instance.memory_gib,
         "gpus": f"{instance.gpus} x {instance.gpu_model}" if instance.gpus else "none",
-        "efa_interfaces": efa, "capacity_type": capacity, "capacity_reservation": reservation,
-        "nodes": f"{sizes[0]}-{sizes[1]}", "launcher": launcher, "image": image, "assumed": instance.assumed or None,
+        "efa_interfaces": efa,
+        "capacity_type": capacity,
+        "capacity_reservation": reservation,
+        "nodes": f"{sizes[0]}-{sizes[1]}",
+        "launcher": launcher,
+        "image": image,
+        "assumed": instance.assumed or None,
     }
 
 
@@ -54,11 +76,12 @@ def lines(records: list[dict[str, Any]]) -> list[str]:
     for r in records:
         capacity = r["capacity_type"] + (f" from {r['capacity_reservation']}" if r["capacity_reservation"] else "")
         shape = f"{r['architecture']}, {r['vcpus']} vCPUs, {r['memory_gib']:g} GiB, GPUs {r['gpus']}"
-        text.append(f"  {r['name']}: {r['instance_type']} ({shape}, {r['efa_interfaces']} EFA interfaces), "
-                    f"{capacity}, {r['nodes']} nodes ({r['launcher']})")
+        text.append(
+            f"  {r['name']}: {r['instance_type']} ({shape}, {r['efa_interfaces']} EFA interfaces), "
+            f"{capacity}, {r['nodes']} nodes ({r['launcher']})"
+        )
         if r["image"]:
             text.append(f"    jobs run: {r['image']}")
         if r["assumed"]:
             text.append(f"    note: {r['assumed']}")
     return text
-

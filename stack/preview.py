@@ -21,11 +21,23 @@ from infra.errors import InvalidArgument
 from infra.mocking import Registration
 from stack import cost, node_facts, stack_file
 from stack.config import ConfigError, parse
-from stack.project_config import StackFileError
 from stack.mocked import run_under_mocks
+from stack.project_config import StackFileError
 
-MANIFEST_KEYS = ("apiVersion", "kind", "metadata", "spec", "provisioner", "parameters", "mountOptions", "reclaimPolicy",
-                 "volumeBindingMode", "rules", "roleRef", "subjects")
+MANIFEST_KEYS = (
+    "apiVersion",
+    "kind",
+    "metadata",
+    "spec",
+    "provisioner",
+    "parameters",
+    "mountOptions",
+    "reclaimPolicy",
+    "volumeBindingMode",
+    "rules",
+    "roleRef",
+    "subjects",
+)
 
 
 def _integral(value: Any) -> Any:
@@ -71,21 +83,37 @@ def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path
     written = []
     for manifest in objects:
         metadata = manifest.get("metadata", {})
-        path = directory / f"{manifest['kind'].lower()}-{metadata.get('namespace', 'cluster')}-{metadata.get('name', 'unnamed')}.yaml"
+        path = (
+            directory
+            / f"{manifest['kind'].lower()}-{metadata.get('namespace', 'cluster')}-{metadata.get('name', 'unnamed')}.yaml"
+        )
         path.write_text(yaml.safe_dump(manifest, sort_keys=False))
         written.append(path)
     return written
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stack.preview", description=__doc__.split("\n", 1)[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="python -m stack.preview", description=__doc__.split("\n", 1)[0] if __doc__ else None
+    )
     parser.add_argument("--stack", default="dev", help="reads Pulumi.<stack>.yaml (default dev)")
-    parser.add_argument("--project-dir", type=Path, default=stack_file.ROOT,
-                        help="directory with Pulumi.yaml and the stack files (default: this repository)")
-    parser.add_argument("--manifests", type=Path, help="directory for the Kubernetes YAML (default runs/preview/<stack>)")
+    parser.add_argument(
+        "--project-dir",
+        type=Path,
+        default=stack_file.ROOT,
+        help="directory with Pulumi.yaml and the stack files (default: this repository)",
+    )
+    parser.add_argument(
+        "--manifests", type=Path, help="directory for the Kubernetes YAML (default runs/preview/<stack>)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
-    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                        help="set a stack key for this run, as `pulumi up --config` does (repeatable)")
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a stack key for this run, as `pulumi up --config` does (repeatable)",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
@@ -103,16 +131,33 @@ def main(argv: list[str] | None = None) -> int:
     counts = Counter(r.type for r in registrations)
     seconds = time.perf_counter() - started
     if args.json:
-        print(json.dumps({
-            "stack": args.stack,
-            "resources": [{"type": r.type, "name": r.name, "parent": r.parent} for r in registrations],
-            "node_groups": node_facts.node_groups(config),
-            "counts": dict(sorted(counts.items())),
-            "cost": {"prices_as_of": PRICES_AS_OF, "currency": "USD", "hourly_total": round(total, 4),
-                     "lines": [{"item": line.item, "quantity": line.quantity, "unit_hourly": line.unit_hourly, "hourly": round(line.hourly, 4)} for line in lines]},
-            "manifests": [str(path) for path in written],
-            "seconds": round(seconds, 2),
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "stack": args.stack,
+                    "resources": [{"type": r.type, "name": r.name, "parent": r.parent} for r in registrations],
+                    "node_groups": node_facts.node_groups(config),
+                    "counts": dict(sorted(counts.items())),
+                    "cost": {
+                        "prices_as_of": PRICES_AS_OF,
+                        "currency": "USD",
+                        "hourly_total": round(total, 4),
+                        "lines": [
+                            {
+                                "item": line.item,
+                                "quantity": line.quantity,
+                                "unit_hourly": line.unit_hourly,
+                                "hourly": round(line.hourly, 4),
+                            }
+                            for line in lines
+                        ],
+                    },
+                    "manifests": [str(path) for path in written],
+                    "seconds": round(seconds, 2),
+                },
+                indent=2,
+            )
+        )
         return 0
     print(f"Stack {args.stack}: {len(registrations)} resources (under mocks; nothing was sent to AWS)\n")
     print("\n".join(tree_lines(registrations)))

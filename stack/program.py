@@ -14,9 +14,9 @@ from workloads.components import (
     DataPrepJob,
     EvaluationJob,
     FabricCheckJob,
+    IndexedTrainingJob,
     NcclCheckArgs,
     NcclCheckJob,
-    IndexedTrainingJob,
     PyTorchJob,
     TrainingJobArgs,
     TrainJob,
@@ -72,7 +72,10 @@ def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
             config.job.job, image=group_images[config.job.node_group], artifact_bucket=platform.bucket_name
         )
         args: TrainingJobArgs = {
-            "provider": platform.provider, "node_group": group, "job": training, "depends_on": [platform]
+            "provider": platform.provider,
+            "node_group": group,
+            "job": training,
+            "depends_on": [platform],
         }
         if config.job.prepare_data:
             DataPrepJob(f"{name}-data", args)
@@ -89,20 +92,31 @@ def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
             architecture = group.instance.architecture.value
             fabric_image = config.fabric_check_image or default_fabric_image(architecture, config.region)
             if fabric_image is None:
-                pulumi.log.warn(f"EFA fabric check skipped: set eks-ddp:fabricCheckImage to an {architecture} image "
-                                "with libfabric's EFA provider")
+                pulumi.log.warn(
+                    f"EFA fabric check skipped: set eks-ddp:fabricCheckImage to an {architecture} image "
+                    "with libfabric's EFA provider"
+                )
             else:
-                FabricCheckJob(f"{name}-efa-check", {
-                    "provider": platform.provider, "node_group": group, "namespace": platform.training_namespace,
-                    "image": fabric_image, "depends_on": [platform],
-                })
+                FabricCheckJob(
+                    f"{name}-efa-check",
+                    {
+                        "provider": platform.provider,
+                        "node_group": group,
+                        "namespace": platform.training_namespace,
+                        "image": fabric_image,
+                        "depends_on": [platform],
+                    },
+                )
     gpu_groups = [
         g for g in platform.node_groups.values() if g.instance.is_gpu and g.efa_interfaces and g.max_size >= 2
     ]
     if config.nccl_check and gpu_groups and platform.mpi_operator is not None:
         check: NcclCheckArgs = {
-            "provider": platform.provider, "node_group": gpu_groups[0], "namespace": platform.training_namespace,
-            "mpi_operator": platform.mpi_operator, "depends_on": [platform],
+            "provider": platform.provider,
+            "node_group": gpu_groups[0],
+            "namespace": platform.training_namespace,
+            "mpi_operator": platform.mpi_operator,
+            "depends_on": [platform],
         }
         if config.nccl_check_image:
             check["image"] = config.nccl_check_image

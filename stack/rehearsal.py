@@ -21,9 +21,9 @@ from infra.errors import InvalidArgument
 from infra.mocking import DEPLOYER_ROLE_ARN, Registration
 from stack import stack_file
 from stack.config import ConfigError, parse
-from stack.project_config import StackFileError
 from stack.engine_rules import RULES, Deployment, check
 from stack.mocked import run_under_mocks
+from stack.project_config import StackFileError
 from stack.reference_data import NETWORK_CARDS, read_network_cards
 
 

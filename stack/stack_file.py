@@ -38,11 +38,17 @@ def load(stack: str, root: Path = ROOT, override: dict[str, str] | None = None) 
     with `override` (full keys) in place of the file's values, as `pulumi up --config` would set them."""
     path = root / f"Pulumi.{stack}.yaml"
     if not path.is_file():
-        raise FileNotFoundError(f"--stack {stack}: {path.name} not found (stacks here: {', '.join(stacks(root)) or 'none'})")
+        raise FileNotFoundError(
+            f"--stack {stack}: {path.name} not found (stacks here: {', '.join(stacks(root)) or 'none'})"
+        )
     declared = project_config.declarations(root)
     stack_config = {**((yaml.safe_load(path.read_text()) or {}).get("config") or {}), **(override or {})}
-    own = {key.removeprefix(f"{PROJECT}:"): value for key, value in stack_config.items() if key.startswith(f"{PROJECT}:")}
+    own = {
+        key.removeprefix(f"{PROJECT}:"): value for key, value in stack_config.items() if key.startswith(f"{PROJECT}:")
+    }
     project_config.check(stack, own, root)
     values = {key: spec.get("default") for key, spec in declared.items()} | own
-    read = {key: project_config.as_program_reads(declared[key], value) for key, value in values.items() if value is not None}
+    read = {
+        key: project_config.as_program_reads(declared[key], value) for key, value in values.items() if value is not None
+    }
     return read, stack_config.get("aws:region")

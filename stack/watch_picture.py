@@ -43,8 +43,22 @@ def record(seconds_limit: float = 240) -> list[tuple[float, dict[str, float]]]:
         port = probe.getsockname()[1]
     torchrun = str(Path(sys.executable).with_name("torchrun"))
     with tempfile.TemporaryDirectory() as output, tempfile.TemporaryFile("w+") as log:
-        command = [torchrun, "--standalone", "--nproc-per-node", "2", "-m", "trainer", "train", *TRAIN,
-                   "--output-dir", output, "--metrics-port", str(port), "--metrics-address", "127.0.0.1"]
+        command = [
+            torchrun,
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "trainer",
+            "train",
+            *TRAIN,
+            "--output-dir",
+            output,
+            "--metrics-port",
+            str(port),
+            "--metrics-address",
+            "127.0.0.1",
+        ]
         # The log goes to a file: a pipe nobody reads fills up and stops the run.
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True)
         scrapes, start, deadline = [], time.monotonic(), time.monotonic() + seconds_limit

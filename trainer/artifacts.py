@@ -102,11 +102,12 @@ class ArtifactStore:
                 )
             except (EndpointConnectionError, ConnectTimeoutError) as error:
                 self.unreachable = True
-                self._warn(f"S3 is unreachable ({type(error).__name__}): nothing more is uploaded to {self.location} "
-                           "by this run, and the local copies are kept")
+                self._warn(
+                    f"S3 is unreachable ({type(error).__name__}): nothing more is uploaded to {self.location} "
+                    "by this run, and the local copies are kept"
+                )
             except (BotoCoreError, ClientError, OSError) as error:
-                self._warn(f"could not upload {path.name} to s3://{bucket}/{key} ({error}); "
-                           "the local copy is kept")
+                self._warn(f"could not upload {path.name} to s3://{bucket}/{key} ({error}); the local copy is kept")
 
     def _warn(self, message: str) -> None:
         """One warning per run: an unreachable endpoint must not fill the log."""
@@ -122,8 +123,10 @@ class ArtifactStore:
             steps = self._remote_steps()
         except (EndpointConnectionError, ConnectTimeoutError) as error:
             self.unreachable = True
-            self._warn(f"S3 is unreachable ({type(error).__name__}): resuming from local checkpoints only, and "
-                       f"nothing is uploaded to {self.location} by this run")
+            self._warn(
+                f"S3 is unreachable ({type(error).__name__}): resuming from local checkpoints only, and "
+                f"nothing is uploaded to {self.location} by this run"
+            )
             return None
         except (BotoCoreError, ClientError) as error:
             self._warn(f"could not list checkpoints in {self.checkpoints} ({error}); resuming from local ones only")
@@ -137,8 +140,12 @@ class ArtifactStore:
                         key = self.checkpoints.key(path.name)
                         self.client.download_file(self.checkpoints.bucket, key, str(path))
                 except (BotoCoreError, ClientError) as error:
-                    log.warning("checkpoint step %d in %s is unreadable (%s); trying the previous one",
-                                step, self.checkpoints, error)
+                    log.warning(
+                        "checkpoint step %d in %s is unreadable (%s); trying the previous one",
+                        step,
+                        self.checkpoints,
+                        error,
+                    )
                     continue
                 verified = staged.newest()  # reports a corrupt or truncated payload, as for local ones
                 if verified is None:

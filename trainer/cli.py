@@ -117,7 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--keep-checkpoints", type=_bounded(int, 1), default=3)
     train.add_argument("--log-every", type=_bounded(int, 1), default=10, help="steps between metrics lines")
     train.add_argument(
-        "--metrics-port", type=_bounded(int, 0, maximum=65536), default=0,
+        "--metrics-port",
+        type=_bounded(int, 0, maximum=65536),
+        default=0,
         help="rank 0 serves Prometheus metrics on this port (the stack's training pods declare one); 0: off",
     )
     train.add_argument("--metrics-address", default="0.0.0.0", help="the address the metrics port listens on")

@@ -54,7 +54,9 @@ def load(name: str, data_dir: Path | None, synthetic: SyntheticShape | None = No
     if data_dir is None:
         raise UsageError(f"--data-dir is required for --dataset {name}")
     if not data_dir.is_dir():
-        raise UsageError(f"--data-dir {data_dir}: no such directory (run `python -m trainer prepare-data --dataset {name} --data-dir {data_dir}`)")
+        raise UsageError(
+            f"--data-dir {data_dir}: no such directory (run `python -m trainer prepare-data --dataset {name} --data-dir {data_dir}`)"
+        )
     if name == "mnist":
         return _mnist(data_dir)
     if name == "cifar10":
@@ -62,7 +64,14 @@ def load(name: str, data_dir: Path | None, synthetic: SyntheticShape | None = No
     raise UsageError(f"--dataset {name!r} is unknown; choose from {', '.join(DATASETS)}")
 
 
-def _standardized(name: str, classes: tuple[str, ...], train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, test_y: np.ndarray) -> Splits:
+def _standardized(
+    name: str,
+    classes: tuple[str, ...],
+    train_x: np.ndarray,
+    train_y: np.ndarray,
+    test_x: np.ndarray,
+    test_y: np.ndarray,
+) -> Splits:
     """Scale with the training split's per-channel mean and std (the test split never leaks in)."""
     train = torch.from_numpy(np.ascontiguousarray(train_x, dtype=np.float32))
     test = torch.from_numpy(np.ascontiguousarray(test_x, dtype=np.float32))
@@ -107,10 +116,16 @@ def _mnist(data_dir: Path) -> Splits:
     )
     for images, labels in ((train_images, train_labels), (test_images, test_labels)):
         if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
-            raise UsageError(f"--data-dir {data_dir}: MNIST images {images.shape} and labels {labels.shape} do not match")
+            raise UsageError(
+                f"--data-dir {data_dir}: MNIST images {images.shape} and labels {labels.shape} do not match"
+            )
     return _standardized(
-        "mnist", DIGIT_CLASSES,
-        train_images[:, None] / 255.0, train_labels, test_images[:, None] / 255.0, test_labels,
+        "mnist",
+        DIGIT_CLASSES,
+        train_images[:, None] / 255.0,
+        train_labels,
+        test_images[:, None] / 255.0,
+        test_labels,
     )
 
 
@@ -128,8 +143,10 @@ class _ArrayOnlyUnpickler(pickle.Unpickler):
     """
 
     _ALLOWED = {
-        ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy", "ndarray"), ("numpy", "dtype"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
     }
 
     def find_class(self, module: str, name: str):  # noqa: ANN201 (pickle's signature)
@@ -156,7 +173,9 @@ def _cifar10(data_dir: Path) -> Splits:
     test_images, test_labels = _cifar_batch(_find(batches, "test_batch", "cifar10"))
     train_images = np.concatenate([images for images, _ in train_parts])
     train_labels = np.concatenate([labels for _, labels in train_parts])
-    return _standardized("cifar10", CIFAR10_CLASSES, train_images / 255.0, train_labels, test_images / 255.0, test_labels)
+    return _standardized(
+        "cifar10", CIFAR10_CLASSES, train_images / 255.0, train_labels, test_images / 255.0, test_labels
+    )
 
 
 def _synthetic(shape: SyntheticShape, seed: int) -> Splits:

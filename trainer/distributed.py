@@ -76,7 +76,9 @@ def pick_device(topology: Topology, requested: str = "auto") -> torch.device:
     driver), and training on its CPUs instead would be slow and silent, so it stops with one line.
     """
     if requested == "cuda" and not torch.cuda.is_available():
-        build = f"torch {torch.__version__} was built without CUDA" if torch.version.cuda is None else "no GPU is visible"
+        build = (
+            f"torch {torch.__version__} was built without CUDA" if torch.version.cuda is None else "no GPU is visible"
+        )
         raise UsageError(f"--device cuda: {build}; run an image with CUDA on a GPU node, or use --device cpu")
     if requested != "cpu" and torch.cuda.is_available():
         return torch.device("cuda", topology.local_rank % torch.cuda.device_count())

@@ -33,6 +33,8 @@ class StopSignals:
             self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)  # type: ignore[arg-type]

@@ -15,8 +15,10 @@ def mlp(input_shape: Shape, classes: int) -> nn.Module:
     features = input_shape[0] * input_shape[1] * input_shape[2]
     return nn.Sequential(
         nn.Flatten(),
-        nn.Linear(features, 256), nn.ReLU(inplace=True),
-        nn.Linear(256, 256), nn.ReLU(inplace=True),
+        nn.Linear(features, 256),
+        nn.ReLU(inplace=True),
+        nn.Linear(256, 256),
+        nn.ReLU(inplace=True),
         nn.Linear(256, classes),
     )
 
@@ -29,10 +31,15 @@ def small_cnn(input_shape: Shape, classes: int) -> nn.Module:
     """Two conv-BN-ReLU pairs (32, 64 channels) with max-pooling, then a 128-unit hidden layer."""
     channels, height, width = input_shape
     return nn.Sequential(
-        *_conv_bn_relu(channels, 32), *_conv_bn_relu(32, 32), nn.MaxPool2d(2),
-        *_conv_bn_relu(32, 64), *_conv_bn_relu(64, 64), nn.MaxPool2d(2),
+        *_conv_bn_relu(channels, 32),
+        *_conv_bn_relu(32, 32),
+        nn.MaxPool2d(2),
+        *_conv_bn_relu(32, 64),
+        *_conv_bn_relu(64, 64),
+        nn.MaxPool2d(2),
         nn.Flatten(),
-        nn.Linear(64 * (height // 4) * (width // 4), 128), nn.ReLU(inplace=True),
+        nn.Linear(64 * (height // 4) * (width // 4), 128),
+        nn.ReLU(inplace=True),
         nn.Linear(128, classes),
     )
 
@@ -47,15 +54,21 @@ def workshop_cnn(input_shape: Shape, classes: int) -> nn.Module:
 
     def pair(in_channels: int, mid_channels: int, out_channels: int) -> list[nn.Module]:
         return [
-            nn.Conv2d(in_channels, mid_channels, 3, padding=1), nn.ReLU(inplace=True),
-            nn.Conv2d(mid_channels, out_channels, 3, padding=1), nn.ReLU(inplace=True),
-            nn.BatchNorm2d(out_channels), nn.MaxPool2d(2),
+            nn.Conv2d(in_channels, mid_channels, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(mid_channels, out_channels, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.BatchNorm2d(out_channels),
+            nn.MaxPool2d(2),
         ]
 
     return nn.Sequential(
-        *pair(channels, 32, 64), *pair(64, 128, 128), *pair(128, 256, 256),
+        *pair(channels, 32, 64),
+        *pair(64, 128, 128),
+        *pair(128, 256, 256),
         nn.Flatten(),
-        nn.Linear(256 * (height // 8) * (width // 8), 512), nn.ReLU(inplace=True),
+        nn.Linear(256 * (height // 8) * (width // 8), 512),
+        nn.ReLU(inplace=True),
         nn.Linear(512, classes),
     )
 
@@ -66,7 +79,12 @@ MODELS: dict[str, Callable[[Shape, int], nn.Module]] = {
     "workshop-cnn": workshop_cnn,
 }
 CONVOLUTIONAL = frozenset({"small-cnn", "workshop-cnn"})
-DEFAULT_FOR_DATASET = {"digits": "small-cnn", "mnist": "small-cnn", "cifar10": "workshop-cnn", "synthetic": "workshop-cnn"}
+DEFAULT_FOR_DATASET = {
+    "digits": "small-cnn",
+    "mnist": "small-cnn",
+    "cifar10": "workshop-cnn",
+    "synthetic": "workshop-cnn",
+}
 MINIMUM_SIDE = {"mlp": 1, "small-cnn": 4, "workshop-cnn": 8}
 
 
@@ -82,7 +100,9 @@ def build(name: str, input_shape: Shape, classes: int) -> nn.Module:
     """A freshly initialised model; raises UsageError if the images are too small for it."""
     _, height, width = input_shape
     if min(height, width) < MINIMUM_SIDE[name]:
-        raise UsageError(f"--model {name} needs images of at least {MINIMUM_SIDE[name]}x{MINIMUM_SIDE[name]} pixels, got {height}x{width}")
+        raise UsageError(
+            f"--model {name} needs images of at least {MINIMUM_SIDE[name]}x{MINIMUM_SIDE[name]} pixels, got {height}x{width}"
+        )
     module = MODELS[name](input_shape, classes)
     if name in CONVOLUTIONAL:
         module = module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # missing from torch's stubs

@@ -62,7 +62,14 @@ def fetch(url: str, destination: Path, remote: RemoteFile, timeout: float = 60.0
         with open(handle, "wb") as sink:
             try:
                 with urllib.request.urlopen(url, timeout=timeout) as response:
-                    bar = tqdm(total=remote.size, unit="B", unit_scale=True, desc=remote.name, disable=not sys.stderr.isatty(), leave=False)
+                    bar = tqdm(
+                        total=remote.size,
+                        unit="B",
+                        unit_scale=True,
+                        desc=remote.name,
+                        disable=not sys.stderr.isatty(),
+                        leave=False,
+                    )
                     while chunk := response.read(CHUNK):
                         digest.update(chunk)
                         sink.write(chunk)

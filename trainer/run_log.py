@@ -26,8 +26,13 @@ class RunLog:
 
     def interval(self, step: int, epoch: int, loss: float, learning_rate: float, images_per_second: float) -> None:
         """One log interval: `loss` is the mean over ranks."""
-        record = {"step": step, "epoch": epoch, "loss": round(loss, 6), "learning_rate": learning_rate,
-                  "images_per_second": round(images_per_second, 1)}
+        record = {
+            "step": step,
+            "epoch": epoch,
+            "loss": round(loss, 6),
+            "learning_rate": learning_rate,
+            "images_per_second": round(images_per_second, 1),
+        }
         with self.metrics.open("a") as stream:
             stream.write(json.dumps(record) + "\n")
         self.writer.add_scalar("train/loss", loss, step)

@@ -280,9 +280,15 @@ class Run:
         """Rank 0's metrics server; a port it cannot have is a warning, never a lost run."""
         config = self.config
         try:
-            metrics = MetricsExport(config.metrics_port, config.metrics_address, config.run_name,
-                                    self.topology.world_size, self.topology.restart_count,
-                                    config.epochs * self.sampler.steps_per_epoch, self.plan.global_batch)
+            metrics = MetricsExport(
+                config.metrics_port,
+                config.metrics_address,
+                config.run_name,
+                self.topology.world_size,
+                self.topology.restart_count,
+                config.epochs * self.sampler.steps_per_epoch,
+                self.plan.global_batch,
+            )
         except OSError as error:
             log.warning("metrics are not served: port %d: %s", config.metrics_port, error.strerror or error)
             return None

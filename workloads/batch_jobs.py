@@ -23,9 +23,15 @@ FABRIC_IMAGE = "pytorch-training:2.7.1-gpu-py312-cu128-ubuntu22.04-ec2"
 # Deep Learning Containers live in each region's own registry, under account 763104351884
 # except in these regions (aws/deep-learning-containers available_images.md).
 DLC_ACCOUNTS = {
-    "af-south-1": "626614931356", "ap-east-1": "871362719292", "ap-northeast-3": "364406365360",
-    "ap-southeast-3": "907027046896", "eu-south-1": "692866216735", "me-central-1": "914824155844",
-    "me-south-1": "217643126080", "cn-north-1": "727897471807", "cn-northwest-1": "727897471807",
+    "af-south-1": "626614931356",
+    "ap-east-1": "871362719292",
+    "ap-northeast-3": "364406365360",
+    "ap-southeast-3": "907027046896",
+    "eu-south-1": "692866216735",
+    "me-central-1": "914824155844",
+    "me-south-1": "217643126080",
+    "cn-north-1": "727897471807",
+    "cn-northwest-1": "727897471807",
 }
 
 
@@ -35,10 +41,14 @@ def default_fabric_image(architecture: str, region: str) -> str | None:
         return None
     domain = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
     return f"{DLC_ACCOUNTS.get(region, '763104351884')}.dkr.ecr.{region}.{domain}/{FABRIC_IMAGE}"
+
+
 FABRIC_PORT = 47592
 
 
-def _job(name: str, namespace: str, pod_spec: dict[str, Any], labels: dict[str, str], completions: int = 1) -> dict[str, Any]:
+def _job(
+    name: str, namespace: str, pod_spec: dict[str, Any], labels: dict[str, str], completions: int = 1
+) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -62,9 +72,18 @@ def evaluation_command(job: TrainingJob, target: NodeTarget) -> list[str]:
     run = run_id(job, target)
     paths = job.paths(run)
     command = [
-        "python", "-m", "trainer", "evaluate", "--model-file", f"{paths['output']}/model.pt",
-        "--run-name", run_name(job, target), "--data-dir", paths["data"],
-        "--json", f"{paths['output']}/evaluation.json",
+        "python",
+        "-m",
+        "trainer",
+        "evaluate",
+        "--model-file",
+        f"{paths['output']}/model.pt",
+        "--run-name",
+        run_name(job, target),
+        "--data-dir",
+        paths["data"],
+        "--json",
+        f"{paths['output']}/evaluation.json",
     ]
     if not job.claim_name:  # scratch space only: the model comes from S3, once training has uploaded it
         model = s3_uri(job.artifact_bucket, f"runs/{job.name}/{run}/model.pt")
@@ -75,10 +94,15 @@ def evaluation_command(job: TrainingJob, target: NodeTarget) -> list[str]:
 def _trainer_pod(job: TrainingJob, target: NodeTarget, command: list[str]) -> dict[str, Any]:
     volumes, mounts = _shared_volume(job)
     spec: dict[str, Any] = {
-        "containers": [{
-            "name": "trainer", "image": job.image, "command": command, "volumeMounts": mounts,
-            "resources": {"requests": {"cpu": "1", "memory": "4Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}},
-        }],
+        "containers": [
+            {
+                "name": "trainer",
+                "image": job.image,
+                "command": command,
+                "volumeMounts": mounts,
+                "resources": {"requests": {"cpu": "1", "memory": "4Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}},
+            }
+        ],
         "volumes": volumes,
         "securityContext": RUN_AS_TRAINER,
         "initContainers": [volume_permissions(job, run_id(job, target))],
@@ -92,7 +116,12 @@ def _trainer_pod(job: TrainingJob, target: NodeTarget, command: list[str]) -> di
 
 def render_data_preparation(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     """The workshop's data download step, onto the shared claim (idempotent: verified files stay)."""
-    return _job(f"{job.name}-data", job.namespace, _trainer_pod(job, target, prepare_data_command(job)), {"eks-ddp/job": job.name, "eks-ddp/step": "data"})
+    return _job(
+        f"{job.name}-data",
+        job.namespace,
+        _trainer_pod(job, target, prepare_data_command(job)),
+        {"eks-ddp/job": job.name, "eks-ddp/step": "data"},
+    )
 
 
 EVALUATION_DEADLINE_SECONDS = 2 * 24 * 3600
@@ -111,12 +140,18 @@ def render_evaluation(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     mounts = pod["containers"][0]["volumeMounts"]
     if job.claim_name:
         summary = f"{job.paths(run_id(job, target))['output']}/summary.json"
-        pod["initContainers"].append({
-            "name": "wait-for-training", "image": job.image,
-            "command": ["sh", "-c", f'until [ -f "{summary}" ]; do echo "waiting for {summary}"; sleep 30; done'],
-            "volumeMounts": mounts,
-            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
-        })
+        pod["initContainers"].append(
+            {
+                "name": "wait-for-training",
+                "image": job.image,
+                "command": ["sh", "-c", f'until [ -f "{summary}" ]; do echo "waiting for {summary}"; sleep 30; done'],
+                "volumeMounts": mounts,
+                "resources": {
+                    "requests": {"cpu": "10m", "memory": "32Mi"},
+                    "limits": {"cpu": "100m", "memory": "64Mi"},
+                },
+            }
+        )
     elif job.dataset in DOWNLOADABLE_DATASETS:  # scratch space: the test set is fetched into it first
         pod["initContainers"].append(
             {"name": "prepare-data", "image": job.image, "command": prepare_data_command(job), "volumeMounts": mounts}
@@ -148,23 +183,36 @@ def render_fabric_check(name: str, namespace: str, target: NodeTarget, image: st
     """
     labels = {"eks-ddp/fabric-check": name}
     service = {
-        "apiVersion": "v1", "kind": "Service",
+        "apiVersion": "v1",
+        "kind": "Service",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {"clusterIP": "None", "selector": labels, "ports": [{"name": "pingpong", "port": FABRIC_PORT, "protocol": "TCP"}]},
+        "spec": {
+            "clusterIP": "None",
+            "selector": labels,
+            "ports": [{"name": "pingpong", "port": FABRIC_PORT, "protocol": "TCP"}],
+        },
     }
     amounts = {"vpc.amazonaws.com/efa": str(max(1, target.efa_interfaces)), "cpu": "1", "memory": "2Gi"}
     pod_spec = {
         "subdomain": name,
-        "containers": [{
-            "name": "fabric-check", "image": image, "command": ["bash", "-c", FABRIC_SCRIPT.replace("{port}", str(FABRIC_PORT))],
-            "env": [{"name": "PEER", "value": f"{name}-0.{name}"}],
-            "resources": {"requests": amounts, "limits": amounts},
-        }],
+        "containers": [
+            {
+                "name": "fabric-check",
+                "image": image,
+                "command": ["bash", "-c", FABRIC_SCRIPT.replace("{port}", str(FABRIC_PORT))],
+                "env": [{"name": "PEER", "value": f"{name}-0.{name}"}],
+                "resources": {"requests": amounts, "limits": amounts},
+            }
+        ],
         "nodeSelector": target.node_selector(),
         "tolerations": target.tolerations(),
-        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"},
-        ]}},
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"},
+                ]
+            }
+        },
     }
     job = _job(name, namespace, pod_spec, labels, completions=2)
     job["spec"]["completionMode"] = "Indexed"

@@ -31,7 +31,11 @@ REPLACED_NOT_UPDATED = {trainjob.KIND: pulumi.ResourceOptions(replace_on_changes
 
 
 def apply(
-    name: str, manifest: dict[str, Any], parent: pulumi.Resource, provider: k8s.Provider, depends_on: list[pulumi.Resource]
+    name: str,
+    manifest: dict[str, Any],
+    parent: pulumi.Resource,
+    provider: k8s.Provider,
+    depends_on: list[pulumi.Resource],
 ) -> pulumi.CustomResource:
     """Create one rendered object as the matching pulumi-kubernetes resource."""
     opts = pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=depends_on)
@@ -44,7 +48,9 @@ def apply(
         return k8s.batch.v1.Job(name, metadata=metadata, spec=spec, opts=opts)
     if manifest["kind"] == "Service":
         return k8s.core.v1.Service(name, metadata=metadata, spec=spec, opts=opts)
-    return k8s.apiextensions.CustomResource(name, api_version=manifest["apiVersion"], kind=manifest["kind"], metadata=metadata, spec=spec, opts=opts)
+    return k8s.apiextensions.CustomResource(
+        name, api_version=manifest["apiVersion"], kind=manifest["kind"], metadata=metadata, spec=spec, opts=opts
+    )
 
 
 class TrainingJobArgs(TypedDict):
@@ -67,13 +73,25 @@ def validate_job(component: str, job: TrainingJob, group: TrainingNodes) -> None
     if problem:
         raise InvalidArgument(component, "job.name", job.name, problem)
     if not job.claim_name and job.artifact_bucket is None:
-        raise InvalidArgument(component, "job.claim_name", None, f"without a claim {training_pod.SHARED_MOUNT} is "
-                              "scratch space lost with the pod: give a ReadWriteMany claim, or job.artifact_bucket "
-                              "(the model bucket) for the results and checkpoints")
+        raise InvalidArgument(
+            component,
+            "job.claim_name",
+            None,
+            f"without a claim {training_pod.SHARED_MOUNT} is "
+            "scratch space lost with the pod: give a ReadWriteMany claim, or job.artifact_bucket "
+            "(the model bucket) for the results and checkpoints",
+        )
     if not 1 <= job.replicas <= group.max_size:
-        raise InvalidArgument(component, "job.replicas", job.replicas, f"use 1 to the node group's max_size ({group.max_size}): one pod per node")
+        raise InvalidArgument(
+            component,
+            "job.replicas",
+            job.replicas,
+            f"use 1 to the node group's max_size ({group.max_size}): one pod per node",
+        )
     if job.elastic_min_replicas is not None and not 1 <= job.elastic_min_replicas <= job.replicas:
-        raise InvalidArgument(component, "job.elastic_min_replicas", job.elastic_min_replicas, f"use 1 to replicas ({job.replicas})")
+        raise InvalidArgument(
+            component, "job.elastic_min_replicas", job.elastic_min_replicas, f"use 1 to replicas ({job.replicas})"
+        )
     if job.dataset not in training_pod.DATASETS:
         raise InvalidArgument(component, "job.dataset", job.dataset, f"use one of {', '.join(training_pod.DATASETS)}")
     if job.epochs < 1 or job.batch_size < 1:
@@ -88,16 +106,24 @@ def validate_job(component: str, job: TrainingJob, group: TrainingNodes) -> None
 def _bundled_only(kind: str, job: TrainingJob) -> None:
     """Data preparation and evaluation run the bundled trainer's commands, which a user's own image lacks."""
     if job.code is not None:
-        raise InvalidArgument(kind, "job.code", job.code.script, "it runs the bundled trainer's command: a job with "
-                              "its own code prepares and evaluates in its own script")
+        raise InvalidArgument(
+            kind,
+            "job.code",
+            job.code.script,
+            "it runs the bundled trainer's command: a job with its own code prepares and evaluates in its own script",
+        )
 
 
 def _validated(kind: str, args: TrainingJobArgs) -> NodeTarget:
     job = args["job"]
     validate_job(kind, job, args["node_group"])
     if job.elastic and kind != "PyTorchJob":
-        raise InvalidArgument(kind, "job.elastic_min_replicas", job.elastic_min_replicas,
-                              "elastic jobs run on the training operator v1 only (PyTorchJob elasticPolicy); leave it unset")
+        raise InvalidArgument(
+            kind,
+            "job.elastic_min_replicas",
+            job.elastic_min_replicas,
+            "elastic jobs run on the training operator v1 only (PyTorchJob elasticPolicy); leave it unset",
+        )
     return target_of(args["node_group"])
 
 
@@ -117,8 +143,9 @@ class _TrainingRun(pulumi.ComponentResource):
     waits_for: list[pulumi.Resource]
     """What the job's objects wait for: `depends_on` and the operator."""
 
-    def _register(self, kind: str, name: str, args: TrainingJobArgs, target: NodeTarget,
-                  opts: pulumi.ResourceOptions | None) -> None:
+    def _register(
+        self, kind: str, name: str, args: TrainingJobArgs, target: NodeTarget, opts: pulumi.ResourceOptions | None
+    ) -> None:
         self.run_name = training_pod.run_name(args["job"], target)
         self.output_dir = args["job"].paths(training_pod.run_id(args["job"], target))["output"]
         operator = args.get("operator")
@@ -201,7 +228,12 @@ class DataPrepJob(_BatchJob):
         validate_job("DataPrepJob", args["job"], args["node_group"])
         _bundled_only("DataPrepJob", args["job"])
         if args["job"].dataset not in training_pod.DOWNLOADABLE_DATASETS:
-            raise InvalidArgument("DataPrepJob", "job.dataset", args["job"].dataset, f"only {', '.join(training_pod.DOWNLOADABLE_DATASETS)} are downloaded")
+            raise InvalidArgument(
+                "DataPrepJob",
+                "job.dataset",
+                args["job"].dataset,
+                f"only {', '.join(training_pod.DOWNLOADABLE_DATASETS)} are downloaded",
+            )
         self.manifests = [batch_jobs.render_data_preparation(args["job"], target_of(args["node_group"]))]
         super().__init__("eksddp:index:DataPrepJob", name, {}, opts)
         self._apply_all(name, args["provider"], args.get("depends_on", []))
@@ -240,17 +272,28 @@ class FabricCheckJob(_BatchJob):
     def __init__(self, name: str, args: FabricCheckArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         group = args["node_group"]
         if not group.efa_interfaces:
-            raise InvalidArgument("FabricCheckJob", "node_group", group.instance_type, "the check needs a node group with EFA")
+            raise InvalidArgument(
+                "FabricCheckJob", "node_group", group.instance_type, "the check needs a node group with EFA"
+            )
         if group.max_size < 2:
-            raise InvalidArgument("FabricCheckJob", "node_group", group.max_size, "the check needs a group that can hold two nodes (max_size >= 2)")
+            raise InvalidArgument(
+                "FabricCheckJob",
+                "node_group",
+                group.max_size,
+                "the check needs a group that can hold two nodes (max_size >= 2)",
+            )
         architecture = group.instance.architecture.value
         image = args.get("image")
         if image is None and "region" not in args:
             raise InvalidArgument("FabricCheckJob", "region", None, "give the cluster's region (or an image)")
         image = image or batch_jobs.default_fabric_image(architecture, args.get("region", ""))
         if image is None:
-            raise InvalidArgument("FabricCheckJob", "image", None,
-                                  f"give an {architecture} image with libfabric's EFA provider (fi_info, fi_pingpong)")
+            raise InvalidArgument(
+                "FabricCheckJob",
+                "image",
+                None,
+                f"give an {architecture} image with libfabric's EFA provider (fi_info, fi_pingpong)",
+            )
         self.manifests = batch_jobs.render_fabric_check(name, args["namespace"], target_of(group), image)
         super().__init__("eksddp:index:FabricCheckJob", name, {}, opts)
         self._apply_all(name, args["provider"], args.get("depends_on", []))
@@ -277,9 +320,16 @@ class NcclCheckJob(_BatchJob):
     def __init__(self, name: str, args: NcclCheckArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         group = args["node_group"]
         if not group.instance.is_gpu or not group.efa_interfaces:
-            raise InvalidArgument("NcclCheckJob", "node_group", group.instance_type, "the check needs a GPU group with EFA")
+            raise InvalidArgument(
+                "NcclCheckJob", "node_group", group.instance_type, "the check needs a GPU group with EFA"
+            )
         if group.max_size < nccl_check.NODES:
-            raise InvalidArgument("NcclCheckJob", "node_group", group.max_size, "the check needs a group that can hold two nodes (max_size >= 2)")
+            raise InvalidArgument(
+                "NcclCheckJob",
+                "node_group",
+                group.max_size,
+                "the check needs a group that can hold two nodes (max_size >= 2)",
+            )
         target = target_of(group)
         self.manifests = [nccl_check.render(name, args["namespace"], target, args.get("image", nccl_check.IMAGE))]
         super().__init__("eksddp:index:NcclCheckJob", name, {}, opts)

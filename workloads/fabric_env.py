@@ -31,7 +31,8 @@ def collective_env(target: NodeTarget, trace_prefix: str) -> list[dict[str, Any]
         # One process per pod uses every CPU of the pod as intra-op threads (never the host's count).
         return [*env, *_env(OMP_NUM_THREADS=str(pod_cpus(target.instance)))]
     env += _env(
-        TORCH_FR_BUFFER_SIZE=str(FLIGHT_RECORDER_ENTRIES), TORCH_NCCL_DUMP_ON_TIMEOUT="1",
+        TORCH_FR_BUFFER_SIZE=str(FLIGHT_RECORDER_ENTRIES),
+        TORCH_NCCL_DUMP_ON_TIMEOUT="1",
         TORCH_FR_DUMP_TEMP_FILE=trace_prefix,
     )
     if target.efa_interfaces:

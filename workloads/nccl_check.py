@@ -51,10 +51,13 @@ def check_script(target: NodeTarget) -> str:
     floor = FLOORS.get(target.instance.name)
     gpus = target.instance.gpus
     return CHECK.format(
-        ranks=NODES * gpus, gpus=gpus, largest=LARGEST_MESSAGE,
+        ranks=NODES * gpus,
+        gpus=gpus,
+        largest=LARGEST_MESSAGE,
         rdma="-x FI_EFA_USE_DEVICE_RDMA=1 " if rdma_read(target.instance.name) else "",
         floor=floor.gb_per_second if floor else 0,
-        floor_text=f"floor {floor.gb_per_second:g} GB/s: {floor.source}" if floor
+        floor_text=f"floor {floor.gb_per_second:g} GB/s: {floor.source}"
+        if floor
         else f"no published figure for {target.instance.name}: any bandwidth passes, compare it yourself",
     )
 
@@ -62,18 +65,26 @@ def check_script(target: NodeTarget) -> str:
 def render(name: str, namespace: str, target: NodeTarget, image: str = IMAGE) -> dict[str, Any]:
     """A launcher (on the system nodes' spare CPU) and one worker per GPU node, every GPU and EFA device."""
     worker = {
-        "containers": [{"name": "worker", "image": image, "command": ["/usr/sbin/sshd", "-De"],
-                        "resources": resources(target)}],
+        "containers": [
+            {"name": "worker", "image": image, "command": ["/usr/sbin/sshd", "-De"], "resources": resources(target)}
+        ],
         "nodeSelector": target.node_selector(),
         "tolerations": target.tolerations(),
     }
     small = {"cpu": "1", "memory": "1Gi"}
     launcher = {
-        "containers": [{"name": "launcher", "image": image, "command": ["bash", "-c", check_script(target)],
-                        "resources": {"requests": small, "limits": small}}],
+        "containers": [
+            {
+                "name": "launcher",
+                "image": image,
+                "command": ["bash", "-c", check_script(target)],
+                "resources": {"requests": small, "limits": small},
+            }
+        ],
     }
     return {
-        "apiVersion": API_VERSION, "kind": KIND,
+        "apiVersion": API_VERSION,
+        "kind": KIND,
         "metadata": {"name": name, "namespace": namespace, "annotations": {"pulumi.com/skipAwait": "true"}},
         "spec": {
             "slotsPerWorker": target.instance.gpus,

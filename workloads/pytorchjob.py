@@ -94,9 +94,15 @@ def pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     pods = []
     for kind, rank in ordered:
         injected = {
-            "PYTHONUNBUFFERED": "1", "MASTER_PORT": str(MASTER_PORT), "PET_MASTER_PORT": str(MASTER_PORT),
-            "MASTER_ADDR": address, "PET_MASTER_ADDR": address, "WORLD_SIZE": str(len(ordered) * int(processes)),
-            "RANK": str(rank), "PET_NODE_RANK": str(rank), "PET_NPROC_PER_NODE": processes,
+            "PYTHONUNBUFFERED": "1",
+            "MASTER_PORT": str(MASTER_PORT),
+            "PET_MASTER_PORT": str(MASTER_PORT),
+            "MASTER_ADDR": address,
+            "PET_MASTER_ADDR": address,
+            "WORLD_SIZE": str(len(ordered) * int(processes)),
+            "RANK": str(rank),
+            "PET_NODE_RANK": str(rank),
+            "PET_NPROC_PER_NODE": processes,
             "PET_NNODES": str(len(ordered)),
         }
         pod = copy.deepcopy(replicas[kind]["template"]["spec"])

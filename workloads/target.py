@@ -24,7 +24,12 @@ class NodeTarget:
 
     def tolerations(self) -> list[dict[str, str]]:
         return [
-            {"key": taint["key"], "operator": "Equal", "value": str(taint.get("value", "")), "effect": KUBERNETES_EFFECT[TaintEffect(taint["effect"])]}
+            {
+                "key": taint["key"],
+                "operator": "Equal",
+                "value": str(taint.get("value", "")),
+                "effect": KUBERNETES_EFFECT[TaintEffect(taint["effect"])],
+            }
             for taint in self.taints
         ]
 
@@ -74,9 +79,11 @@ def pod_memory_gib(instance: InstanceType) -> int:
 def too_small(instance: InstanceType) -> str | None:
     """Why a training pod cannot fit `instance`, or None: it needs a whole CPU and a GiB after the node's reserve."""
     if pod_cpus(instance) < 1 or pod_memory_gib(instance) < 1:
-        return (f"{instance.name} ({instance.vcpus} vCPUs, {instance.memory_gib:g} GiB) leaves no whole CPU and GiB "
-                "for a training pod after what EKS reserves and the daemon sets; use a type with at least 2 vCPUs "
-                "and 4 GiB")
+        return (
+            f"{instance.name} ({instance.vcpus} vCPUs, {instance.memory_gib:g} GiB) leaves no whole CPU and GiB "
+            "for a training pod after what EKS reserves and the daemon sets; use a type with at least 2 vCPUs "
+            "and 4 GiB"
+        )
     return None
 
 

@@ -45,8 +45,13 @@ DOWNLOADABLE_DATASETS = ("mnist", "cifar10")
 
 
 # What the pods tell the user's own code (UserCode): where its data, results and checkpoints live on the claim.
-USER_CODE_ENV = ("EKS_DDP_DATA_DIR", "EKS_DDP_OUTPUT_DIR", "EKS_DDP_CHECKPOINT_DIR", "EKS_DDP_RUN_NAME",
-                 "EKS_DDP_METRICS_PORT")
+USER_CODE_ENV = (
+    "EKS_DDP_DATA_DIR",
+    "EKS_DDP_OUTPUT_DIR",
+    "EKS_DDP_CHECKPOINT_DIR",
+    "EKS_DDP_RUN_NAME",
+    "EKS_DDP_METRICS_PORT",
+)
 # Names the engines, torchrun or the pod template set: user code may not override them.
 RESERVED_ENV = re.compile(
     r"(PET_|MASTER_|TORCHELASTIC_|TORCH_ELASTIC_|EKS_DDP_|FI_|NCCL_|WORLD_SIZE$|RANK$|LOCAL_RANK$)"
@@ -161,8 +166,15 @@ def run_arguments(job: TrainingJob, target: NodeTarget) -> list[str]:
     if job.code is not None:
         return [*job.code.launch(), *job.code.args]
     return [
-        "--dataset", job.dataset, "--epochs", str(job.epochs),
-        "--batch-size", str(job.batch_size), "--global-batch-size", str(global_batch(job, target)), *job.extra_args,
+        "--dataset",
+        job.dataset,
+        "--epochs",
+        str(job.epochs),
+        "--batch-size",
+        str(job.batch_size),
+        "--global-batch-size",
+        str(global_batch(job, target)),
+        *job.extra_args,
     ]
 
 
@@ -184,10 +196,23 @@ def trainer_command(job: TrainingJob, target: NodeTarget) -> list[str]:
         return ["torchrun", *run_arguments(job, target)]
     paths = job.paths(run_id(job, target))
     return [
-        "torchrun", "-m", "trainer", "train", *run_arguments(job, target),
-        "--data-dir", paths["data"], "--output-dir", paths["output"], "--checkpoint-dir", paths["checkpoints"],
-        "--run-name", run_name(job, target), "--checkpoint-every", str(job.checkpoint_every),
-        "--metrics-port", str(METRICS_PORT),
+        "torchrun",
+        "-m",
+        "trainer",
+        "train",
+        *run_arguments(job, target),
+        "--data-dir",
+        paths["data"],
+        "--output-dir",
+        paths["output"],
+        "--checkpoint-dir",
+        paths["checkpoints"],
+        "--run-name",
+        run_name(job, target),
+        "--checkpoint-every",
+        str(job.checkpoint_every),
+        "--metrics-port",
+        str(METRICS_PORT),
         # A GPU pod without CUDA (a CPU image, no driver) stops with one line instead of training on CPUs.
         *(["--device", "cuda"] if target.instance.gpus else []),
         *artifact_arguments(job, run_id(job, target)),
@@ -200,8 +225,10 @@ def user_code_env(job: TrainingJob, target: NodeTarget) -> list[dict[str, str]]:
         return []
     paths = job.paths(run_id(job, target))
     values = (paths["data"], paths["output"], paths["checkpoints"], run_name(job, target), str(METRICS_PORT))
-    return [*({"name": name, "value": value} for name, value in zip(USER_CODE_ENV, values)),
-            *({"name": name, "value": value} for name, value in job.code.env)]
+    return [
+        *({"name": name, "value": value} for name, value in zip(USER_CODE_ENV, values)),
+        *({"name": name, "value": value} for name, value in job.code.env),
+    ]
 
 
 def artifact_arguments(job: TrainingJob, run: str) -> list[Any]:
@@ -209,8 +236,10 @@ def artifact_arguments(job: TrainingJob, run: str) -> list[Any]:
     if job.artifact_bucket is None:
         return []
     return [
-        "--artifact-uri", s3_uri(job.artifact_bucket, f"runs/{job.name}/{run}"),
-        "--checkpoint-uri", s3_uri(job.artifact_bucket, f"checkpoints/{job.name}/{run}"),
+        "--artifact-uri",
+        s3_uri(job.artifact_bucket, f"runs/{job.name}/{run}"),
+        "--checkpoint-uri",
+        s3_uri(job.artifact_bucket, f"checkpoints/{job.name}/{run}"),
     ]
 
 
@@ -231,7 +260,8 @@ def volume_permissions(job: TrainingJob, run: str) -> dict[str, Any]:
     """The init container that runs first, as root, and hands the job's directories to the trainer's user."""
     directories = " ".join(shared_directories(job, run))
     return {
-        "name": "volume-permissions", "image": PERMISSIONS_IMAGE,
+        "name": "volume-permissions",
+        "image": PERMISSIONS_IMAGE,
         "command": ["sh", "-c", f"mkdir -p {directories} && chown {SHARED_UID}:{SHARED_UID} {directories}"],
         "securityContext": {"runAsUser": 0, "runAsNonRoot": False},
         "volumeMounts": [{"name": "shared", "mountPath": SHARED_MOUNT}],
@@ -271,19 +301,22 @@ def pod_template(job: TrainingJob, target: NodeTarget, container: str) -> dict[s
     ]
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, shared_volume(job)]
     mounts: list[dict[str, Any]] = [
-        {"name": "dshm", "mountPath": "/dev/shm"}, {"name": "shared", "mountPath": SHARED_MOUNT}
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "shared", "mountPath": SHARED_MOUNT},
     ]
     spec: dict[str, Any] = {
-        "containers": [{
-            "name": container,
-            "image": job.image,
-            "imagePullPolicy": "IfNotPresent",
-            "command": trainer_command(job, target),
-            "env": env,
-            "resources": resources(target),
-            "volumeMounts": mounts,
-            "ports": [{"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"}],
-        }],
+        "containers": [
+            {
+                "name": container,
+                "image": job.image,
+                "imagePullPolicy": "IfNotPresent",
+                "command": trainer_command(job, target),
+                "env": env,
+                "resources": resources(target),
+                "volumeMounts": mounts,
+                "ports": [{"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"}],
+            }
+        ],
         "volumes": volumes,
         "securityContext": RUN_AS_TRAINER,
         "nodeSelector": target.node_selector(),
@@ -297,10 +330,15 @@ def pod_template(job: TrainingJob, target: NodeTarget, container: str) -> dict[s
     spec["initContainers"] = [*([check] if check else []), volume_permissions(job, run_id(job, target))]
     if job.code is None and job.dataset in DOWNLOADABLE_DATASETS:  # the user's image has no `trainer` to run
         # Pods may start before the DataPrepJob finishes (or have only scratch space): fetch or verify the data.
-        spec["initContainers"].append({
-            "name": "prepare-data", "image": job.image, "command": prepare_data_command(job), "volumeMounts": mounts,
-            "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
-        })
+        spec["initContainers"].append(
+            {
+                "name": "prepare-data",
+                "image": job.image,
+                "command": prepare_data_command(job),
+                "volumeMounts": mounts,
+                "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
+            }
+        )
     return {"metadata": {"labels": pod_labels(job)}, "spec": spec}
 
 
@@ -312,7 +350,8 @@ def pod_monitor(job: TrainingJob) -> dict[str, Any]:
     """Prometheus scrapes the job's metrics port; each sample keeps the pod's job label (as `eks_ddp_job`),
     which the training dashboard selects on."""
     return {
-        "apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PodMonitor",
         "metadata": {"name": f"{job.name}-trainer", "namespace": job.namespace, "labels": pod_labels(job)},
         "spec": {
             "selector": {"matchLabels": pod_labels(job)},

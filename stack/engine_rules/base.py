@@ -152,9 +152,15 @@ def _announced(deployment: Deployment, node_group: Registration) -> dict[str, in
 
 def _managed(deployment: Deployment, node_group: Registration) -> NodeSource:
     template = launch_template(deployment, node_group)
-    return NodeSource(node_group, group_instance_type(node_group, template) or "", node_labels(node_group, template),
-                      list(node_group.inputs.get("taints") or []), efa_interface_count(template),
-                      "NVIDIA" in node_group.inputs.get("amiType", ""), _announced(deployment, node_group))
+    return NodeSource(
+        node_group,
+        group_instance_type(node_group, template) or "",
+        node_labels(node_group, template),
+        list(node_group.inputs.get("taints") or []),
+        efa_interface_count(template),
+        "NVIDIA" in node_group.inputs.get("amiType", ""),
+        _announced(deployment, node_group),
+    )
 
 
 def _karpenter(deployment: Deployment, pool: Registration) -> NodeSource:
@@ -163,13 +169,22 @@ def _karpenter(deployment: Deployment, pool: Registration) -> NodeSource:
     `vpc.amazonaws.com/efa` = the node class's `efa-only` entries (the type's maximum without any) and the
     type's NVIDIA GPUs."""
     template = pool.inputs.get("spec", {}).get("template", {})
-    pinned = {r["key"]: r["values"][0] for r in template.get("spec", {}).get("requirements", [])
-              if r.get("operator") == "In" and len(r.get("values", [])) == 1}
+    pinned = {
+        r["key"]: r["values"][0]
+        for r in template.get("spec", {}).get("requirements", [])
+        if r.get("operator") == "In" and len(r.get("values", [])) == 1
+    }
     instance_type = pinned.get("node.kubernetes.io/instance-type", "")
     facts = catalogue.lookup(instance_type)
     reference = template.get("spec", {}).get("nodeClassRef", {}).get("name")
-    node_class = next((c for c in deployment.of_type("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
-                       if c.inputs.get("metadata", {}).get("name") == reference), None)
+    node_class = next(
+        (
+            c
+            for c in deployment.of_type("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
+            if c.inputs.get("metadata", {}).get("name") == reference
+        ),
+        None,
+    )
     interfaces = node_class.inputs.get("spec", {}).get("networkInterfaces") if node_class else None
     if interfaces is not None:
         efa = sum(1 for i in interfaces if i.get("interfaceType") == "efa-only")
@@ -177,14 +192,21 @@ def _karpenter(deployment: Deployment, pool: Registration) -> NodeSource:
         efa = (deployment.cards(instance_type) or 0) if facts and facts.efa else 0
     gpus = facts.gpus if facts else 0
     arch = KUBERNETES_ARCH[facts.architecture.value] if facts else ""
-    labels = {**template.get("metadata", {}).get("labels", {}), **pinned, "kubernetes.io/arch": arch,
-              "karpenter.sh/nodepool": str(pool.inputs.get("metadata", {}).get("name"))}
+    labels = {
+        **template.get("metadata", {}).get("labels", {}),
+        **pinned,
+        "kubernetes.io/arch": arch,
+        "karpenter.sh/nodepool": str(pool.inputs.get("metadata", {}).get("name")),
+    }
     offers = {name: count for name, count in ((EFA_RESOURCE, efa), (GPU_RESOURCE, gpus)) if count}
-    return NodeSource(pool, instance_type, labels, list(template.get("spec", {}).get("taints") or []), efa,
-                      gpus > 0, offers)
+    return NodeSource(
+        pool, instance_type, labels, list(template.get("spec", {}).get("taints") or []), efa, gpus > 0, offers
+    )
 
 
 def node_sources(deployment: Deployment) -> list[NodeSource]:
     """Every managed node group and every Karpenter NodePool of the stack."""
-    return [*(_managed(deployment, g) for g in deployment.of_type("aws:eks/nodeGroup:NodeGroup")),
-            *(_karpenter(deployment, p) for p in deployment.of_type("kubernetes:karpenter.sh/v1:NodePool"))]
+    return [
+        *(_managed(deployment, g) for g in deployment.of_type("aws:eks/nodeGroup:NodeGroup")),
+        *(_karpenter(deployment, p) for p in deployment.of_type("kubernetes:karpenter.sh/v1:NodePool")),
+    ]

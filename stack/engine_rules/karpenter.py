@@ -38,13 +38,25 @@ def efa_on_every_card(deployment: Deployment) -> Iterator[Finding]:
         node_class = classes.get(str(spec.get("nodeClassRef", {}).get("name")))
         interfaces = (node_class.inputs.get("spec", {}).get("networkInterfaces") or []) if node_class else []
         efa_cards = {int(i["networkCardIndex"]) for i in interfaces if i.get("interfaceType") == "efa-only"}
-        types = next((r.get("values", []) for r in spec.get("requirements", [])
-                      if r.get("key") == "node.kubernetes.io/instance-type" and r.get("operator") == "In"), [])
-        for instance_type in types if efa_cards and node_class else []:
+        types = next(
+            (
+                r.get("values", [])
+                for r in spec.get("requirements", [])
+                if r.get("key") == "node.kubernetes.io/instance-type" and r.get("operator") == "In"
+            ),
+            [],
+        )
+        if node_class is None or not efa_cards:
+            continue
+        for instance_type in types:
             cards = deployment.cards(instance_type)
             if cards is not None and efa_cards != set(range(cards)):
-                yield Finding("efa-interfaces", located(node_class), "spec.networkInterfaces",  # type: ignore[arg-type]
-                              f"EFA on cards {sorted(efa_cards)} of {instance_type}, which has {cards} network cards")
+                yield Finding(
+                    "efa-interfaces",
+                    located(node_class),
+                    "spec.networkInterfaces",
+                    f"EFA on cards {sorted(efa_cards)} of {instance_type}, which has {cards} network cards",
+                )
 
 
 def controller_schedules(deployment: Deployment) -> Iterator[Finding]:
@@ -53,13 +65,20 @@ def controller_schedules(deployment: Deployment) -> Iterator[Finding]:
     Source: aws/karpenter-provider-aws v1.14.1, charts/karpenter/values.yaml (`replicas: 2`, a required pod
     anti-affinity on kubernetes.io/hostname) and templates/deployment.yaml.
     """
-    system = [g for g in deployment.of_type("aws:eks/nodeGroup:NodeGroup")
-              if SYSTEM_LABEL.items() <= (g.inputs.get("labels") or {}).items()]
+    system = [
+        g
+        for g in deployment.of_type("aws:eks/nodeGroup:NodeGroup")
+        if SYSTEM_LABEL.items() <= (g.inputs.get("labels") or {}).items()
+    ]
     nodes = sum(int((g.inputs.get("scalingConfig") or {}).get("desiredSize", 0)) for g in system)
     for release in deployment.of_type("kubernetes:helm.sh/v3:Release"):
         if not str(release.inputs.get("chart", "")).endswith("/karpenter"):
             continue
         replicas = int(release.inputs.get("values", {}).get("replicas", 2))
         if replicas > nodes:
-            yield Finding("karpenter-controller", located(release), "values.replicas",
-                          f"{replicas} replicas on {nodes} system node(s): each needs a node of its own")
+            yield Finding(
+                "karpenter-controller",
+                located(release),
+                "values.replicas",
+                f"{replicas} replicas on {nodes} system node(s): each needs a node of its own",
+            )

@@ -43,7 +43,9 @@ def efa_device_plugin_schedules(deployment: Deployment) -> Iterator[Finding]:
                 )
             elif nodes.instance_type not in supported:
                 yield Finding(
-                    "efa-device-plugin", where, "instanceTypes",
+                    "efa-device-plugin",
+                    where,
+                    "instanceTypes",
                     f"{nodes.instance_type} is not in the plugin's supportedInstanceLabels",
                 )
             selector = values.get("nodeSelector") or {}
@@ -86,14 +88,20 @@ def nvidia_device_plugin_schedules(deployment: Deployment) -> Iterator[Finding]:
             selector = values.get("nodeSelector") or {}
             terms = [
                 {e["key"]: e["values"][0] for e in term.get("matchExpressions", [])}
-                for term in (values.get("affinity") or {}).get("nodeAffinity", {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", [])
+                for term in (values.get("affinity") or {})
+                .get("nodeAffinity", {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+                .get("nodeSelectorTerms", [])
             ] or NVIDIA_PLUGIN_AFFINITY
             if any(labels.get(key) != value for key, value in selector.items()) or not any(
                 all(labels.get(key) == value for key, value in term.items()) for term in terms
             ):
-                yield Finding("nvidia-device-plugin", where, "labels", f"the plugin's nodeSelector {selector} or "
-                              "node affinity does not match the group's labels")
+                yield Finding(
+                    "nvidia-device-plugin",
+                    where,
+                    "labels",
+                    f"the plugin's nodeSelector {selector} or node affinity does not match the group's labels",
+                )
             if not tolerated(nodes.taints, values.get("tolerations") or []):
                 yield Finding(
                     "nvidia-device-plugin", where, "taints", "the plugin does not tolerate the group's taints"
@@ -109,18 +117,24 @@ def gpu_exporter_schedules(deployment: Deployment) -> Iterator[Finding]:
         values = release.inputs.get("values", {})
         selector, tolerations = values.get("nodeSelector") or {}, values.get("tolerations") or []
         for nodes in node_sources(deployment):
-            if nodes.nvidia and (any(nodes.labels.get(k) != v for k, v in selector.items())
-                                 or not tolerated(nodes.taints, tolerations)):
-                yield Finding("gpu-exporter", located(nodes.registration), "labels/taints",
-                              f"{located(release)} does not reach its nodes: no GPU metrics from them")
+            if nodes.nvidia and (
+                any(nodes.labels.get(k) != v for k, v in selector.items()) or not tolerated(nodes.taints, tolerations)
+            ):
+                yield Finding(
+                    "gpu-exporter",
+                    located(nodes.registration),
+                    "labels/taints",
+                    f"{located(release)} does not reach its nodes: no GPU metrics from them",
+                )
 
 
 # The CRDs each pinned operator install applies (read from the releases): kubeflow/trainer v1.9.4
 # manifests/base/crds/ and kubeflow/mpi-operator v0.8.0 deploy/v2beta1/mpi-operator.yaml.
 
 
-TRAINING_OPERATOR_CRDS = {f"{kind}.kubeflow.org" for kind in ("pytorchjobs", "mpijobs", "tfjobs", "xgboostjobs",
-                                                               "paddlejobs", "jaxjobs")}
+TRAINING_OPERATOR_CRDS = {
+    f"{kind}.kubeflow.org" for kind in ("pytorchjobs", "mpijobs", "tfjobs", "xgboostjobs", "paddlejobs", "jaxjobs")
+}
 INSTALLED_CRDS = {
     versions.TRAINING_OPERATOR_OVERLAY.format(version=versions.TRAINING_OPERATOR_VERSION): TRAINING_OPERATOR_CRDS,
     "infra/manifests/training-operator-without-mpijob": TRAINING_OPERATOR_CRDS - {"mpijobs.kubeflow.org"},
@@ -138,8 +152,12 @@ def crds_have_one_owner(deployment: Deployment) -> Iterator[Finding]:
             owners.setdefault(crd, []).append(registration)
     for crd, installs in sorted(owners.items()):
         for install in installs[1:]:
-            yield Finding("crd-owner", located(install), "directory" if "directory" in install.inputs else "file",
-                          f"{crd} is also applied by {located(installs[0])}; install one of them without it")
+            yield Finding(
+                "crd-owner",
+                located(install),
+                "directory" if "directory" in install.inputs else "file",
+                f"{crd} is also applied by {located(installs[0])}; install one of them without it",
+            )
 
 
 SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
@@ -155,6 +173,7 @@ def _quantity(value: object) -> float:
 def _extended_requests(pod: dict[str, Any]) -> dict[str, float]:
     """What one pod asks of its node beyond CPU and memory: the largest request of each resource, since init
     containers run before the containers (and the containers' requests add up)."""
+
     def total(containers: list[dict[str, Any]]) -> dict[str, float]:
         sums: dict[str, float] = {}
         for c in containers:
@@ -187,7 +206,8 @@ def pods_fit_node_templates(deployment: Deployment) -> Iterator[Finding]:
                 continue
             selector, tolerations = pod.get("nodeSelector") or {}, pod.get("tolerations") or []
             fitting = [
-                nodes for nodes in sources
+                nodes
+                for nodes in sources
                 if all(nodes.labels.get(k) == v for k, v in selector.items()) and tolerated(nodes.taints, tolerations)
             ]
             if not fitting:
