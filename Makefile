@@ -13,7 +13,7 @@ CONFIG ?=
 
 .PHONY: demo preview rehearse test typecheck unit bench watch-picture clean
 
-$(STAMP): pyproject.toml trainer/requirements.txt
+$(STAMP): pyproject.toml requirements.txt requirements-dev.txt trainer/requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[infra,dev]'

@@ -16,8 +16,12 @@ PRICES_AS_OF = "2026-11"
 
 
 class Architecture(str, Enum):
+    """An instance type's CPU architecture, in EC2's spelling."""
+
     ARM64 = "arm64"
+    """Graviton."""
     X86_64 = "x86_64"
+    """Intel and AMD."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from zero for pods that request EFA.
 import re
 from collections.abc import Mapping, Sequence
 from enum import Enum
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, cast
 
 import pulumi
 import pulumi_aws as aws
@@ -30,17 +30,25 @@ GPU_LABEL = "nvidia.com/gpu.present"
 
 
 class CapacityType(str, Enum):
+    """How a group's instances are bought."""
+
     ON_DEMAND = "ON_DEMAND"
+    """On-Demand instances (or an On-Demand Capacity Reservation's)."""
     SPOT = "SPOT"
+    """Spot instances: cheaper, interrupted with two minutes' notice."""
     CAPACITY_BLOCK = "CAPACITY_BLOCK"
+    """An EC2 Capacity Block for ML (needs `capacity_reservation_id`)."""
 
 
 class TaintEffect(str, Enum):
     """A taint's effect, in the EKS API's spelling; the Kubernetes spelling (`NoSchedule`) is accepted too."""
 
     NO_SCHEDULE = "NO_SCHEDULE"
+    """Pods that do not tolerate it are not scheduled on the node."""
     NO_EXECUTE = "NO_EXECUTE"
+    """Pods that do not tolerate it are not scheduled, and running ones are evicted."""
     PREFER_NO_SCHEDULE = "PREFER_NO_SCHEDULE"
+    """The scheduler avoids the node for pods that do not tolerate it."""
 
     @classmethod
     def _missing_(cls, value: object) -> "TaintEffect | None":
@@ -55,6 +63,8 @@ KUBERNETES_EFFECT = {
 
 
 class Taint(TypedDict):
+    """A node taint: which pods the group's nodes accept."""
+
     key: str
     """Taint key, for example `nvidia.com/gpu` or `training`."""
     value: NotRequired[str]
@@ -66,6 +76,9 @@ class Taint(TypedDict):
 class NodeGroupShape(TypedDict):
     """What a training node group looks like, independent of the cluster it joins."""
 
+    name: NotRequired[str]
+    """Short name, unique in the platform (a DNS label; required in its `node_groups`): names the group and the
+    job's target."""
     instance_type: str
     """Any EC2 instance type (EFA-capable when `efa` is on); its facts come from EC2."""
     availability_zone: str
@@ -150,6 +163,21 @@ def autoscaler_tags(
 def node_labels(instance: InstanceType, efa: bool, labels: Mapping[str, str]) -> dict[str, str]:
     """The group's node labels: EFA's and the GPUs' presence (what the device plugins select on), then the user's."""
     return {**({EFA_LABEL: "true"} if efa else {}), **({GPU_LABEL: "true"} if instance.is_gpu else {}), **labels}
+
+
+def shape_of(args: NodeGroupShape) -> NodeGroupShape:
+    """Only the shape's keys of a wider args dict (a node group's, a platform's spec with its name)."""
+    return cast(NodeGroupShape, {key: value for key, value in args.items() if key in NodeGroupShape.__annotations__})
+
+
+def placement_facts(shape: NodeGroupShape, instance: InstanceType) -> tuple[int, dict[str, str], list[Taint]]:
+    """EFA devices per node (what a pod requests), node labels (its selector) and taints (its tolerations)."""
+    efa = shape.get("efa", True)
+    return (
+        instance.network_cards if efa else 0,
+        node_labels(instance, efa, shape.get("labels", {})),
+        [*shape.get("taints", [])],
+    )
 
 
 def validate(args: EfaNodeGroupArgs) -> InstanceType:
@@ -312,6 +340,14 @@ class TrainingNodes(pulumi.ComponentResource):
     """The EFA security group (None without EFA)."""
     placement_group_name: pulumi.Output[str] | None
     """The cluster placement group (None without EFA or with a capacity reservation)."""
+    shape: NodeGroupShape
+    """The shape the group was made from: what a job component's `node_group` takes."""
+
+    def _take_shape(self, args: NodeGroupShape, instance: InstanceType) -> None:
+        """The facts workloads read, derived from the shape alone (so a job component derives the same ones)."""
+        self.shape = shape_of(args)
+        self.instance_type, self.instance, self.max_size = instance.name, instance, args.get("max_size", 2)
+        self.efa_interfaces, self.labels, self.taints = placement_facts(args, instance)
 
 
 class EfaNodeGroup(TrainingNodes):
@@ -330,11 +366,7 @@ class EfaNodeGroup(TrainingNodes):
         efa = args.get("efa", True)
         reservation = args.get("capacity_reservation_id")
         capacity = CapacityType(args.get("capacity_type", CapacityType.ON_DEMAND))
-        self.instance_type, self.instance = instance.name, instance
-        self.max_size = args.get("max_size", 2)
-        self.efa_interfaces = instance.network_cards if efa else 0
-        self.labels = node_labels(instance, efa, args.get("labels", {}))
-        self.taints = list(args.get("taints", []))
+        self._take_shape(args, instance)
 
         role = node_role(f"{name}-node-role", self, tags)
         interface_groups: list[pulumi.Input[str]] = [args["cluster_security_group_id"]]

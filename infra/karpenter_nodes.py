@@ -239,10 +239,7 @@ class KarpenterNodePool(TrainingNodes):
             )
         tags = dict(args.get("tags", {}))
         efa, reservation = args.get("efa", True), args.get("capacity_reservation_id")
-        self.instance_type, self.instance = instance.name, instance
-        self.labels = node_labels(instance, efa, args.get("labels", {}))
-        self.max_size, self.taints = args.get("max_size", 2), list(args.get("taints", []))
-        self.efa_interfaces = instance.network_cards if efa else 0
+        self._take_shape(args, instance)
         self.security_group_id = self.placement_group_name = None
         groups: list[pulumi.Input[str]] = [args["cluster_security_group_id"]]
         if efa:

@@ -15,6 +15,8 @@ COMPONENT = "Network"
 
 
 class NatGateways(str, Enum):
+    """How private subnets reach the internet."""
+
     SINGLE = "single"
     """One NAT gateway for all zones: cheaper, one zone's outage cuts egress."""
     ONE_PER_ZONE = "one_per_zone"
@@ -22,6 +24,8 @@ class NatGateways(str, Enum):
 
 
 class NetworkArgs(TypedDict):
+    """A new VPC (CIDR, zones, NAT gateways), or an existing one's ids."""
+
     cidr: NotRequired[str]
     """IPv4 CIDR of a new VPC, /16 to /24 (default 10.0.0.0/16)."""
     availability_zones: NotRequired[Sequence[str]]

@@ -43,10 +43,16 @@ TRAINING_LABELS = {"purpose": "distributed-training"}
 
 
 class StorageKind(str, Enum):
+    """The shared file system jobs mount at /shared."""
+
     FSX = "fsx"
+    """A new FSx for Lustre file system in the first node group's zone."""
     EXISTING_FSX = "existing-fsx"
+    """An FSx for Lustre file system that exists already (`existing_fsx`)."""
     EFS = "efs"
+    """A new EFS file system with a mount target in each zone."""
     NONE = "none"
+    """No shared file system: results and checkpoints go to the model bucket."""
 
 
 class AutoscalerKind(str, Enum):
@@ -54,21 +60,22 @@ class AutoscalerKind(str, Enum):
     node pools (nodes shaped per pod, EFA per card, interruption handling), or nothing (fixed groups)."""
 
     CLUSTER_AUTOSCALER = "cluster-autoscaler"
+    """The Cluster Autoscaler on EKS managed node groups."""
     KARPENTER = "karpenter"
+    """Karpenter, with an EC2NodeClass and a NodePool per training group."""
     NONE = "none"
+    """Fixed managed node groups."""
 
 
 class MonitoringKind(str, Enum):
     """How training is watched: Prometheus and Grafana in the cluster, CloudWatch Container Insights, or neither."""
 
     NONE = "none"
+    """Nothing installed."""
     PROMETHEUS = "prometheus"
+    """kube-prometheus-stack with Grafana, the dashboards, and the GPU and EFA exporters."""
     CLOUDWATCH = "cloudwatch"
-
-
-class NodeGroupSpec(NodeGroupShape):
-    name: str
-    """Short name, unique in the platform (a DNS label); it names the node group and the job's target."""
+    """The amazon-cloudwatch-observability add-on (Container Insights)."""
 
 
 class TrainingPlatformArgs(TypedDict):
@@ -86,8 +93,8 @@ class TrainingPlatformArgs(TypedDict):
     """Instance type of the system node group, any architecture (default m7g.large)."""
     system_node_count: NotRequired[int]
     """System nodes (default 2)."""
-    node_groups: NotRequired[Sequence[NodeGroupSpec]]
-    """Training node groups."""
+    node_groups: NotRequired[Sequence[NodeGroupShape]]
+    """Training node groups, each with a `name`."""
     training_namespace: NotRequired[str]
     """Namespace for training workloads (default `training`)."""
     storage: NotRequired[StorageKind]
@@ -224,16 +231,11 @@ def validate(
 
 
 class TrainingPlatform(pulumi.ComponentResource):
-    network: Network
-    """The VPC."""
-    cluster: Cluster
-    """The EKS cluster (its provider, kubeconfig and OIDC facts)."""
-    node_groups: dict[str, TrainingNodes]
-    """Training node groups (or Karpenter node pools) by name: instance facts, labels, taints, EFA interface count."""
-    karpenter: Karpenter | None
-    """The Karpenter controller (None unless `autoscaler` is karpenter)."""
+    """A VPC, an EKS cluster with system and training node groups (EFA, GPUs), their autoscaler and device plugins,
+    the training operator, shared storage, the model bucket with its IRSA role, and monitoring."""
+
     provider: k8s.Provider
-    """Kubernetes provider of the cluster."""
+    """Kubernetes provider of the cluster: what the job components take."""
     cluster_name: str
     """The EKS cluster's name."""
     kubeconfig: pulumi.Output[str]
@@ -241,19 +243,11 @@ class TrainingPlatform(pulumi.ComponentResource):
     training_namespace: str
     """Namespace for training workloads."""
     storage_claim_name: str | None
-    """The ReadWriteMany claim jobs mount (None without shared storage)."""
+    """The ReadWriteMany claim jobs mount (null without shared storage)."""
     bucket_name: pulumi.Output[str] | None
-    """The model bucket (None when turned off)."""
+    """The model bucket (null when turned off): a job's `artifact_bucket`."""
     service_account_name: str | None
-    """ServiceAccount with access to the bucket (None when turned off)."""
-    training_operator: TrainingOperator | None
-    """The training operator v1 (None unless `training_operator` is v1)."""
-    job_operator: pulumi.Resource | None
-    """What a training job waits for: the installer of its kind's CRD (None without an operator)."""
-    mpi_operator: MpiOperator | None
-    """The MPI operator v2: MPIJobs must depend on it (None when not installed)."""
-    prometheus: pulumi.Resource | None
-    """kube-prometheus-stack, which PodMonitors wait for (None unless `monitoring` is prometheus)."""
+    """ServiceAccount with access to the bucket (null when turned off)."""
 
     def __init__(self, name: str, args: TrainingPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate(name, args)
@@ -265,6 +259,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             "tags": {**tags, **args.get("network", {}).get("tags", {})},
         }
         self.network = Network(f"{name}-network", network_args, opts=child)
+        """The VPC (Python only, as every attribute below not in the class body)."""
         cluster_args: ClusterArgs = {
             "vpc_id": self.network.vpc_id,
             "private_subnet_ids": self.network.private_subnet_ids,
@@ -282,6 +277,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             if key in args:
                 cluster_args[key] = args[key]  # type: ignore[literal-required]
         self.cluster = Cluster(f"{name}-cluster", cluster_args, opts=child)
+        """The EKS cluster (its provider, kubeconfig and OIDC facts)."""
         self.provider, self.cluster_name, self.kubeconfig = (
             self.cluster.provider,
             self.cluster.cluster_name,
@@ -292,7 +288,8 @@ class TrainingPlatform(pulumi.ComponentResource):
 
         oidc = {"oidc_provider_arn": self.cluster.oidc_provider_arn, "oidc_issuer": self.cluster.oidc_issuer}
         autoscaler = args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER)
-        self.karpenter = None
+        self.karpenter: Karpenter | None = None
+        """The Karpenter controller (None unless `autoscaler` is karpenter)."""
         if autoscaler == AutoscalerKind.KARPENTER:
             self.karpenter = Karpenter(
                 f"{name}-karpenter",
@@ -307,15 +304,16 @@ class TrainingPlatform(pulumi.ComponentResource):
                 },
                 opts=child,
             )
-        self.node_groups = {}
-        for spec in args.get("node_groups", []):
-            shape = {key: value for key, value in spec.items() if key != "name"}
+        self.node_groups: dict[str, TrainingNodes] = {}
+        """Training node groups (or Karpenter node pools) by name: facts, labels, taints, EFA devices, shape."""
+        for shape in args.get("node_groups", []):
+            group_name = shape.get("name", "")  # validated: a DNS label
             placed = {
                 "cluster_name": self.cluster_name,
                 "vpc_id": self.network.vpc_id,
                 "tags": tags,
                 "cluster_security_group_id": self.cluster.cluster_security_group_id,
-                "subnet_id": self.network.private_subnet_by_zone[spec["availability_zone"]],
+                "subnet_id": self.network.private_subnet_by_zone[shape["availability_zone"]],
             }
             if self.karpenter is not None:
                 pool_args: KarpenterNodePoolArgs = {
@@ -325,7 +323,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                     "node_role_name": self.karpenter.node_role_name,
                     "karpenter": self.karpenter.release,
                 }
-                self.node_groups[spec["name"]] = KarpenterNodePool(f"{name}-{spec['name']}", pool_args, opts=child)
+                self.node_groups[group_name] = KarpenterNodePool(f"{name}-{group_name}", pool_args, opts=child)
                 continue
             group_args: EfaNodeGroupArgs = {
                 **shape,
@@ -333,8 +331,8 @@ class TrainingPlatform(pulumi.ComponentResource):
                 "kubernetes_version": self.cluster.kubernetes_version,
                 "auto_repair": args.get("node_health", True),
             }
-            self.node_groups[spec["name"]] = EfaNodeGroup(
-                f"{name}-{spec['name']}",
+            self.node_groups[group_name] = EfaNodeGroup(
+                f"{name}-{group_name}",
                 group_args,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
             )
@@ -396,7 +394,8 @@ class TrainingPlatform(pulumi.ComponentResource):
                 tags=tags,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=system),
             )
-        self.prometheus = None
+        self.prometheus: pulumi.Resource | None = None
+        """kube-prometheus-stack, which PodMonitors wait for (None unless `monitoring` is prometheus)."""
         monitoring = args.get("monitoring", MonitoringKind.NONE)
         if monitoring == MonitoringKind.PROMETHEUS:
             self.prometheus = PrometheusMonitoring(
@@ -424,7 +423,10 @@ class TrainingPlatform(pulumi.ComponentResource):
         # The GPU workshop's NCCL check is an MPIJob v2beta1: the MPI operator then owns mpijobs.kubeflow.org,
         # and the training operator is installed without its own MPIJob v1 CRD and controller.
         with_mpi = args.get("mpi_operator", any(group.instance.is_gpu and group.efa_interfaces for group in gpu_groups))
-        self.training_operator, self.job_operator = None, None
+        self.training_operator: TrainingOperator | None = None
+        """The training operator v1 (None unless `training_operator` is v1)."""
+        self.job_operator: pulumi.Resource | None = None
+        """What a training job waits for: the installer of its kind's CRD (None without an operator)."""
         operator = args.get("training_operator", OperatorKind.V1)
         if operator == OperatorKind.V1:
             self.training_operator = TrainingOperator(
@@ -442,7 +444,8 @@ class TrainingPlatform(pulumi.ComponentResource):
                 f"{name}-kubeflow-trainer", {"provider": self.provider, "depends_on": system}, opts=child
             )
             self.job_operator = trainer.release
-        self.mpi_operator = None
+        self.mpi_operator: MpiOperator | None = None
+        """The MPI operator v2: MPIJobs must depend on it (None when not installed)."""
         if with_mpi:
             after = [*system, *([self.training_operator.manifests] if self.training_operator else [])]
             self.mpi_operator = MpiOperator(

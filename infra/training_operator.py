@@ -20,8 +20,11 @@ class OperatorKind(str, Enum):
     JobSet), or nothing (an Indexed Job with a headless Service)."""
 
     V1 = "v1"
+    """The Kubeflow training operator v1: PyTorchJob."""
     V2 = "v2"
+    """Kubeflow Trainer v2: TrainJob on JobSet."""
     NONE = "none"
+    """No operator: an Indexed Job with a headless Service."""
 
 
 NAMESPACE = "kubeflow"

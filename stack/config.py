@@ -14,8 +14,9 @@ from typing import Any
 
 from infra import instance_facts, platform
 from infra.catalogue import InstanceType
+from infra.efa_node_group import NodeGroupShape
 from infra.errors import InvalidArgument
-from infra.platform import AutoscalerKind, MonitoringKind, NodeGroupSpec, StorageKind, TrainingPlatformArgs
+from infra.platform import AutoscalerKind, MonitoringKind, StorageKind, TrainingPlatformArgs
 from infra.training_operator import OperatorKind
 from stack.project_config import PROJECT, closest
 from workloads.target import too_small
@@ -23,7 +24,10 @@ from workloads.training_pod import (
     DATASETS,
     DOWNLOADABLE_DATASETS,
     TrainingJob,
+    TrainingJobSpec,
     UserCode,
+    UserCodeSpec,
+    resolve,
     validate_name,
 )
 
@@ -41,9 +45,15 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class JobConfig:
     node_group: str
-    job: TrainingJob
+    spec: TrainingJobSpec
+    """What the job components take (image and bucket added by the program)."""
     prepare_data: bool
     evaluate: bool
+
+    @property
+    def job(self) -> TrainingJob:
+        """The job with its defaults: what the local run and the checks read."""
+        return resolve(self.spec)
 
 
 @dataclass(frozen=True)
@@ -229,7 +239,7 @@ def _camel(table: Mapping[str, tuple[str, type]], argument: str) -> str:
 
 def _node_groups(raw: list[Any], zones: list[str]) -> tuple[TrainingPlatformArgs, _Layout, dict[str, str]]:
     platform_args: TrainingPlatformArgs = {}
-    groups: list[NodeGroupSpec] = []
+    groups: list[NodeGroupShape] = []
     images: dict[str, str] = {}
     system_index, indexes = None, []
     for index, item in enumerate(raw):
@@ -299,7 +309,7 @@ def _operator(value: str) -> OperatorKind:
 
 
 def _job(
-    raw: Any, groups: Sequence[NodeGroupSpec], namespace: str, image: str, claim: str | None, describe: Describe
+    raw: Any, groups: Sequence[NodeGroupShape], namespace: str, image: str, claim: str | None, describe: Describe
 ) -> JobConfig | None:
     if raw is None:
         return None
@@ -309,7 +319,7 @@ def _job(
     problem = validate_name(name)
     if problem:
         raise ConfigError(f"{key}.name", name, problem)
-    by_name = {group["name"]: group for group in groups}
+    by_name = {group.get("name", ""): group for group in groups}
     target = fields.get("node_group")
     if target not in by_name:
         raise ConfigError(
@@ -377,25 +387,27 @@ def _job(
                     "own script prepares and evaluates in that script; leave it unset",
                 )
         prepare = False
-    job = TrainingJob(
-        name=name,
-        namespace=namespace,
-        image=image,
-        dataset=dataset,
-        epochs=numbers["epochs"],
-        batch_size=numbers["batch_size"],
-        replicas=numbers["replicas"],
-        elastic_min_replicas=minimum,
-        node_losses=losses,
-        claim_name=claim,
-        service_account="trainer",
-        code=code,
-    )
+    job: TrainingJobSpec = {
+        "name": name,
+        "namespace": namespace,
+        "image": image,
+        "dataset": dataset,
+        "epochs": numbers["epochs"],
+        "batch_size": numbers["batch_size"],
+        "replicas": numbers["replicas"],
+        "node_losses": losses,
+        "claim_name": claim,
+        "service_account": "trainer",
+    }
+    if minimum is not None:
+        job["elastic_min_replicas"] = minimum
+    if code is not None:
+        job["code"] = code
     evaluate = fields.get("evaluate", code is None)
-    return JobConfig(node_group=target, job=job, prepare_data=prepare, evaluate=evaluate)
+    return JobConfig(node_group=target, spec=job, prepare_data=prepare, evaluate=evaluate)
 
 
-def _user_code(fields: Mapping[str, Any], key: str, image: str) -> UserCode | None:
+def _user_code(fields: Mapping[str, Any], key: str, image: str) -> UserCodeSpec | None:
     """`job.script` (with `job.args` and `job.env`): the user's own code, which needs the user's own image."""
     if "script" not in fields:
         for other in ("args", "env"):
@@ -412,8 +424,8 @@ def _user_code(fields: Mapping[str, Any], key: str, image: str) -> UserCode | No
     args = _strings(fields.get("args", []), f"{key}.args")
     env = fields.get("env", {})
     _strings(list(env.values()), f"{key}.env")
-    code = UserCode(fields["script"], tuple(args), tuple(sorted(env.items())))
-    for field_name, problem in code.problems().items():
+    code: UserCodeSpec = {"script": fields["script"], "args": args, "env": env}
+    for field_name, problem in UserCode(fields["script"], tuple(args), tuple(env.items())).problems().items():
         raise ConfigError(f"{key}.{field_name}", fields[field_name], problem)
     return code
 
@@ -474,7 +486,7 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     groups = platform_args.get("node_groups", [])
     job = _job(top.get("job"), groups, namespace, image or BUILT_IMAGE, claim, describe)
     if job is not None and not platform_args["node_health"]:
-        job = replace(job, job=replace(job.job, preflight=False))
+        job = replace(job, spec={**job.spec, "preflight": False})
     if job is not None and job.job.elastic and operator != OperatorKind.V1:
         raise ConfigError(
             f"{_key('job')}.elasticMinReplicas",

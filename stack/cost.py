@@ -45,7 +45,7 @@ def estimate(platform: TrainingPlatformArgs) -> list[Line]:
     counted = "Karpenter, only while pods need them; desired size" if karpenter else "desired size"
     for group in platform.get("node_groups", []):
         desired = group.get("desired_size", group.get("min_size", 0))
-        nodes.append((f"{group['name']} nodes ({group['instance_type']}, {counted})", group["instance_type"], desired))
+        nodes.append((f"{group.get('name')} nodes ({group['instance_type']}, {counted})", group["instance_type"], desired))
     for item, instance_type, count in nodes:
         price = offline(instance_type).hourly_usd
         lines.append(Line(item if price is not None else f"{item}: price unknown, counted as 0", count, price or 0.0))

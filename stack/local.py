@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.efa_node_group import node_labels
 from infra.errors import InvalidArgument
 from infra.instance_facts import offline
 from infra.training_operator import OperatorKind
@@ -48,7 +47,7 @@ from stack.local_pods import (
 )
 from stack.project_config import StackFileError
 from workloads import batch_jobs, indexed_job, preflight, pytorchjob, trainjob
-from workloads.target import NodeTarget
+from workloads.target import NodeTarget, target_of
 from workloads.training_pod import COMPLETION_INDEX, SHARED_MOUNT, TrainingJob
 
 OFFLINE_DATASET = "digits"
@@ -96,15 +95,8 @@ def render_for(
         raise ConfigError(
             "eks-ddp:job.elasticMinReplicas", config.job.job.elastic_min_replicas, "the local run covers static jobs"
         )
-    spec = next(group for group in config.platform.get("node_groups", []) if group["name"] == config.job.node_group)
-    instance = offline(spec["instance_type"])
-    efa = spec.get("efa", True)
-    target = NodeTarget(
-        instance,
-        instance.network_cards if efa else 0,
-        node_labels(instance, efa, spec.get("labels", {})),
-        [dict(t) for t in spec.get("taints", [])],
-    )
+    spec = next(group for group in config.platform.get("node_groups", []) if group.get("name") == config.job.node_group)
+    target = target_of(spec, offline(spec["instance_type"]))
     # Without shared storage the pods' /shared is scratch space and results go to S3; here one local
     # directory plays both (no S3 in the demo), so the job is rendered as if it had a claim.
     job = config.job.job if config.job.job.claim_name else dataclasses.replace(config.job.job, claim_name="scratch")

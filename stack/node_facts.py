@@ -21,11 +21,12 @@ def node_groups(config: StackConfig) -> list[dict[str, Any]]:
     records = [_record(SYSTEM_GROUP, system_type, "ON_DEMAND", None, 0, (count, count), None)]
     karpenter = platform.get("autoscaler") == AutoscalerKind.KARPENTER
     groups = platform.get("node_groups", [])
-    instances = {group["name"]: offline(group["instance_type"]) for group in groups}
+    instances = {group.get("name", ""): offline(group["instance_type"]) for group in groups}
     choices = {name: images.choose(config, name, instance) for name, instance in instances.items()}
     builds = images.builds(choices, instances)
     for group in groups:
-        name, instance = group["name"], instances[group["name"]]
+        name = group.get("name", "")
+        instance = instances[name]
         minimum = 0 if karpenter else group.get("min_size", 0)  # Karpenter keeps no idle nodes
         capacity = CapacityType(group.get("capacity_type", "ON_DEMAND")).value
         records.append(

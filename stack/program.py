@@ -1,6 +1,5 @@
 """The stack: TrainingPlatform, the trainer images and the workloads, from a parsed StackConfig."""
 
-import dataclasses
 from dataclasses import dataclass
 
 import pulumi
@@ -68,23 +67,20 @@ def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
     job = None
     if config.job is not None:
         group = platform.node_groups[config.job.node_group]
-        training = dataclasses.replace(
-            config.job.job, image=group_images[config.job.node_group], artifact_bucket=platform.bucket_name
-        )
         args: TrainingJobArgs = {
             "provider": platform.provider,
-            "node_group": group,
-            "job": training,
-            "depends_on": [platform],
+            "node_group": group.shape,
+            "job": {**config.job.spec, "image": group_images[config.job.node_group]},
         }
+        if platform.bucket_name is not None:
+            args["job"]["artifact_bucket"] = platform.bucket_name
+        after = pulumi.ResourceOptions(depends_on=[platform])
         if config.job.prepare_data:
-            DataPrepJob(f"{name}-data", args)
-        if platform.job_operator is not None:
-            args["operator"] = platform.job_operator
-        monitored: TrainingJobArgs = {**args, "monitor": platform.prometheus} if platform.prometheus else args
-        job = JOB_COMPONENTS[config.operator](f"{name}-train", monitored)
+            DataPrepJob(f"{name}-data", args, after)
+        monitored: TrainingJobArgs = {**args, "pod_monitor": platform.prometheus is not None}
+        job = JOB_COMPONENTS[config.operator](f"{name}-train", monitored, after)
         if config.job.evaluate:
-            EvaluationJob(f"{name}-evaluate", args)
+            EvaluationJob(f"{name}-evaluate", args, after)
     if config.fabric_check:
         efa_groups = [group for group in platform.node_groups.values() if group.efa_interfaces and group.max_size >= 2]
         if efa_groups:
@@ -101,11 +97,11 @@ def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
                     f"{name}-efa-check",
                     {
                         "provider": platform.provider,
-                        "node_group": group,
+                        "node_group": group.shape,
                         "namespace": platform.training_namespace,
                         "image": fabric_image,
-                        "depends_on": [platform],
                     },
+                    pulumi.ResourceOptions(depends_on=[platform]),
                 )
     gpu_groups = [
         g for g in platform.node_groups.values() if g.instance.is_gpu and g.efa_interfaces and g.max_size >= 2
@@ -113,12 +109,10 @@ def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
     if config.nccl_check and gpu_groups and platform.mpi_operator is not None:
         check: NcclCheckArgs = {
             "provider": platform.provider,
-            "node_group": gpu_groups[0],
+            "node_group": gpu_groups[0].shape,
             "namespace": platform.training_namespace,
-            "mpi_operator": platform.mpi_operator,
-            "depends_on": [platform],
         }
         if config.nccl_check_image:
             check["image"] = config.nccl_check_image
-        NcclCheckJob(f"{name}-nccl-check", check)
+        NcclCheckJob(f"{name}-nccl-check", check, pulumi.ResourceOptions(depends_on=[platform]))
     return Stack(platform, group_images, job)

@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from infra.cluster import Cluster
-from infra.efa_node_group import EfaNodeGroup
+from infra.efa_node_group import EfaNodeGroup, shape_of
 from infra.errors import InvalidArgument
 from infra.fsx_storage import FsxLustreStorage
 from infra.network import Network
@@ -23,7 +23,7 @@ from stack.project_config import StackFileError
 from tests.pulumi_harness import Recorded
 from trainer import cli
 from workloads.components import PyTorchJob
-from workloads.training_pod import TrainingJob
+from workloads.training_pod import TrainingJobSpec
 
 DEV, REGION = stack_file.load("dev")
 GROUP = {"cluster_name": "c", "vpc_id": "v", "cluster_security_group_id": "s", "instance_type": "c7g.16xlarge", "availability_zone": "us-east-1a", "subnet_id": "n", "max_size": 2}
@@ -73,8 +73,8 @@ def _component(build: Callable[[], object]) -> Callable[[], object]:
 
 def _job(**overrides: Any) -> Callable[[], object]:
     def attempt() -> object:
-        job = TrainingJob(**{"name": "mnist", "namespace": "training", "image": "img", **overrides})
-        return PyTorchJob("train", {"provider": k8s.Provider("k8s", kubeconfig="{}"), "node_group": EfaNodeGroup("workers", GROUP), "job": job})  # type: ignore[typeddict-item]
+        job: TrainingJobSpec = {"name": "mnist", "namespace": "training", "image": "img", **overrides}  # type: ignore[typeddict-item]
+        return PyTorchJob("train", {"provider": k8s.Provider("k8s", kubeconfig="{}"), "node_group": shape_of(GROUP), "job": job})  # type: ignore[arg-type]
     return attempt
 
 

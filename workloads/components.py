@@ -1,21 +1,39 @@
-"""Thin components that apply the rendered manifests with the cluster's provider."""
+"""Thin components that apply the rendered manifests with the cluster's provider.
 
+Their args are plain data and the cluster's Kubernetes provider, so Pulumi can infer a schema from them and other
+languages can use them (provider/): a node group is given by its shape, what it waits for by `opts.depends_on`.
+"""
+
+from collections.abc import Sequence
 from typing import Any, NotRequired, TypedDict, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi import ResourceOptions
 
-from infra.efa_node_group import TrainingNodes
+from infra import instance_facts
+from infra.catalogue import InstanceType
+from infra.efa_node_group import NodeGroupShape
 from infra.errors import InvalidArgument
-from infra.mpi_operator import MpiOperator
 from workloads import batch_jobs, indexed_job, nccl_check, pytorchjob, training_pod, trainjob
-from workloads.target import NodeTarget, too_small
-from workloads.training_pod import TrainingJob
+from workloads.target import NodeTarget, target_of, too_small
+from workloads.training_pod import TrainingJob, TrainingJobSpec
 
 
-def target_of(group: TrainingNodes) -> NodeTarget:
-    """The facts a pod spec needs from a node group."""
-    return NodeTarget(group.instance, group.efa_interfaces, dict(group.labels), [dict(taint) for taint in group.taints])
+def placed_on(component: str, shape: NodeGroupShape) -> NodeTarget:
+    """The target of the group a job runs on, from its shape and EC2's facts of its type (as the group has them)."""
+    instance_facts.check_name(component, "node_group.instance_type", shape.get("instance_type", ""))
+    return target_of(shape, instance_facts.describe(shape["instance_type"]))
+
+
+def waits_for(opts: pulumi.ResourceOptions | None) -> list[pulumi.Resource]:
+    """`opts.depends_on` as a list: the rendered objects wait for it (Pulumi does not pass it to children)."""
+    depends_on = opts.depends_on if opts is not None else None
+    if depends_on is None:
+        return []
+    if isinstance(depends_on, pulumi.Resource):
+        return [depends_on]
+    return list(cast(Sequence[pulumi.Resource], depends_on))
 
 
 # Objects that run to completion: `pulumi up` submits them and returns; they are watched with the
@@ -55,20 +73,18 @@ def apply(
 
 class TrainingJobArgs(TypedDict):
     provider: k8s.Provider
-    """Kubernetes provider of the cluster."""
-    node_group: TrainingNodes
-    """The node group the job's pods run on."""
-    job: TrainingJob
-    """What to train (dataset, epochs, replicas, image, claim, service account)."""
-    operator: NotRequired[pulumi.Resource]
-    """What installs the job kind's CRD (TrainingPlatform.job_operator); the job waits for it."""
-    monitor: NotRequired[pulumi.Resource]
-    """Prometheus' operator (TrainingPlatform.prometheus): a PodMonitor then scrapes the trainer's metrics port."""
-    depends_on: NotRequired[list[pulumi.Resource]]
-    """What the objects wait for (the platform: namespace, claim, service account)."""
+    """Kubernetes provider of the cluster (TrainingPlatform.provider)."""
+    node_group: NodeGroupShape
+    """The shape of the node group the pods run on, as given to the platform (TrainingNodes.shape)."""
+    job: TrainingJobSpec
+    """What to train, with which image and code, on how many pods."""
+    pod_monitor: NotRequired[bool]
+    """Add a PodMonitor for the trainer's metrics port (needs the Prometheus operator: put the platform in
+    `depends_on`; default false)."""
 
 
-def validate_job(component: str, job: TrainingJob, group: TrainingNodes) -> None:
+def validate_job(component: str, job: TrainingJob, max_size: int, instance: InstanceType) -> None:
+    """The job against the group it runs on; raises InvalidArgument naming the field."""
     problem = training_pod.validate_name(job.name)
     if problem:
         raise InvalidArgument(component, "job.name", job.name, problem)
@@ -81,12 +97,12 @@ def validate_job(component: str, job: TrainingJob, group: TrainingNodes) -> None
             "scratch space lost with the pod: give a ReadWriteMany claim, or job.artifact_bucket "
             "(the model bucket) for the results and checkpoints",
         )
-    if not 1 <= job.replicas <= group.max_size:
+    if not 1 <= job.replicas <= max_size:
         raise InvalidArgument(
             component,
             "job.replicas",
             job.replicas,
-            f"use 1 to the node group's max_size ({group.max_size}): one pod per node",
+            f"use 1 to the node group's max_size ({max_size}): one pod per node",
         )
     if job.elastic_min_replicas is not None and not 1 <= job.elastic_min_replicas <= job.replicas:
         raise InvalidArgument(
@@ -98,9 +114,16 @@ def validate_job(component: str, job: TrainingJob, group: TrainingNodes) -> None
         raise InvalidArgument(component, "job.epochs/batch_size", (job.epochs, job.batch_size), "both must be >= 1")
     for field_name, problem in (job.code.problems() if job.code else {}).items():
         raise InvalidArgument(component, f"job.code.{field_name}", getattr(job.code, field_name), problem)
-    problem = too_small(group.instance)
+    problem = too_small(instance)
     if problem:
-        raise InvalidArgument(component, "node_group", group.instance_type, problem)
+        raise InvalidArgument(component, "node_group", instance.name, problem)
+
+
+def resolved(component: str, args: TrainingJobArgs) -> tuple[TrainingJob, NodeTarget]:
+    """The job with its defaults and the target it runs on, both checked."""
+    job, target = training_pod.resolve(args["job"]), placed_on(component, args["node_group"])
+    validate_job(component, job, args["node_group"].get("max_size", 2), target.instance)
+    return job, target
 
 
 def _bundled_only(kind: str, job: TrainingJob) -> None:
@@ -114,9 +137,8 @@ def _bundled_only(kind: str, job: TrainingJob) -> None:
         )
 
 
-def _validated(kind: str, args: TrainingJobArgs) -> NodeTarget:
-    job = args["job"]
-    validate_job(kind, job, args["node_group"])
+def _validated(kind: str, args: TrainingJobArgs) -> tuple[TrainingJob, NodeTarget]:
+    job, target = resolved(kind, args)
     if job.elastic and kind != "PyTorchJob":
         raise InvalidArgument(
             kind,
@@ -124,7 +146,7 @@ def _validated(kind: str, args: TrainingJobArgs) -> NodeTarget:
             job.elastic_min_replicas,
             "elastic jobs run on the training operator v1 only (PyTorchJob elasticPolicy); leave it unset",
         )
-    return target_of(args["node_group"])
+    return job, target
 
 
 def _refuse(kind: str, job: TrainingJob, errors: list[str]) -> None:
@@ -134,127 +156,143 @@ def _refuse(kind: str, job: TrainingJob, errors: list[str]) -> None:
 
 
 class _TrainingRun(pulumi.ComponentResource):
-    """What every training job component says about its run."""
+    """What every training job component says about its run. Each subclass declares these outputs again: Pulumi's
+    schema inference reads a property's docstring from the class it analyses only (pulumi 3.272.0,
+    provider/experimental/analyzer.py `get_docstring`)."""
+
+    run_name: str
+    output_dir: str
+
+    def _register(self, kind: str, name: str, job: TrainingJob, target: NodeTarget, opts: ResourceOptions) -> None:
+        self.run_name = training_pod.run_name(job, target)
+        self.output_dir = job.paths(training_pod.run_id(job, target))["output"]
+        super().__init__(f"eksddp:index:{kind}", name, {}, opts)
+
+    def _apply(
+        self,
+        name: str,
+        manifest: dict[str, Any],
+        args: TrainingJobArgs,
+        opts: ResourceOptions,
+        after: Sequence[pulumi.Resource] = (),
+    ) -> pulumi.CustomResource:
+        return apply(name, manifest, self, args["provider"], [*waits_for(opts), *after])
+
+    def _monitor(self, name: str, job: TrainingJob, args: TrainingJobArgs, opts: ResourceOptions) -> None:
+        if args.get("pod_monitor", False):
+            self._apply(f"{name}-monitor", training_pod.pod_monitor(job), args, opts)
+
+
+class PyTorchJob(_TrainingRun):
+    """A Kubeflow PyTorchJob (training operator v1) running the bundled trainer, or the job's own code, under
+    torchrun on a training node group."""
 
     run_name: str
     """`<namespace>/<job>/<run id>`: names the run in its checkpoints, summary and model."""
     output_dir: str
-    """Where the run's model, summary and plots land on the shared claim."""
-    waits_for: list[pulumi.Resource]
-    """What the job's objects wait for: `depends_on` and the operator."""
+    """Where the run's model, summary and plots land on the shared claim (or in the bucket, under the same path)."""
 
-    def _register(
-        self, kind: str, name: str, args: TrainingJobArgs, target: NodeTarget, opts: pulumi.ResourceOptions | None
-    ) -> None:
-        self.run_name = training_pod.run_name(args["job"], target)
-        self.output_dir = args["job"].paths(training_pod.run_id(args["job"], target))["output"]
-        operator = args.get("operator")
-        self.waits_for = [*args.get("depends_on", []), *([operator] if operator else [])]
-        super().__init__(f"eksddp:index:{kind}", name, {}, opts)
-        monitor = args.get("monitor")
-        if monitor is not None:
-            after = [*args.get("depends_on", []), monitor]
-            apply(f"{name}-monitor", training_pod.pod_monitor(args["job"]), self, args["provider"], after)
-
-
-class PyTorchJob(_TrainingRun):
-    """A Kubeflow PyTorchJob (training operator v1) running the bundled trainer under torchrun."""
-
-    manifest: dict[str, Any]
-    """The rendered PyTorchJob (plain; what `pulumi up` applies)."""
-    resource: pulumi.CustomResource
-    """Escape hatch: the applied custom resource."""
-
-    def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        target = _validated("PyTorchJob", args)
-        self.manifest = pytorchjob.render(args["job"], target)
-        _refuse("PyTorchJob", args["job"], pytorchjob.admission_errors(self.manifest))
-        self._register("PyTorchJob", name, args, target, opts)
-        self.resource = apply(f"{name}-job", self.manifest, self, args["provider"], self.waits_for)
+    def __init__(self, name: str, args: TrainingJobArgs, opts: ResourceOptions | None = None) -> None:
+        opts = opts or ResourceOptions()
+        job, target = _validated("PyTorchJob", args)
+        self.manifest: dict[str, Any] = pytorchjob.render(job, target)
+        """The rendered PyTorchJob (plain; what `pulumi up` applies)."""
+        _refuse("PyTorchJob", job, pytorchjob.admission_errors(self.manifest))
+        self._register("PyTorchJob", name, job, target, opts)
+        self.resource = self._apply(f"{name}-job", self.manifest, args, opts)
+        """Escape hatch: the applied custom resource."""
+        self._monitor(name, job, args, opts)
         self.register_outputs({})
 
 
 class TrainJob(_TrainingRun):
-    """A Kubeflow Trainer v2 TrainJob on a ClusterTrainingRuntime of its own, running the bundled trainer."""
+    """A Kubeflow Trainer v2 TrainJob on a ClusterTrainingRuntime of its own, running the bundled trainer or the
+    job's own code."""
 
-    runtime_manifest: dict[str, Any]
-    """The rendered ClusterTrainingRuntime: the pod, the restart budget."""
-    manifest: dict[str, Any]
-    """The rendered TrainJob: image, command, nodes, processes per node."""
-    resource: pulumi.CustomResource
-    """Escape hatch: the applied TrainJob."""
+    run_name: str
+    """`<namespace>/<job>/<run id>`: names the run in its checkpoints, summary and model."""
+    output_dir: str
+    """Where the run's model, summary and plots land on the shared claim (or in the bucket, under the same path)."""
 
-    def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        target = _validated("TrainJob", args)
-        self.runtime_manifest = trainjob.render_runtime(args["job"], target)
-        self.manifest = trainjob.render(args["job"], target)
-        _refuse("TrainJob", args["job"], trainjob.admission_errors(self.manifest, self.runtime_manifest))
-        self._register("TrainJob", name, args, target, opts)
-        runtime = apply(f"{name}-runtime", self.runtime_manifest, self, args["provider"], self.waits_for)
-        self.resource = apply(f"{name}-job", self.manifest, self, args["provider"], [*self.waits_for, runtime])
+    def __init__(self, name: str, args: TrainingJobArgs, opts: ResourceOptions | None = None) -> None:
+        opts = opts or ResourceOptions()
+        job, target = _validated("TrainJob", args)
+        self.runtime_manifest: dict[str, Any] = trainjob.render_runtime(job, target)
+        """The rendered ClusterTrainingRuntime: the pod, the restart budget."""
+        self.manifest: dict[str, Any] = trainjob.render(job, target)
+        """The rendered TrainJob: image, command, nodes, processes per node."""
+        _refuse("TrainJob", job, trainjob.admission_errors(self.manifest, self.runtime_manifest))
+        self._register("TrainJob", name, job, target, opts)
+        runtime = self._apply(f"{name}-runtime", self.runtime_manifest, args, opts)
+        self.resource = self._apply(f"{name}-job", self.manifest, args, opts, after=[runtime])
+        """Escape hatch: the applied TrainJob."""
+        self._monitor(name, job, args, opts)
         self.register_outputs({})
 
 
 class IndexedTrainingJob(_TrainingRun):
     """No operator: an Indexed Job and its headless Service, each pod running torchrun with pod 0 as rendezvous."""
 
-    manifests: list[dict[str, Any]]
-    """The rendered Service and Job (plain)."""
+    run_name: str
+    """`<namespace>/<job>/<run id>`: names the run in its checkpoints, summary and model."""
+    output_dir: str
+    """Where the run's model, summary and plots land on the shared claim (or in the bucket, under the same path)."""
 
-    def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        target = _validated("IndexedTrainingJob", args)
-        self.manifests = indexed_job.render(args["job"], target)
-        _refuse("IndexedTrainingJob", args["job"], indexed_job.admission_errors(*self.manifests))
-        self._register("IndexedTrainingJob", name, args, target, opts)
+    def __init__(self, name: str, args: TrainingJobArgs, opts: ResourceOptions | None = None) -> None:
+        opts = opts or ResourceOptions()
+        job, target = _validated("IndexedTrainingJob", args)
+        self.manifests: list[dict[str, Any]] = indexed_job.render(job, target)
+        """The rendered Service and Job (plain)."""
+        _refuse("IndexedTrainingJob", job, indexed_job.admission_errors(*self.manifests))
+        self._register("IndexedTrainingJob", name, job, target, opts)
         for manifest in self.manifests:
-            apply(f"{name}-{manifest['kind'].lower()}", manifest, self, args["provider"], self.waits_for)
+            self._apply(f"{name}-{manifest['kind'].lower()}", manifest, args, opts)
+        self._monitor(name, job, args, opts)
         self.register_outputs({})
 
 
 class _BatchJob(pulumi.ComponentResource):
-    manifests: list[dict[str, Any]]
-    """The rendered objects (plain)."""
-
-    def _apply_all(self, name: str, provider: k8s.Provider, depends_on: list[pulumi.Resource]) -> None:
-        for manifest in self.manifests:
-            apply(f"{name}-{manifest['kind'].lower()}", manifest, self, provider, depends_on)
+    def _apply_all(
+        self, name: str, manifests: list[dict[str, Any]], provider: k8s.Provider, opts: ResourceOptions | None
+    ) -> None:
+        self.manifests = manifests
+        """The rendered objects (plain)."""
+        super().__init__(f"eksddp:index:{type(self).__name__}", name, {}, opts)
+        for manifest in manifests:
+            apply(f"{name}-{manifest['kind'].lower()}", manifest, self, provider, waits_for(opts))
         self.register_outputs({})
 
 
 class DataPrepJob(_BatchJob):
-    """The workshop's data download step: `prepare-data` onto the shared claim."""
+    """The workshop's data download step: the bundled trainer's `prepare-data` onto the shared claim."""
 
-    def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        validate_job("DataPrepJob", args["job"], args["node_group"])
-        _bundled_only("DataPrepJob", args["job"])
-        if args["job"].dataset not in training_pod.DOWNLOADABLE_DATASETS:
+    def __init__(self, name: str, args: TrainingJobArgs, opts: ResourceOptions | None = None) -> None:
+        job, target = resolved("DataPrepJob", args)
+        _bundled_only("DataPrepJob", job)
+        if job.dataset not in training_pod.DOWNLOADABLE_DATASETS:
             raise InvalidArgument(
                 "DataPrepJob",
                 "job.dataset",
-                args["job"].dataset,
+                job.dataset,
                 f"only {', '.join(training_pod.DOWNLOADABLE_DATASETS)} are downloaded",
             )
-        self.manifests = [batch_jobs.render_data_preparation(args["job"], target_of(args["node_group"]))]
-        super().__init__("eksddp:index:DataPrepJob", name, {}, opts)
-        self._apply_all(name, args["provider"], args.get("depends_on", []))
+        self._apply_all(name, [batch_jobs.render_data_preparation(job, target)], args["provider"], opts)
 
 
 class EvaluationJob(_BatchJob):
-    """The workshop's test step: `evaluate` on the trained model (run it after the PyTorchJob succeeds)."""
+    """The workshop's test step: the bundled trainer's `evaluate` on the trained model (run it after the job)."""
 
-    def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        validate_job("EvaluationJob", args["job"], args["node_group"])
-        _bundled_only("EvaluationJob", args["job"])
-        self.manifests = [batch_jobs.render_evaluation(args["job"], target_of(args["node_group"]))]
-        super().__init__("eksddp:index:EvaluationJob", name, {}, opts)
-        self._apply_all(name, args["provider"], args.get("depends_on", []))
+    def __init__(self, name: str, args: TrainingJobArgs, opts: ResourceOptions | None = None) -> None:
+        job, target = resolved("EvaluationJob", args)
+        _bundled_only("EvaluationJob", job)
+        self._apply_all(name, [batch_jobs.render_evaluation(job, target)], args["provider"], opts)
 
 
 class FabricCheckArgs(TypedDict):
     provider: k8s.Provider
     """Kubernetes provider of the cluster."""
-    node_group: TrainingNodes
-    """An EFA node group with at least two nodes available."""
+    node_group: NodeGroupShape
+    """The shape of an EFA node group that can hold two nodes."""
     namespace: str
     """Namespace for the check's pods."""
     image: NotRequired[str]
@@ -262,27 +300,26 @@ class FabricCheckArgs(TypedDict):
     Container from `region`; arm64: required)."""
     region: NotRequired[str]
     """AWS region of the cluster: the default x86 image is pulled from its registry (needed without `image`)."""
-    depends_on: NotRequired[list[pulumi.Resource]]
-    """What the objects wait for (the platform: namespace, claim, service account)."""
+
+
+def two_efa_nodes(component: str, shape: NodeGroupShape) -> NodeTarget:
+    """The target of a group a fabric check can run on: EFA, room for two nodes."""
+    target = placed_on(component, shape)
+    if not target.efa_interfaces:
+        raise InvalidArgument(component, "node_group.efa", shape.get("efa", True), "the check needs a group with EFA")
+    if shape.get("max_size", 2) < 2:
+        raise InvalidArgument(
+            component, "node_group.max_size", shape.get("max_size"), "the check needs a group that can hold two nodes"
+        )
+    return target
 
 
 class FabricCheckJob(_BatchJob):
     """The workshop's EFA check: `fi_info -p efa` and `fi_pingpong` between two EFA nodes."""
 
-    def __init__(self, name: str, args: FabricCheckArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        group = args["node_group"]
-        if not group.efa_interfaces:
-            raise InvalidArgument(
-                "FabricCheckJob", "node_group", group.instance_type, "the check needs a node group with EFA"
-            )
-        if group.max_size < 2:
-            raise InvalidArgument(
-                "FabricCheckJob",
-                "node_group",
-                group.max_size,
-                "the check needs a group that can hold two nodes (max_size >= 2)",
-            )
-        architecture = group.instance.architecture.value
+    def __init__(self, name: str, args: FabricCheckArgs, opts: ResourceOptions | None = None) -> None:
+        target = two_efa_nodes("FabricCheckJob", args["node_group"])
+        architecture = target.instance.architecture.value
         image = args.get("image")
         if image is None and "region" not in args:
             raise InvalidArgument("FabricCheckJob", "region", None, "give the cluster's region (or an image)")
@@ -294,43 +331,30 @@ class FabricCheckJob(_BatchJob):
                 None,
                 f"give an {architecture} image with libfabric's EFA provider (fi_info, fi_pingpong)",
             )
-        self.manifests = batch_jobs.render_fabric_check(name, args["namespace"], target_of(group), image)
-        super().__init__("eksddp:index:FabricCheckJob", name, {}, opts)
-        self._apply_all(name, args["provider"], args.get("depends_on", []))
+        manifests = batch_jobs.render_fabric_check(name, args["namespace"], target, image)
+        self._apply_all(name, manifests, args["provider"], opts)
 
 
 class NcclCheckArgs(TypedDict):
     provider: k8s.Provider
-    """Kubernetes provider of the cluster."""
-    node_group: TrainingNodes
-    """A GPU node group with EFA that can hold two nodes."""
+    """Kubernetes provider of the cluster; the MPI operator (MPIJob CRD kubeflow.org/v2beta1) must be in
+    `depends_on` (TrainingPlatform installs it for a GPU group with EFA)."""
+    node_group: NodeGroupShape
+    """The shape of a GPU node group with EFA that can hold two nodes."""
     namespace: str
     """Namespace for the check's pods."""
-    mpi_operator: MpiOperator
-    """The operator that installs the MPIJob CRD (kubeflow.org/v2beta1); the check waits for it."""
     image: NotRequired[str]
     """An nccl-tests image with OpenMPI, sshd, CUDA, NCCL and aws-ofi-nccl (default nccl_check.IMAGE)."""
-    depends_on: NotRequired[list[pulumi.Resource]]
-    """What the objects wait for (the platform: namespace, device plugins)."""
 
 
 class NcclCheckJob(_BatchJob):
     """NCCL's bus bandwidth between two GPU nodes over EFA (nccl-tests all_reduce_perf as an MPIJob)."""
 
-    def __init__(self, name: str, args: NcclCheckArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        group = args["node_group"]
-        if not group.instance.is_gpu or not group.efa_interfaces:
+    def __init__(self, name: str, args: NcclCheckArgs, opts: ResourceOptions | None = None) -> None:
+        target = two_efa_nodes("NcclCheckJob", args["node_group"])
+        if not target.instance.is_gpu:
             raise InvalidArgument(
-                "NcclCheckJob", "node_group", group.instance_type, "the check needs a GPU group with EFA"
+                "NcclCheckJob", "node_group.instance_type", target.instance.name, "the check needs a GPU group"
             )
-        if group.max_size < nccl_check.NODES:
-            raise InvalidArgument(
-                "NcclCheckJob",
-                "node_group",
-                group.max_size,
-                "the check needs a group that can hold two nodes (max_size >= 2)",
-            )
-        target = target_of(group)
-        self.manifests = [nccl_check.render(name, args["namespace"], target, args.get("image", nccl_check.IMAGE))]
-        super().__init__("eksddp:index:NcclCheckJob", name, {}, opts)
-        self._apply_all(name, args["provider"], [*args.get("depends_on", []), args["mpi_operator"].manifests])
+        manifest = nccl_check.render(name, args["namespace"], target, args.get("image", nccl_check.IMAGE))
+        self._apply_all(name, [manifest], args["provider"], opts)

@@ -22,7 +22,9 @@ class Accelerator(str, Enum):
     """What the image's torch runs on: the CPU wheel (slim), or CUDA with NCCL and the EFA plugin."""
 
     CPU = "cpu"
+    """trainer/Dockerfile: the CPU wheel of torch."""
     CUDA = "cuda"
+    """trainer/Dockerfile.cuda: CUDA torch with NCCL and the aws-ofi-nccl plugin."""
 
 
 DOCKERFILES = {Accelerator.CPU: "Dockerfile", Accelerator.CUDA: "Dockerfile.cuda"}
@@ -100,6 +102,9 @@ def lifecycle_policy(keep: int) -> str:
 
 
 class TrainerImage(pulumi.ComponentResource):
+    """The bundled trainer's image, built from trainer/ for the groups' architectures into a new ECR repository
+    (scanned, immutable tags, old images pruned), or a given image."""
+
     image_uri: pulumi.Output[str]
     """What pods run: the pushed image by digest, or the given URI."""
 

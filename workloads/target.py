@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.catalogue import InstanceType
-from infra.efa_node_group import KUBERNETES_EFFECT, TaintEffect
+from infra.efa_node_group import KUBERNETES_EFFECT, NodeGroupShape, TaintEffect, placement_facts
 
 ARCHITECTURE_LABEL = "kubernetes.io/arch"
 KUBERNETES_ARCH = {"arm64": "arm64", "x86_64": "amd64"}
@@ -12,7 +12,7 @@ KUBERNETES_ARCH = {"arm64": "arm64", "x86_64": "amd64"}
 
 @dataclass(frozen=True)
 class NodeTarget:
-    """The node group a pod is placed on (from EfaNodeGroup, or from config for rendering)."""
+    """The node group a pod is placed on: its type's facts and what it places pods by (`target_of`)."""
 
     instance: InstanceType
     efa_interfaces: int
@@ -48,6 +48,12 @@ VM_MEMORY_OVERHEAD = 0.075
 # Daemon sets on every training node: aws-node 25m, kube-proxy 100m, eks-pod-identity-agent, the CSI
 # node plugins, the EFA and NVIDIA device plugins; requests rounded up to leave room for another.
 DAEMON_SETS_MILLICORES, DAEMON_SETS_MIB = 400, 768
+
+
+def target_of(shape: NodeGroupShape, instance: InstanceType) -> NodeTarget:
+    """Where a group's pods land, from its shape and its type's facts, as the group itself derives them."""
+    efa_interfaces, labels, taints = placement_facts(shape, instance)
+    return NodeTarget(instance, efa_interfaces, labels, [dict(taint) for taint in taints])
 
 
 def kube_reserved_millicores(vcpus: int) -> int:

@@ -10,8 +10,11 @@ dicts: tests validate them against the schemas, the local runner executes their 
 import hashlib
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
+
+import pulumi
 
 from infra.shared_claim import SHARED_UID
 from workloads.fabric_env import collective_env
@@ -102,7 +105,7 @@ class TrainingJob:
 
     name: str
     namespace: str
-    image: Any
+    image: pulumi.Input[str]
     """Container image: a string, or a Pulumi output of one when the stack builds the image."""
     dataset: str = "mnist"
     epochs: int = 10
@@ -122,7 +125,7 @@ class TrainingJob:
     """The user's own training code instead of the bundled trainer (None: the bundled trainer)."""
     preflight: bool = True
     """GPU pods check their GPUs (DCGM level 1) and EFA devices before training (workloads.preflight)."""
-    artifact_bucket: Any = None
+    artifact_bucket: pulumi.Input[str] | None = None
     """S3 bucket (a name, or a Pulumi output of one) the run uploads its results and checkpoints to and resumes
     from: `runs/<job>/<run id>` and `checkpoints/<job>/<run id>`, as on the claim."""
 
@@ -151,6 +154,69 @@ def validate_name(name: str) -> str | None:
     if len(name) > 48:
         return "must be at most 48 characters so `<name>-worker-<index>` stays a 63-character service name"
     return None
+
+
+class UserCodeSpec(TypedDict):
+    """The user's own training code in the job's image, run by torchrun instead of the bundled trainer."""
+
+    script: str
+    """A Python file in the image (relative to its working directory, or absolute), or `-m package.module`."""
+    args: NotRequired[Sequence[str]]
+    """Its arguments."""
+    env: NotRequired[Mapping[str, str]]
+    """Extra environment variables; the engines' and torchrun's own names (PET_*, NCCL_*, FI_*, RANK...) are refused."""
+
+
+class TrainingJobSpec(TypedDict):
+    """What to train and how many pods: a job component's `job` (every unset field takes the default it names)."""
+
+    name: str
+    """The job's name: a DNS label, unique in its namespace."""
+    namespace: str
+    """The namespace its objects go in (the platform's training namespace)."""
+    image: pulumi.Input[str]
+    """Container image with the bundled trainer, or with the user's code when `code` is set."""
+    dataset: NotRequired[str]
+    """The bundled trainer's dataset: digits, mnist (default), cifar10 or synthetic."""
+    epochs: NotRequired[int]
+    """Passes over the training set (default 10)."""
+    batch_size: NotRequired[int]
+    """Images per rank per step (default 128)."""
+    replicas: NotRequired[int]
+    """Pods in all, one per node (default 2; elastic: the most)."""
+    elastic_min_replicas: NotRequired[int]
+    """Makes the job elastic (training operator v1 only) with at least this many pods."""
+    max_restarts: NotRequired[int]
+    """torchrun's restarts of the workers in a pod (default 3)."""
+    claim_name: NotRequired[str | None]
+    """The ReadWriteMany claim mounted at /shared (default `shared`; null: scratch space, then set artifact_bucket)."""
+    service_account: NotRequired[str | None]
+    """The pods' ServiceAccount (default `trainer`, the bucket's IRSA role; null: the namespace's default)."""
+    checkpoint_every: NotRequired[int]
+    """Steps between checkpoints (default 50)."""
+    extra_args: NotRequired[Sequence[str]]
+    """More arguments for the bundled trainer's `train` command."""
+    node_losses: NotRequired[int]
+    """Node losses (spot interruptions, failed nodes) the job survives before its operator fails it (default 1)."""
+    code: NotRequired[UserCodeSpec]
+    """The user's own training code instead of the bundled trainer."""
+    preflight: NotRequired[bool]
+    """GPU pods check their GPUs (DCGM level 1) and EFA devices before training (default true)."""
+    artifact_bucket: NotRequired[pulumi.Input[str]]
+    """S3 bucket the run uploads its results and checkpoints to and resumes from (the platform's model bucket)."""
+
+
+def resolve(spec: TrainingJobSpec) -> TrainingJob:
+    """The job with every default filled in: what the renderers read."""
+    fields: dict[str, Any] = {key: value for key, value in spec.items() if key not in ("code", "extra_args")}
+    code = spec.get("code")
+    return TrainingJob(
+        **fields,
+        extra_args=tuple(spec.get("extra_args", ())),
+        code=UserCode(code["script"], tuple(code.get("args", ())), tuple(sorted(code.get("env", {}).items())))
+        if code is not None
+        else None,
+    )
 
 
 def global_batch(job: TrainingJob, target: NodeTarget) -> int:

@@ -18,3 +18,8 @@ def test_readme_program_runs_as_a_file_under_run_offline(tmp_path: Path) -> None
     (workers,) = [r for r in registrations if r.name == "ddp-workers-nodes"]
     assert workers.inputs["instanceTypes"] == ["c7g.16xlarge"]
     assert len([r for r in registrations if r.type == "aws:eks/accessEntry:AccessEntry"]) == 1
+    (job,) = [r for r in registrations if r.type == "kubernetes:kubeflow.org/v1:PyTorchJob"]
+    worker = job.inputs["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert worker["containers"][0]["resources"]["limits"]["vpc.amazonaws.com/efa"] == "1"  # from the group's shape
+    operator_objects = [r.urn for r in registrations if r.name == "ddp-training-operator-manifests"]
+    assert operator_objects and operator_objects[0] in job.dependencies  # `depends_on=[platform]` reached the job

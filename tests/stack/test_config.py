@@ -33,7 +33,7 @@ def _with(path: str, value: object) -> dict[str, object]:
 
 def test_dev_stack_parses() -> None:
     config = parse(DEV, REGION)
-    assert config.platform.get("system_node_count") == 2 and [g["name"] for g in config.platform.get("node_groups", [])] == ["workers"]
+    assert config.platform.get("system_node_count") == 2 and [g.get("name") for g in config.platform.get("node_groups", [])] == ["workers"]
     assert config.job is not None and config.job.job.replicas == 2 and config.job.node_group == "workers"
 
 

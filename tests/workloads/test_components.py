@@ -6,19 +6,22 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from infra.catalogue import Architecture
-from infra.efa_node_group import EfaNodeGroup, EfaNodeGroupArgs
+import pulumi
+
+from infra.efa_node_group import EfaNodeGroup, EfaNodeGroupArgs, shape_of
 from infra.errors import InvalidArgument
 from infra.training_operator import TrainingOperator
 from tests.pulumi_harness import Recorded
 from workloads.components import DataPrepJob, EvaluationJob, FabricCheckJob, PyTorchJob
 from workloads.image import CONTEXT, TrainerImage, content_tag, lifecycle_policy
-from workloads.training_pod import TrainingJob
+from workloads.training_pod import TrainingJobSpec
 
 GROUP: EfaNodeGroupArgs = {
     "cluster_name": "training", "vpc_id": "vpc-1", "cluster_security_group_id": "sg-1", "instance_type": "c7g.16xlarge",
     "availability_zone": "us-east-1a", "subnet_id": "subnet-a", "min_size": 0, "max_size": 4,
 }
-JOB = TrainingJob(name="mnist-ddp", namespace="training", image="img:1", replicas=2)
+SHAPE = shape_of(GROUP)
+JOB: TrainingJobSpec = {"name": "mnist-ddp", "namespace": "training", "image": "img:1", "replicas": 2}
 
 
 def test_pytorchjob_waits_for_the_operator(pulumi_mocks: Recorded) -> None:
@@ -27,8 +30,8 @@ def test_pytorchjob_waits_for_the_operator(pulumi_mocks: Recorded) -> None:
     def program() -> None:
         provider = k8s.Provider("k8s", kubeconfig="{}")
         operator = TrainingOperator("operator", {"provider": provider})
-        group = EfaNodeGroup("workers", GROUP)
-        components.append(PyTorchJob("train", {"provider": provider, "node_group": group, "job": JOB, "operator": operator.manifests}))
+        after = pulumi.ResourceOptions(depends_on=[operator.manifests])
+        components.append(PyTorchJob("train", {"provider": provider, "node_group": SHAPE, "job": JOB}, after))
 
     pulumi_mocks.run(program)
     (component,) = components
@@ -45,10 +48,9 @@ def test_pytorchjob_waits_for_the_operator(pulumi_mocks: Recorded) -> None:
 def test_batch_jobs_apply_their_objects(pulumi_mocks: Recorded) -> None:
     def program() -> None:
         provider = k8s.Provider("k8s", kubeconfig="{}")
-        group = EfaNodeGroup("workers", GROUP)
-        DataPrepJob("data", {"provider": provider, "node_group": group, "job": JOB})
-        EvaluationJob("evaluate", {"provider": provider, "node_group": group, "job": JOB})
-        FabricCheckJob("efa-check", {"provider": provider, "node_group": group, "namespace": "training", "image": "registry.example/efa-tools:1"})
+        DataPrepJob("data", {"provider": provider, "node_group": SHAPE, "job": JOB})
+        EvaluationJob("evaluate", {"provider": provider, "node_group": SHAPE, "job": JOB})
+        FabricCheckJob("efa-check", {"provider": provider, "node_group": SHAPE, "namespace": "training", "image": "registry.example/efa-tools:1"})
 
     pulumi_mocks.run(program)
     jobs = {r.name: r for r in pulumi_mocks.of_type("kubernetes:batch/v1:Job")}
@@ -62,19 +64,18 @@ def test_batch_jobs_apply_their_objects(pulumi_mocks: Recorded) -> None:
 @pytest.mark.parametrize(
     ("job", "message"),
     [
-        (TrainingJob(name="MNIST", namespace="training", image="img"), "job.name='MNIST' is not allowed; must be a DNS-1035 label"),
-        (TrainingJob(name="mnist", namespace="training", image="img", replicas=5), "job.replicas=5 is not allowed; use 1 to the node group's max_size (4)"),
-        (TrainingJob(name="mnist", namespace="training", image="img", replicas=2, elastic_min_replicas=3), "job.elastic_min_replicas=3 is not allowed"),
-        (TrainingJob(name="mnist", namespace="training", image="img", epochs=0), "job.epochs/batch_size=(0, 128) is not allowed"),
-        (TrainingJob(name="mnist", namespace="training", image="img", dataset="imagenet"), "job.dataset='imagenet' is not allowed"),
+        ({**JOB, "name": "MNIST"}, "job.name='MNIST' is not allowed; must be a DNS-1035 label"),
+        ({**JOB, "replicas": 5}, "job.replicas=5 is not allowed; use 1 to the node group's max_size (4)"),
+        ({**JOB, "elastic_min_replicas": 3}, "job.elastic_min_replicas=3 is not allowed"),
+        ({**JOB, "epochs": 0}, "job.epochs/batch_size=(0, 128) is not allowed"),
+        ({**JOB, "dataset": "imagenet"}, "job.dataset='imagenet' is not allowed"),
     ],
 )
-def test_bad_jobs_are_refused_before_anything_is_applied(pulumi_mocks: Recorded, job: TrainingJob, message: str) -> None:
+def test_bad_jobs_are_refused_before_anything_is_applied(pulumi_mocks: Recorded, job: TrainingJobSpec, message: str) -> None:
     def program() -> None:
         provider = k8s.Provider("k8s", kubeconfig="{}")
-        group = EfaNodeGroup("workers", GROUP)
         with pytest.raises(InvalidArgument) as raised:
-            PyTorchJob("train", {"provider": provider, "node_group": group, "job": job})
+            PyTorchJob("train", {"provider": provider, "node_group": SHAPE, "job": job})
         assert message in str(raised.value)
 
     pulumi_mocks.run(program)
@@ -84,8 +85,8 @@ def test_bad_jobs_are_refused_before_anything_is_applied(pulumi_mocks: Recorded,
 def test_data_preparation_only_for_downloadable_datasets(pulumi_mocks: Recorded) -> None:
     def program() -> None:
         with pytest.raises(InvalidArgument, match="DataPrepJob: job.dataset='digits' is not allowed; only mnist, cifar10 are downloaded"):
-            DataPrepJob("data", {"provider": k8s.Provider("k8s", kubeconfig="{}"), "node_group": EfaNodeGroup("workers", GROUP),
-                                 "job": TrainingJob(name="d", namespace="training", image="img", dataset="digits")})
+            DataPrepJob("data", {"provider": k8s.Provider("k8s", kubeconfig="{}"), "node_group": SHAPE,
+                                 "job": {**JOB, "dataset": "digits"}})
 
     pulumi_mocks.run(program)
 
@@ -93,15 +94,15 @@ def test_data_preparation_only_for_downloadable_datasets(pulumi_mocks: Recorded)
 def test_fabric_check_needs_an_efa_group_with_room_for_two(pulumi_mocks: Recorded) -> None:
     def program() -> None:
         provider = k8s.Provider("k8s", kubeconfig="{}")
-        with pytest.raises(InvalidArgument, match="the check needs a node group with EFA"):
-            FabricCheckJob("c1", {"provider": provider, "node_group": EfaNodeGroup("plain", {**GROUP, "efa": False, "instance_type": "m7g.large"}), "namespace": "t"})
-        with pytest.raises(InvalidArgument, match="max_size >= 2"):
-            FabricCheckJob("c2", {"provider": provider, "node_group": EfaNodeGroup("one", {**GROUP, "max_size": 1}), "namespace": "t"})
+        with pytest.raises(InvalidArgument, match="node_group.efa=False is not allowed; the check needs a group with EFA"):
+            FabricCheckJob("c1", {"provider": provider, "node_group": {**SHAPE, "efa": False, "instance_type": "m7g.large"}, "namespace": "t"})
+        with pytest.raises(InvalidArgument, match="node_group.max_size=1 is not allowed; the check needs a group that can hold two"):
+            FabricCheckJob("c2", {"provider": provider, "node_group": {**SHAPE, "max_size": 1}, "namespace": "t"})
         with pytest.raises(InvalidArgument, match=r"FabricCheckJob: image=None is not allowed; give an arm64 image with libfabric's EFA provider"):
-            FabricCheckJob("c3", {"provider": provider, "node_group": EfaNodeGroup("graviton", GROUP), "namespace": "t",
+            FabricCheckJob("c3", {"provider": provider, "node_group": SHAPE, "namespace": "t",
                                   "region": "us-east-1"})
         with pytest.raises(InvalidArgument, match=r"FabricCheckJob: region=None is not allowed; give the cluster's region"):
-            FabricCheckJob("c4", {"provider": provider, "node_group": EfaNodeGroup("x86", {**GROUP, "instance_type": "g6.8xlarge"}),
+            FabricCheckJob("c4", {"provider": provider, "node_group": {**SHAPE, "instance_type": "g6.8xlarge"},
                                   "namespace": "t"})
 
     pulumi_mocks.run(program)

@@ -1,0 +1,65 @@
+"""eks-ddp's components for every Pulumi language: a source-based plugin package.
+
+`pulumi package add` runs this package (PulumiPlugin.yaml at the repository's root names `provider/`), asks it for
+its schema and generates an SDK in the consumer's language. Pulumi infers that schema from the components' type
+hints and docstrings (pulumi.provider.experimental, pulumi 3.272.0), so what is hosted is what takes plain data:
+the platform, the trainer image and the job components. The building blocks (Network, Cluster, EfaNodeGroup,
+Karpenter...) take each other as arguments, which that inference cannot express for resources of its own package
+(it needs a `pulumi_type` and a published plugin): they stay Python-only.
+"""
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.provider.experimental.analyzer import Analyzer
+from pulumi.provider.experimental.schema import generate_schema
+
+from infra.platform import TrainingPlatform
+from workloads.components import (
+    DataPrepJob,
+    EvaluationJob,
+    FabricCheckJob,
+    IndexedTrainingJob,
+    NcclCheckJob,
+    PyTorchJob,
+    TrainJob,
+)
+from workloads.image import TrainerImage
+
+# The package's name is its components' type prefix (`eksddp:index:TrainingPlatform`): the engine constructs a
+# component by that token and the component registers itself under it.
+PACKAGE = "eksddp"
+COMPONENTS: list[type[pulumi.ComponentResource]] = [
+    TrainingPlatform,
+    PyTorchJob,
+    TrainJob,
+    IndexedTrainingJob,
+    DataPrepJob,
+    EvaluationJob,
+    FabricCheckJob,
+    NcclCheckJob,
+    TrainerImage,
+]
+
+
+def version() -> str:
+    """The package's version, which the generated SDKs carry: pyproject.toml's (the plugin runs from source, not
+    installed)."""
+    with open(Path(__file__).resolve().parent.parent / "pyproject.toml", "rb") as project:
+        return tomllib.load(project)["project"]["version"]
+
+
+def schema() -> dict[str, Any]:
+    """The schema `pulumi package add` would get from the running plugin, inferred the same way, offline."""
+    inferred = Analyzer(PACKAGE).analyze(COMPONENTS)
+    dependencies = sorted(inferred["dependencies"], key=lambda dependency: dependency.name)
+    return generate_schema(
+        PACKAGE,
+        version(),
+        None,
+        inferred["component_definitions"],
+        inferred["type_definitions"],
+        dependencies,
+    ).to_json()
