@@ -44,8 +44,8 @@ def estimate(platform: TrainingPlatformArgs) -> list[Line]:
     karpenter = platform.get("autoscaler") == AutoscalerKind.KARPENTER
     counted = "Karpenter, only while pods need them; desired size" if karpenter else "desired size"
     for group in platform.get("node_groups", []):
-        desired = group.get("desired_size", group.get("min_size", 0))
-        nodes.append((f"{group.get('name')} nodes ({group['instance_type']}, {counted})", group["instance_type"], desired))
+        desired, instance_type = group.get("desired_size", group.get("min_size", 0)), group["instance_type"]
+        nodes.append((f"{group.get('name')} nodes ({instance_type}, {counted})", instance_type, desired))
     for item, instance_type, count in nodes:
         price = offline(instance_type).hourly_usd
         lines.append(Line(item if price is not None else f"{item}: price unknown, counted as 0", count, price or 0.0))

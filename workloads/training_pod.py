@@ -63,18 +63,11 @@ RESERVED_ENV = re.compile(
 
 @dataclass(frozen=True)
 class UserCode:
-    """The user's own training code in the job's image, run by torchrun instead of the bundled trainer.
-
-    Everything the node group implies (GPU and EFA requests, processes per pod, /dev/shm, the claim, tolerations,
-    the NCCL/EFA environment, the restart budget, the grace period) is derived as for the bundled trainer.
-    """
+    """A UserCodeSpec resolved (the fields mean what the spec's say): what the pod template runs."""
 
     script: str
-    """A Python file in the image (relative to its working directory, or absolute), or `-m package.module`."""
     args: tuple[str, ...] = ()
-    """Its arguments."""
     env: tuple[tuple[str, str], ...] = ()
-    """Extra environment variables (name, value); the engines' and torchrun's own names are refused."""
 
     def launch(self) -> list[str]:
         """What torchrun runs: the script, or `-m` and the module."""
@@ -101,33 +94,26 @@ class UserCode:
 
 @dataclass(frozen=True)
 class TrainingJob:
-    """What to train and how many pods; paths live under the shared claim."""
+    """A TrainingJobSpec with its defaults filled in (`resolve`): what the renderers read. The fields mean what the
+    spec's say."""
 
     name: str
     namespace: str
     image: pulumi.Input[str]
-    """Container image: a string, or a Pulumi output of one when the stack builds the image."""
     dataset: str = "mnist"
     epochs: int = 10
     batch_size: int = 128
     replicas: int = 2
-    """Pods in all (static: 1 Master + replicas-1 Workers; elastic: the maximum)."""
     elastic_min_replicas: int | None = None
-    """Set to make the job elastic (Workers only, c10d rendezvous) with this minimum."""
     max_restarts: int = 3
     claim_name: str | None = "shared"
     service_account: str | None = "trainer"
     checkpoint_every: int = 50
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     node_losses: int = 1
-    """Node losses (spot interruptions, failed nodes) the job survives before the operator fails it."""
     code: UserCode | None = None
-    """The user's own training code instead of the bundled trainer (None: the bundled trainer)."""
     preflight: bool = True
-    """GPU pods check their GPUs (DCGM level 1) and EFA devices before training (workloads.preflight)."""
     artifact_bucket: pulumi.Input[str] | None = None
-    """S3 bucket (a name, or a Pulumi output of one) the run uploads its results and checkpoints to and resumes
-    from: `runs/<job>/<run id>` and `checkpoints/<job>/<run id>`, as on the claim."""
 
     @property
     def elastic(self) -> bool:
@@ -157,7 +143,11 @@ def validate_name(name: str) -> str | None:
 
 
 class UserCodeSpec(TypedDict):
-    """The user's own training code in the job's image, run by torchrun instead of the bundled trainer."""
+    """The user's own training code in the job's image, run by torchrun instead of the bundled trainer.
+
+    Everything the node group implies (GPU and EFA requests, processes per pod, /dev/shm, the claim, tolerations,
+    the NCCL/EFA environment, the restart budget, the grace period) is derived as for the bundled trainer.
+    """
 
     script: str
     """A Python file in the image (relative to its working directory, or absolute), or `-m package.module`."""

@@ -123,3 +123,19 @@ def test_trainer_image_repository_is_scanned_immutable_and_pruned(pulumi_mocks: 
 def test_given_image_uri_builds_nothing(pulumi_mocks: Recorded) -> None:
     pulumi_mocks.run(lambda: TrainerImage("image", {"architectures": [Architecture.ARM64], "image_uri": "public.ecr.aws/x/trainer:1"}))
     assert [r.type for r in pulumi_mocks.monitor.registrations] == ["eksddp:index:TrainerImage"]
+
+
+def test_a_job_with_its_own_image_and_code_runs_them_with_what_the_group_implies(pulumi_mocks: Recorded) -> None:
+    own: TrainingJobSpec = {
+        **JOB,
+        "image": "registry.example/team/llm:7",
+        "code": {"script": "-m team.train", "args": ["--steps", "100"], "env": {"TEAM_DATA": "/shared/data"}},
+    }
+    pulumi_mocks.run(lambda: PyTorchJob("own", {"provider": k8s.Provider("k8s", kubeconfig="{}"), "node_group": SHAPE, "job": own}))
+    spec = pulumi_mocks.named("own-job").inputs["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    (container,) = spec["containers"]
+    assert container["image"] == "registry.example/team/llm:7"
+    command = " ".join(container["command"])
+    assert "torchrun" in command and command.endswith("-m team.train --steps 100") and "trainer" not in command
+    assert {"name": "TEAM_DATA", "value": "/shared/data"} in container["env"]
+    assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == "1"  # c7g.16xlarge: one EFA device
