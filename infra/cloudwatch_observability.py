@@ -6,7 +6,6 @@ CloudWatch agent with the Amazon CloudWatch Observability EKS add-on"); AWS's ma
 CloudWatchAgentServerPolicy is what that guide attaches.
 """
 
-from collections.abc import Sequence
 from typing import NotRequired, TypedDict
 
 import pulumi
@@ -14,6 +13,7 @@ import pulumi_aws as aws
 
 from infra import versions
 from infra.iam import irsa_role
+from infra.options import waits_for
 
 COMPONENT = "CloudWatchObservability"
 ADDON = "amazon-cloudwatch-observability"
@@ -30,8 +30,6 @@ class CloudWatchObservabilityArgs(TypedDict):
     """The cluster's OIDC issuer."""
     tags: NotRequired[dict[str, str]]
     """Tags for the role and the add-on."""
-    depends_on: NotRequired[Sequence[pulumi.Resource]]
-    """Resources to wait for (the system node group: the add-on's pods need nodes to become active)."""
 
 
 class CloudWatchObservability(pulumi.ComponentResource):
@@ -58,6 +56,6 @@ class CloudWatchObservability(pulumi.ComponentResource):
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.get("depends_on", []), attached]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*waits_for(opts), attached]),
         )
         self.register_outputs({})

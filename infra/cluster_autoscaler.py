@@ -1,7 +1,6 @@
 """ClusterAutoscaler: scales the node groups, EFA groups from zero included."""
 
 import json
-from collections.abc import Sequence
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
@@ -12,6 +11,7 @@ from infra import helm, versions
 from infra.cluster import SYSTEM_LABEL
 from infra.errors import InvalidArgument
 from infra.iam import irsa_role, policy
+from infra.options import waits_for
 
 COMPONENT = "ClusterAutoscaler"
 NAMESPACE, SERVICE_ACCOUNT = "kube-system", "cluster-autoscaler"
@@ -44,8 +44,6 @@ class ClusterAutoscalerArgs(TypedDict):
     """AWS region of the cluster."""
     tags: NotRequired[dict[str, str]]
     """Tags for the IAM role."""
-    depends_on: NotRequired[Sequence[pulumi.Resource]]
-    """Resources to wait for before installing (the system node group, whose nodes run it)."""
 
 
 def autoscaler_policy(cluster_name: str) -> dict[str, Any]:
@@ -123,7 +121,7 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             versions.CLUSTER_AUTOSCALER_CHART,
             NAMESPACE,
             values,
-            args.get("depends_on", []),
+            waits_for(opts),
         )
         self.role_arn = role.arn
         self.register_outputs({"role_arn": self.role_arn})

@@ -8,6 +8,7 @@ import pulumi_kubernetes as k8s
 
 from infra import catalogue, helm, versions
 from infra.efa_node_group import EFA_LABEL, Taint
+from infra.options import waits_for
 
 COMPONENT = "EfaDevicePlugin"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
@@ -20,8 +21,6 @@ class EfaDevicePluginArgs(TypedDict):
     """Taints of the EFA node groups, to tolerate."""
     instance_types: NotRequired[Sequence[str]]
     """Instance types of the EFA node groups: the plugin may run on these and the catalogue's EFA types."""
-    depends_on: NotRequired[Sequence[pulumi.Resource]]
-    """Resources to wait for (the EFA node groups)."""
 
 
 def plugin_values(taints: Sequence[Taint], instance_types: Sequence[str] = ()) -> dict[str, Any]:
@@ -56,6 +55,6 @@ class EfaDevicePlugin(pulumi.ComponentResource):
             versions.EFA_DEVICE_PLUGIN_CHART,
             "kube-system",
             plugin_values(args.get("node_taints", []), args.get("instance_types", [])),
-            args.get("depends_on", []),
+            waits_for(opts),
         )
         self.register_outputs({})

@@ -11,6 +11,7 @@ from infra import helm, versions
 from infra.cluster import SYSTEM_LABEL
 from infra.errors import InvalidArgument
 from infra.iam import irsa_role, policy
+from infra.options import waits_for
 from infra.shared_claim import SHARED_UID, SharedStorageArgs, storage_class_and_claim
 
 COMPONENT = "EfsStorage"
@@ -131,7 +132,7 @@ class EfsStorage(pulumi.ComponentResource):
                 },
                 "node": {"tolerateAllTaints": True},
             },
-            depends_on=[*targets, *args.get("depends_on", [])],
+            depends_on=[*targets, *waits_for(opts)],
         )
         self.claim_name = args.get("claim_name", "shared")
         parameters: dict[str, pulumi.Input[str]] = {

@@ -16,6 +16,7 @@ from infra import helm, versions
 from infra.cluster import SYSTEM_LABEL
 from infra.errors import InvalidArgument
 from infra.fsx_storage import LUSTRE_PORTS, valid_capacity
+from infra.options import waits_for
 from infra.shared_claim import SharedStorageArgs
 
 COMPONENT = "ExistingFsxVolume"
@@ -93,7 +94,7 @@ class ExistingFsxVolume(pulumi.ComponentResource):
                 "controller": {"nodeSelector": SYSTEM_LABEL},
                 "node": {"tolerateAllTaints": True},
             },
-            args.get("depends_on", []),
+            waits_for(opts),
         )
         self.claim_name = args.get("claim_name", "shared")
         size = f"{args.get('capacity_gib', 1200)}Gi"

@@ -10,6 +10,7 @@ from infra import helm, versions
 from infra.cluster import SYSTEM_LABEL
 from infra.errors import InvalidArgument
 from infra.iam import irsa_role, policy
+from infra.options import waits_for
 from infra.shared_claim import SharedStorageArgs, storage_class_and_claim
 
 COMPONENT = "FsxLustreStorage"
@@ -176,7 +177,7 @@ class FsxLustreStorage(pulumi.ComponentResource):
                 },
                 "node": {"tolerateAllTaints": True},
             },
-            args.get("depends_on", []),
+            waits_for(opts),
         )
         kind = args.get("deployment_type", "SCRATCH_2")
         parameters: dict[str, pulumi.Input[str]] = {

@@ -10,7 +10,6 @@ nodes, which stay a managed node group: Karpenter must not launch the nodes it r
 """
 
 import json
-from collections.abc import Sequence
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
@@ -20,6 +19,7 @@ import pulumi_kubernetes as k8s
 from infra import helm, versions
 from infra.cluster import SYSTEM_LABEL
 from infra.iam import irsa_role, node_role, policy
+from infra.options import waits_for
 
 COMPONENT = "Karpenter"
 NAMESPACE, SERVICE_ACCOUNT = "kube-system", "karpenter"
@@ -51,8 +51,6 @@ class KarpenterArgs(TypedDict):
     1.14.1; default false)."""
     tags: NotRequired[dict[str, str]]
     """Tags for every taggable resource."""
-    depends_on: NotRequired[Sequence[pulumi.Resource]]
-    """Resources to wait for before installing (the system node group, whose nodes run it)."""
 
 
 def _arn(partition: str, service: str, region: str, account: str, resource: str) -> str:
@@ -395,7 +393,7 @@ class Karpenter(pulumi.ComponentResource):
             versions.KARPENTER_CHART,
             NAMESPACE,
             values,
-            [*args.get("depends_on", []), *attachments],
+            [*waits_for(opts), *attachments],
         )
         self.node_role_name, self.queue_name, self.role_arn = nodes.name, queue.name, role.arn
         self.register_outputs(

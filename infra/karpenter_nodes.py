@@ -36,6 +36,7 @@ from infra.efa_node_group import (
 )
 from infra.efa_node_group import validate as validate_group
 from infra.errors import InvalidArgument
+from infra.options import waits_for
 
 NODE_CLASS_API, NODE_POOL_API = "karpenter.k8s.aws/v1", "karpenter.sh/v1"
 COMPONENT = "KarpenterNodePool"
@@ -210,9 +211,8 @@ class KarpenterNodePoolArgs(NodeGroupShape):
     provider: k8s.Provider
     """Kubernetes provider of the cluster."""
     node_role_name: pulumi.Input[str]
-    """The role Karpenter's nodes get (Karpenter.node_role_name, which has the cluster's access entry)."""
-    karpenter: pulumi.Resource
-    """What installs the NodePool and EC2NodeClass CRDs (Karpenter.release)."""
+    """The role Karpenter's nodes get (Karpenter.node_role_name, which has the cluster's access entry); what
+    installs the NodePool and EC2NodeClass CRDs (Karpenter.release) goes in `opts.depends_on`."""
     tags: NotRequired[Mapping[str, str]]
     """Tags for every taggable resource (and the nodes)."""
 
@@ -272,8 +272,8 @@ class KarpenterNodePool(TrainingNodes):
             self.max_size,
             reserved=reservation is not None,
         )
-        node_class_resource = self._apply(nodes, args, [args["karpenter"]])
-        self._apply(pool, args, [args["karpenter"], node_class_resource])
+        node_class_resource = self._apply(nodes, args, waits_for(opts))
+        self._apply(pool, args, [*waits_for(opts), node_class_resource])
         self.register_outputs({})
 
     def _apply(

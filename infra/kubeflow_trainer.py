@@ -1,13 +1,13 @@
 """KubeflowTrainer: Kubeflow Trainer v2 and its JobSet controller, which run TrainJobs (trainer.kubeflow.org/v1alpha1)."""
 
-from collections.abc import Sequence
-from typing import NotRequired, TypedDict
+from typing import TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from infra import helm, versions
 from infra.cluster import SYSTEM_LABEL
+from infra.options import waits_for
 
 COMPONENT = "KubeflowTrainer"
 NAMESPACE = "kubeflow-system"
@@ -16,8 +16,6 @@ NAMESPACE = "kubeflow-system"
 class KubeflowTrainerArgs(TypedDict):
     provider: k8s.Provider
     """Kubernetes provider of the cluster."""
-    depends_on: NotRequired[Sequence[pulumi.Resource]]
-    """Resources to wait for before installing (the system node group, whose nodes run it)."""
 
 
 class KubeflowTrainer(pulumi.ComponentResource):
@@ -43,6 +41,6 @@ class KubeflowTrainer(pulumi.ComponentResource):
             versions.KUBEFLOW_TRAINER_CHART,
             NAMESPACE,
             values,
-            args.get("depends_on", []),
+            waits_for(opts),
         )
         self.register_outputs({})

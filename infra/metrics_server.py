@@ -1,13 +1,13 @@
 """MetricsServer: resource metrics for `kubectl top` and autoscaling."""
 
-from collections.abc import Sequence
-from typing import NotRequired, TypedDict
+from typing import TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from infra import helm, versions
 from infra.cluster import SYSTEM_LABEL
+from infra.options import waits_for
 
 COMPONENT = "MetricsServer"
 
@@ -15,8 +15,6 @@ COMPONENT = "MetricsServer"
 class MetricsServerArgs(TypedDict):
     provider: k8s.Provider
     """Kubernetes provider of the cluster."""
-    depends_on: NotRequired[Sequence[pulumi.Resource]]
-    """Resources to wait for before installing (the system node group, whose nodes run it)."""
 
 
 class MetricsServer(pulumi.ComponentResource):
@@ -32,6 +30,6 @@ class MetricsServer(pulumi.ComponentResource):
             versions.METRICS_SERVER_CHART,
             "kube-system",
             {"nodeSelector": SYSTEM_LABEL},
-            args.get("depends_on", []),
+            waits_for(opts),
         )
         self.register_outputs({})

@@ -2,7 +2,6 @@
 
 import json
 import re
-from collections.abc import Sequence
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
@@ -11,6 +10,7 @@ import pulumi_kubernetes as k8s
 
 from infra.errors import InvalidArgument
 from infra.iam import irsa_role, policy
+from infra.options import waits_for
 
 COMPONENT = "ModelBucket"
 
@@ -37,8 +37,6 @@ class ModelBucketArgs(BucketOptions):
     """Training namespace the ServiceAccount lives in."""
     tags: NotRequired[dict[str, str]]
     """Tags for every taggable resource."""
-    depends_on: NotRequired[Sequence[pulumi.Resource]]
-    """Resources the ServiceAccount waits for (the training namespace)."""
 
 
 def tls_only_policy(bucket_arn: str) -> dict[str, Any]:
@@ -172,9 +170,7 @@ class ModelBucket(pulumi.ComponentResource):
                 "namespace": args["namespace"],
                 "annotations": {"eks.amazonaws.com/role-arn": role.arn},
             },
-            opts=pulumi.ResourceOptions(
-                parent=self, provider=args["provider"], depends_on=list(args.get("depends_on", []))
-            ),
+            opts=pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=waits_for(opts)),
         )
         self.bucket_name = self.bucket.bucket
         self.role_arn = role.arn

@@ -1,12 +1,12 @@
 """MpiOperator: the MPI operator v2, which runs MPIJobs (kubeflow.org/v2beta1) such as the NCCL check."""
 
-from collections.abc import Sequence
-from typing import NotRequired, TypedDict
+from typing import TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from infra import versions
+from infra.options import waits_for
 
 COMPONENT = "MpiOperator"
 
@@ -14,8 +14,6 @@ COMPONENT = "MpiOperator"
 class MpiOperatorArgs(TypedDict):
     provider: k8s.Provider
     """Kubernetes provider of the cluster (server-side apply: the MPIJob CRD is large)."""
-    depends_on: NotRequired[Sequence[pulumi.Resource]]
-    """Resources to wait for: the system node group, and a training operator installed without MPIJob v1."""
 
 
 class MpiOperator(pulumi.ComponentResource):
@@ -27,8 +25,6 @@ class MpiOperator(pulumi.ComponentResource):
         self.manifests = k8s.yaml.v2.ConfigFile(
             f"{name}-manifests",
             file=versions.MPI_OPERATOR_MANIFEST.format(version=versions.MPI_OPERATOR_VERSION),
-            opts=pulumi.ResourceOptions(
-                parent=self, provider=args["provider"], depends_on=list(args.get("depends_on", []))
-            ),
+            opts=pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=waits_for(opts)),
         )
         self.register_outputs({})

@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 
 from infra import helm, versions
 from infra.efa_node_group import GPU_LABEL, Taint
+from infra.options import waits_for
 
 COMPONENT = "NvidiaDevicePlugin"
 # The chart's own tolerations (NVIDIA/k8s-device-plugin v0.20.0 deployments/helm/nvidia-device-plugin/values.yaml):
@@ -28,8 +29,6 @@ class NvidiaDevicePluginArgs(TypedDict):
     """Kubernetes provider of the cluster."""
     node_taints: NotRequired[Sequence[Taint]]
     """Taints of the GPU node groups, to tolerate."""
-    depends_on: NotRequired[Sequence[pulumi.Resource]]
-    """Resources to wait for (the system node group)."""
 
 
 def plugin_values(taints: Sequence[Taint]) -> dict[str, Any]:
@@ -54,6 +53,6 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
             versions.NVIDIA_DEVICE_PLUGIN_CHART,
             "kube-system",
             plugin_values(args.get("node_taints", [])),
-            args.get("depends_on", []),
+            waits_for(opts),
         )
         self.register_outputs({})

@@ -16,10 +16,20 @@ from infra.cluster import Cluster, ClusterArgs, ClusterOptions
 from infra.cluster import validate as validate_cluster
 from infra.cluster_autoscaler import ClusterAutoscaler
 from infra.efa_device_plugin import EfaDevicePlugin
-from infra.efa_node_group import EfaNodeGroup, EfaNodeGroupArgs, NodeGroupShape, TrainingNodes, validate_shape
+from infra.efa_node_group import (
+    EfaNodeGroup,
+    EfaNodeGroupArgs,
+    NodeGroupShape,
+    TrainingNodes,
+    validate_shape,
+)
 from infra.efs_storage import EfsStorage, EfsStorageArgs
 from infra.errors import InvalidArgument
-from infra.existing_fsx import ExistingFsxOptions, ExistingFsxVolume, ExistingFsxVolumeArgs
+from infra.existing_fsx import (
+    ExistingFsxOptions,
+    ExistingFsxVolume,
+    ExistingFsxVolumeArgs,
+)
 from infra.existing_fsx import validate as validate_existing_fsx
 from infra.fsx_storage import FsxLustreStorage, FsxLustreStorageArgs, FsxOptions
 from infra.fsx_storage import validate as validate_fsx
@@ -253,6 +263,10 @@ class TrainingPlatform(pulumi.ComponentResource):
         validate(name, args)
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
+
+        def after(resources: Sequence[pulumi.Resource]) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(parent=self, depends_on=list(resources))
+
         tags = dict(args.get("tags", {}))
         network_args: NetworkArgs = {
             **args.get("network", {}),
@@ -297,12 +311,11 @@ class TrainingPlatform(pulumi.ComponentResource):
                     "provider": self.provider,
                     "cluster_name": self.cluster_name,
                     "tags": tags,
-                    "depends_on": system,
                     "system_node_count": args.get("system_node_count", 2),
                     "node_repair": args.get("node_health", True),
                     **oidc,  # type: ignore[typeddict-item]
                 },
-                opts=child,
+                opts=after(system),
             )
         self.node_groups: dict[str, TrainingNodes] = {}
         """Training node groups (or Karpenter node pools) by name: facts, labels, taints, EFA devices, shape."""
@@ -321,9 +334,9 @@ class TrainingPlatform(pulumi.ComponentResource):
                     **placed,
                     "provider": self.provider,  # type: ignore[typeddict-item]
                     "node_role_name": self.karpenter.node_role_name,
-                    "karpenter": self.karpenter.release,
                 }
-                self.node_groups[group_name] = KarpenterNodePool(f"{name}-{group_name}", pool_args, opts=child)
+                pool = KarpenterNodePool(f"{name}-{group_name}", pool_args, opts=after([self.karpenter.release]))
+                self.node_groups[group_name] = pool
                 continue
             group_args: EfaNodeGroupArgs = {
                 **shape,
@@ -349,9 +362,8 @@ class TrainingPlatform(pulumi.ComponentResource):
                     "provider": self.provider,
                     "node_taints": [t for g in efa_groups for t in g.taints],
                     "instance_types": [g.instance_type for g in efa_groups],
-                    "depends_on": system,
                 },
-                opts=child,
+                opts=after(system),
             )
         gpu_groups = [group for group in self.node_groups.values() if group.instance.is_gpu]
         if gpu_groups and args.get("nvidia_device_plugin", True):
@@ -360,9 +372,8 @@ class TrainingPlatform(pulumi.ComponentResource):
                 {
                     "provider": self.provider,
                     "node_taints": [t for g in gpu_groups for t in g.taints],
-                    "depends_on": system,
                 },
-                opts=child,
+                opts=after(system),
             )
         if autoscaler == AutoscalerKind.CLUSTER_AUTOSCALER:
             region = aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self)).region
@@ -376,12 +387,11 @@ class TrainingPlatform(pulumi.ComponentResource):
                     "oidc_provider_arn": self.cluster.oidc_provider_arn,
                     "oidc_issuer": self.cluster.oidc_issuer,
                     "tags": tags,
-                    "depends_on": system,
                 },
-                opts=child,
+                opts=after(system),
             )
         if args.get("metrics_server", True):
-            MetricsServer(f"{name}-metrics-server", {"provider": self.provider, "depends_on": system}, opts=child)
+            MetricsServer(f"{name}-metrics-server", {"provider": self.provider}, opts=after(system))
         if args.get("node_health", True):
             # Reports GPU, EFA, kernel and runtime faults as node conditions, which node auto-repair acts on.
             aws.eks.Addon(
@@ -402,12 +412,12 @@ class TrainingPlatform(pulumi.ComponentResource):
                 f"{name}-monitoring",
                 {  # type: ignore[typeddict-item]
                     "provider": self.provider,
-                    "node_groups": list(self.node_groups.values()),
-                    "depends_on": system,
+                    **({"gpu_node_taints": [t for g in gpu_groups for t in g.taints]} if gpu_groups else {}),
+                    **({"efa_node_taints": [t for g in efa_groups for t in g.taints]} if efa_groups else {}),
                     **({"efa_exporter_image": args["efa_exporter_image"]} if "efa_exporter_image" in args else {}),
                     **({"managed_prometheus": {**oidc, "tags": tags}} if args.get("managed_prometheus") else {}),
                 },
-                opts=child,
+                opts=after(system),
             ).release
         elif monitoring == MonitoringKind.CLOUDWATCH:
             CloudWatchObservability(
@@ -415,10 +425,9 @@ class TrainingPlatform(pulumi.ComponentResource):
                 {
                     "cluster_name": self.cluster_name,
                     "tags": tags,
-                    "depends_on": system,
                     **oidc,  # type: ignore[typeddict-item]
                 },
-                opts=child,
+                opts=after(system),
             )
         # The GPU workshop's NCCL check is an MPIJob v2beta1: the MPI operator then owns mpijobs.kubeflow.org,
         # and the training operator is installed without its own MPIJob v1 CRD and controller.
@@ -433,34 +442,29 @@ class TrainingPlatform(pulumi.ComponentResource):
                 f"{name}-training-operator",
                 {
                     "provider": self.provider,
-                    "depends_on": system,
                     "mpi_jobs": not with_mpi,
                 },
-                opts=child,
+                opts=after(system),
             )
             self.job_operator = self.training_operator.manifests
         elif operator == OperatorKind.V2:
-            trainer = KubeflowTrainer(
-                f"{name}-kubeflow-trainer", {"provider": self.provider, "depends_on": system}, opts=child
-            )
+            trainer = KubeflowTrainer(f"{name}-kubeflow-trainer", {"provider": self.provider}, opts=after(system))
             self.job_operator = trainer.release
         self.mpi_operator: MpiOperator | None = None
         """The MPI operator v2: MPIJobs must depend on it (None when not installed)."""
         if with_mpi:
-            after = [*system, *([self.training_operator.manifests] if self.training_operator else [])]
-            self.mpi_operator = MpiOperator(
-                f"{name}-mpi-operator", {"provider": self.provider, "depends_on": after}, opts=child
-            )
+            mpi_after = [*system, *([self.training_operator.manifests] if self.training_operator else [])]
+            self.mpi_operator = MpiOperator(f"{name}-mpi-operator", {"provider": self.provider}, opts=after(mpi_after))
 
         self.storage_claim_name = None
         storage = args.get("storage", StorageKind.FSX)
+        in_namespace = after([*system, namespace])
         storage_base = {
             "provider": self.provider,
             "vpc_id": self.network.vpc_id,
             "node_security_group_id": self.cluster.cluster_security_group_id,
             "namespace": self.training_namespace,
             "tags": tags,
-            "depends_on": [*system, namespace],
             **oidc,
         }
         if storage == StorageKind.FSX:
@@ -470,14 +474,14 @@ class TrainingPlatform(pulumi.ComponentResource):
                 **args.get("fsx", {}),
                 "subnet_id": self.network.private_subnet_by_zone[zone],
             }  # type: ignore[typeddict-item]
-            self.storage_claim_name = FsxLustreStorage(f"{name}-fsx", fsx_args, opts=child).claim_name
+            self.storage_claim_name = FsxLustreStorage(f"{name}-fsx", fsx_args, opts=in_namespace).claim_name
         elif storage == StorageKind.EXISTING_FSX:
             existing: ExistingFsxVolumeArgs = {**storage_base, **args["existing_fsx"]}  # type: ignore[typeddict-item]
-            self.storage_claim_name = ExistingFsxVolume(f"{name}-existing-fsx", existing, opts=child).claim_name
+            self.storage_claim_name = ExistingFsxVolume(f"{name}-existing-fsx", existing, opts=in_namespace).claim_name
         elif storage == StorageKind.EFS:
             subnets = list(self.network.private_subnet_by_zone.values())
             efs_args: EfsStorageArgs = {**storage_base, "subnet_ids": subnets}  # type: ignore[typeddict-item]
-            self.storage_claim_name = EfsStorage(f"{name}-efs", efs_args, opts=child).claim_name
+            self.storage_claim_name = EfsStorage(f"{name}-efs", efs_args, opts=in_namespace).claim_name
 
         self.bucket_name = self.service_account_name = None
         if args.get("model_bucket", True):
@@ -487,7 +491,6 @@ class TrainingPlatform(pulumi.ComponentResource):
                     "provider": self.provider,
                     "namespace": self.training_namespace,
                     "tags": tags,
-                    "depends_on": [namespace],
                     **oidc,
                     **(
                         {"checkpoint_expiry_days": args["checkpoint_expiry_days"]}
@@ -495,7 +498,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                         else {}
                     ),
                 },
-                opts=child,
+                opts=after([namespace]),
             )
             self.bucket_name, self.service_account_name = bucket.bucket_name, bucket.service_account_name
         self.register_outputs({"kubeconfig": self.kubeconfig, "bucket_name": self.bucket_name})

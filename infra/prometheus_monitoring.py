@@ -23,8 +23,9 @@ import pulumi_kubernetes as k8s
 
 from infra import helm, versions
 from infra.cluster import SYSTEM_LABEL
-from infra.efa_node_group import EFA_LABEL, GPU_LABEL, TrainingNodes
+from infra.efa_node_group import EFA_LABEL, GPU_LABEL, Taint
 from infra.iam import irsa_role
+from infra.options import waits_for
 
 COMPONENT = "PrometheusMonitoring"
 NAMESPACE = "monitoring"
@@ -73,14 +74,15 @@ class ManagedPrometheus(TypedDict):
 class PrometheusMonitoringArgs(TypedDict):
     provider: k8s.Provider
     """Kubernetes provider of the cluster."""
-    node_groups: Sequence[TrainingNodes]
-    """The training groups: GPU groups get the DCGM exporter, EFA groups the EFA exporter (with an image)."""
+    gpu_node_taints: NotRequired[Sequence[Taint]]
+    """Given (even empty) when the cluster has GPU nodes: the DCGM exporter runs on them, tolerating these taints."""
+    efa_node_taints: NotRequired[Sequence[Taint]]
+    """Given (even empty) when the cluster has EFA nodes: the EFA exporter runs on them (with `efa_exporter_image`),
+    tolerating these taints."""
     efa_exporter_image: NotRequired[str]
     """AWS's EFA node exporter, built from awsome-distributed-training (none is published)."""
     managed_prometheus: NotRequired[ManagedPrometheus]
     """Also remote-write every sample to a new Amazon Managed Service for Prometheus workspace."""
-    depends_on: NotRequired[Sequence[pulumi.Resource]]
-    """Resources to wait for before installing (the system node group, whose nodes run it)."""
 
 
 def stack_values() -> dict[str, Any]:
@@ -106,17 +108,17 @@ def stack_values() -> dict[str, Any]:
     }
 
 
-def dcgm_values(groups: Sequence[TrainingNodes]) -> dict[str, Any]:
+def dcgm_values(taints: Sequence[Taint]) -> dict[str, Any]:
     """The exporter on our GPU nodes only, tolerating their taints, reading DCGM_COUNTERS."""
     return {
         "nodeSelector": {GPU_LABEL: "true"},
-        "tolerations": helm.tolerations([t for g in groups for t in g.taints]),
+        "tolerations": helm.tolerations(taints),
         "customMetrics": "\n".join(", ".join(row) for row in DCGM_COUNTERS) + "\n",
         "serviceMonitor": {"enabled": True, "interval": "15s"},
     }
 
 
-def efa_exporter_values(image: str, groups: Sequence[TrainingNodes]) -> dict[str, Any]:
+def efa_exporter_values(image: str, taints: Sequence[Taint]) -> dict[str, Any]:
     """The node-exporter chart with AWS's image, only its `amazonefa` collector, on our EFA nodes."""
     repository, _, tag = image.rpartition(":")
     registry, _, path = repository.partition("/")
@@ -125,7 +127,7 @@ def efa_exporter_values(image: str, groups: Sequence[TrainingNodes]) -> dict[str
         "extraArgs": ["--collector.disable-defaults", "--collector.amazonefa"],
         "service": {"port": EFA_EXPORTER_PORT, "targetPort": EFA_EXPORTER_PORT},
         "nodeSelector": {EFA_LABEL: "true"},
-        "tolerations": helm.tolerations([t for g in groups for t in g.taints]),
+        "tolerations": helm.tolerations(taints),
         "prometheus": {"monitor": {"enabled": True}},
     }
 
@@ -154,7 +156,7 @@ class PrometheusMonitoring(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: PrometheusMonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
-        provider, after = args["provider"], list(args.get("depends_on", []))
+        provider, after = args["provider"], waits_for(opts)
         values, self.workspace_endpoint = stack_values(), None
         managed = args.get("managed_prometheus")
         if managed is not None:
@@ -162,20 +164,19 @@ class PrometheusMonitoring(pulumi.ComponentResource):
         self.release = helm.release(
             f"{name}-stack", self, provider, versions.KUBE_PROMETHEUS_STACK_CHART, NAMESPACE, values, after
         )
-        gpu = [g for g in args["node_groups"] if g.instance.is_gpu]
-        if gpu:
+        if "gpu_node_taints" in args:
             helm.release(
                 f"{name}-dcgm",
                 self,
                 provider,
                 versions.DCGM_EXPORTER_CHART,
                 NAMESPACE,
-                dcgm_values(gpu),
+                dcgm_values(args["gpu_node_taints"]),
                 [self.release],
             )
-        efa = [g for g in args["node_groups"] if g.efa_interfaces]
+        efa = "efa_node_taints" in args
         if efa and args.get("efa_exporter_image"):
-            values = efa_exporter_values(args["efa_exporter_image"], efa)  # type: ignore[arg-type]
+            values = efa_exporter_values(args["efa_exporter_image"], args["efa_node_taints"])  # type: ignore[arg-type]
             helm.release(f"{name}-efa", self, provider, versions.NODE_EXPORTER_CHART, NAMESPACE, values, [self.release])
         elif efa:
             pulumi.log.warn(

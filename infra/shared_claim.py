@@ -29,8 +29,6 @@ class SharedStorageArgs(TypedDict):
     """Name of the ReadWriteMany claim (default `shared`)."""
     tags: NotRequired[dict[str, str]]
     """Tags for every taggable resource."""
-    depends_on: NotRequired[Sequence[pulumi.Resource]]
-    """Resources to wait for before installing (the system node group, whose nodes run it)."""
 
 
 def storage_class_and_claim(

@@ -1,7 +1,6 @@
 """TrainingOperator: Kubeflow training operator v1, which runs PyTorchJobs."""
 
 import re
-from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
 from typing import NotRequired, TypedDict
@@ -11,6 +10,7 @@ import pulumi_kubernetes as k8s
 
 from infra import versions
 from infra.errors import InvalidArgument
+from infra.options import waits_for
 
 COMPONENT = "TrainingOperator"
 
@@ -38,8 +38,6 @@ class TrainingOperatorArgs(TypedDict):
     """Release tag of the v1 line (default versions.TRAINING_OPERATOR_VERSION)."""
     mpi_jobs: NotRequired[bool]
     """Run its MPIJob v1 controller and CRD (default true); false where the MPI operator v2 owns MPIJobs."""
-    depends_on: NotRequired[Sequence[pulumi.Resource]]
-    """Resources to wait for before installing (the system node group, whose nodes run it)."""
 
 
 def _stable_path(directory: str) -> str:
@@ -72,9 +70,7 @@ class TrainingOperator(pulumi.ComponentResource):
             )
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         self.version = version
-        scoped = pulumi.ResourceOptions(
-            parent=self, provider=args["provider"], depends_on=list(args.get("depends_on", []))
-        )
+        scoped = pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=waits_for(opts))
         directory = versions.TRAINING_OPERATOR_OVERLAY.format(version=version)
         if without_mpi:
             directory = _stable_path(versions.TRAINING_OPERATOR_WITHOUT_MPIJOB)

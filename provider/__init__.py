@@ -2,10 +2,10 @@
 
 `pulumi package add` runs this package (PulumiPlugin.yaml at the repository's root names `provider/`), asks it for
 its schema and generates an SDK in the consumer's language. Pulumi infers that schema from the components' type
-hints and docstrings (pulumi.provider.experimental, pulumi 3.272.0), so what is hosted is what takes plain data:
-the platform, the trainer image and the job components. The building blocks (Network, Cluster, EfaNodeGroup,
-Karpenter...) take each other as arguments, which that inference cannot express for resources of its own package
-(it needs a `pulumi_type` and a published plugin): they stay Python-only.
+hints and docstrings (pulumi.provider.experimental, pulumi 3.272.0). Hosted: the platform, the trainer image and
+the job components. The building blocks (Network, Cluster, EfaNodeGroup, Karpenter...) infer too, but the inference
+reads a field's docstring only from the TypedDict it analyses, not from one it extends, so most of their fields
+would go undescribed: they stay Python-only for now.
 """
 
 import tomllib

@@ -15,7 +15,15 @@ from infra import instance_facts
 from infra.catalogue import InstanceType
 from infra.efa_node_group import NodeGroupShape
 from infra.errors import InvalidArgument
-from workloads import batch_jobs, indexed_job, nccl_check, pytorchjob, training_pod, trainjob
+from infra.options import waits_for
+from workloads import (
+    batch_jobs,
+    indexed_job,
+    nccl_check,
+    pytorchjob,
+    training_pod,
+    trainjob,
+)
 from workloads.target import NodeTarget, target_of, too_small
 from workloads.training_pod import TrainingJob, TrainingJobSpec
 
@@ -24,16 +32,6 @@ def placed_on(component: str, shape: NodeGroupShape) -> NodeTarget:
     """The target of the group a job runs on, from its shape and EC2's facts of its type (as the group has them)."""
     instance_facts.check_name(component, "node_group.instance_type", shape.get("instance_type", ""))
     return target_of(shape, instance_facts.describe(shape["instance_type"]))
-
-
-def waits_for(opts: pulumi.ResourceOptions | None) -> list[pulumi.Resource]:
-    """`opts.depends_on` as a list: the rendered objects wait for it (Pulumi does not pass it to children)."""
-    depends_on = opts.depends_on if opts is not None else None
-    if depends_on is None:
-        return []
-    if isinstance(depends_on, pulumi.Resource):
-        return [depends_on]
-    return list(cast(Sequence[pulumi.Resource], depends_on))
 
 
 # Objects that run to completion: `pulumi up` submits them and returns; they are watched with the

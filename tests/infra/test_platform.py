@@ -34,6 +34,19 @@ def _ancestors(recorded: Recorded, urn: str) -> list[str]:
     return chain
 
 
+def _waited_for(recorded: Recorded, urn: str) -> set[str]:
+    """Everything a resource waits for, directly or through what it waits for."""
+    by_urn = {r.urn: r for r in recorded.monitor.registrations}
+    seen: set[str] = set()
+    todo = list(by_urn[urn].dependencies)
+    while todo:
+        dependency = todo.pop()
+        if dependency not in seen:
+            seen.add(dependency)
+            todo.extend(by_urn[dependency].dependencies if dependency in by_urn else [])
+    return seen
+
+
 def test_workshop_shape_composes_every_component(pulumi_mocks: Recorded) -> None:
     platforms: list[TrainingPlatform] = []
     pulumi_mocks.run(lambda: platforms.append(TrainingPlatform("ddp", _args())))
@@ -97,3 +110,22 @@ def test_invalid_platform_arguments_are_refused_before_anything_exists(pulumi_mo
         TrainingPlatform("ddp", _args(**overrides))
     assert message in str(raised.value)
     assert pulumi_mocks.monitor.registrations == []
+
+
+@pytest.mark.parametrize("monitoring", ["prometheus", "none"])
+def test_what_runs_on_the_cluster_waits_for_the_nodes_and_the_namespace_it_needs(pulumi_mocks: Recorded, monitoring: str) -> None:
+    """`opts.depends_on` reaches each component's own resources: every chart waits for the system nodes that run it,
+    the claim (through its storage class and CSI driver) for the namespace it lives in, the node pool for Karpenter's CRDs."""
+    pulumi_mocks.run(lambda: TrainingPlatform("ddp", _args(monitoring=monitoring, autoscaler=AutoscalerKind.KARPENTER)))
+    system, namespace = pulumi_mocks.named("ddp-cluster-system").urn, pulumi_mocks.named("ddp-namespace").urn
+    releases = pulumi_mocks.of_type("kubernetes:helm.sh/v3:Release")
+    assert len(releases) >= 4
+    waiting = [r.name for r in releases if system in r.dependencies or any(
+        d in r.dependencies for d in [x.urn for x in releases]  # a chart that waits for another chart (its CRDs)
+    )]
+    assert sorted(waiting) == sorted(r.name for r in releases)
+    (claim,) = pulumi_mocks.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+    assert namespace in _waited_for(pulumi_mocks, claim.urn)
+    karpenter = pulumi_mocks.named("ddp-karpenter-chart").urn
+    node_classes = pulumi_mocks.of_type("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
+    assert node_classes and all(karpenter in r.dependencies for r in node_classes)

@@ -1,14 +1,19 @@
-"""One args style across the library: every component takes one TypedDict named `args`, each field documented."""
+"""One args style across the library: every component takes one TypedDict named `args`, each field documented, and
+Pulumi's schema inference (pulumi 3.272.0, provider/experimental/analyzer.py) accepts each, with no `Any`: what a
+component waits for is `opts.depends_on`, never an argument, so nothing in args is a resource of our own."""
 
 import ast
 import importlib
 import inspect
+import json
 import pkgutil
 import sys
 import typing
 
 import pulumi
 import pytest
+from pulumi.provider.experimental.analyzer import Analyzer
+from pulumi.provider.experimental.schema import generate_schema
 
 import infra
 import workloads
@@ -63,3 +68,13 @@ def test_each_component_takes_one_documented_typeddict(component: type) -> None:
     fields = set(typing.get_type_hints(args, localns={"Output": pulumi.Output, "T": typing.TypeVar("T")}))
     undocumented = fields - set(_field_docstrings(args))
     assert not undocumented, f"{args.__name__}: {sorted(undocumented)}"
+
+
+@pytest.mark.parametrize("component", COMPONENTS, ids=lambda component: component.__name__)
+def test_pulumis_schema_inference_accepts_each_component_with_no_any(component: type) -> None:
+    inferred = Analyzer("eksddp").analyze([component])
+    schema = generate_schema(
+        "eksddp", "0.0.0", None, inferred["component_definitions"], inferred["type_definitions"], []
+    ).to_json()
+    assert "pulumi.json#/Any" not in json.dumps(schema)
+    assert schema["resources"][f"eksddp:index:{component.__name__}"]["inputProperties"]
