@@ -189,3 +189,11 @@ def _check_value(value: Any, prop: Mapping[str, Any], variables: Mapping[str, An
     elif prop.get("type") in ("string", "integer", "boolean", "number"):
         expected = {"string": str, "integer": int, "boolean": bool, "number": (int, float)}[prop["type"]]
         assert isinstance(value, expected), where
+
+
+def test_the_plugin_needs_only_what_requirements_txt_installs() -> None:
+    """Pulumi installs requirements.txt for the plugin: the trainer's and the tests' packages must not be needed."""
+    blocked = ["torch", "numpy", "sklearn", "matplotlib", "tensorboard", "boto3", "prometheus_client", "tqdm"]
+    blocked += ["jsonschema", "kubernetes_validate", "moto", "pytest"]
+    script = f"import sys\nfor name in {blocked!r}: sys.modules[name] = None\nimport provider\nprovider.schema()\n"
+    subprocess.run([sys.executable, "-c", script], cwd=ROOT, check=True, timeout=120)
