@@ -1,7 +1,7 @@
 """eks-ddp's components for every Pulumi language: a source-based plugin package.
 
-`pulumi package add` runs this package (PulumiPlugin.yaml at the repository's root names `provider/`), asks it for
-its schema and generates an SDK in the consumer's language. Pulumi infers that schema from the components' type
+`pulumi package add <repository>.git/provider` runs this directory (PulumiPlugin.yaml beside it), asks it for its
+schema and generates an SDK in the consumer's language. Pulumi infers that schema from the components' type
 hints and docstrings (pulumi.provider.experimental, pulumi 3.272.0). Hosted: the platform, the trainer image and
 the job components. The building blocks (Network, Cluster, EfaNodeGroup, Karpenter...) infer too, but the inference
 reads a field's docstring only from the TypedDict it analyses, not from one it extends, so most of their fields

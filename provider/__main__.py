@@ -1,6 +1,8 @@
-"""The plugin's entry point: Pulumi's language host runs it with the engine's address and it serves the components.
+"""The plugin's entry point: Pulumi's Python host runs `python provider/ <engine address>` (its RunPlugin,
+pulumi/pulumi sdk/python/cmd/pulumi-language-python/main.go) and the plugin serves the components over gRPC.
 
-The repository's root goes on the path first: Pulumi runs this directory, and infra/ and workloads/ sit beside it.
+The repository's root goes on the path first: infra/ and workloads/ sit beside this directory (a git source is
+cloned whole).
 """
 
 import sys

@@ -147,16 +147,27 @@ def test_the_plugin_entry_point_serves_that_schema_over_grpc(tmp_path: Path) -> 
     assert info.version == provider.version()
 
 
-def test_the_plugin_manifest_runs_the_provider_package() -> None:
-    manifest = yaml.safe_load((ROOT / "PulumiPlugin.yaml").read_text())
-    assert manifest["runtime"]["name"] == "python" and (ROOT / manifest["main"] / "__main__.py").is_file()
-    installed = (ROOT / "requirements.txt").read_text()  # what Pulumi's pip toolchain installs for the plugin
-    assert "pulumi==3.272.0" in installed and "pulumi-kubernetes==4.34.2" in installed
+def test_the_plugin_is_a_directory_pulumis_python_host_runs_as_the_provider() -> None:
+    """Rules of pulumi/pulumi at 1b594989 (2026-08-21): PulumiPlugin.yaml is read into PluginProject
+    (sdk/go/common/workspace/project.go: runtime, packages, requiredPulumiVersion, template; no `main`), and the
+    Python host's RunPlugin runs the plugin root's __main__.py. At the repository's root that would be the stack
+    program, and beside Pulumi.yaml LoadBaseProjectFrom (sdk/go/common/workspace/loaders.go: `pulumi install`,
+    `pulumi package add`) fails with "detected both PulumiPlugin.yaml and Pulumi.yaml"."""
+    assert not (ROOT / "PulumiPlugin.yaml").exists() and (ROOT / "__main__.py").exists()
+    manifest = yaml.safe_load((ROOT / "provider" / "PulumiPlugin.yaml").read_text())
+    assert set(manifest) <= {"runtime", "packages", "requiredPulumiVersion", "template"}
+    assert manifest["runtime"]["name"] == "python" and (ROOT / "provider" / "__main__.py").is_file()
+    # The pip toolchain installs the plugin directory's requirements.txt: the program's pinned set.
+    assert (ROOT / "provider" / "requirements.txt").read_text().splitlines()[-1] == "-r ../requirements.txt"
+    assert "pulumi==3.272.0" in (ROOT / "requirements.txt").read_text()
 
 
 def test_the_yaml_example_uses_only_what_the_schema_declares() -> None:
     """Every resource type, property name, required input and enum value the example writes exists in the schema."""
-    program = yaml.safe_load((ROOT / "examples" / "yaml_platform" / "Pulumi.yaml").read_text())
+    example = ROOT / "examples" / "yaml_platform"
+    program = yaml.safe_load((example / "Pulumi.yaml").read_text())
+    # project.json (pulumi/pulumi 1b594989): a package is a source string (or a spec); ours is the plugin directory.
+    assert (example / program["packages"][provider.PACKAGE]).resolve() == ROOT / "provider"
     variables = program["variables"]
     for name, resource in program["resources"].items():
         declared = SCHEMA["resources"][resource["type"]]
