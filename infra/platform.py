@@ -355,23 +355,25 @@ class TrainingPlatform(pulumi.ComponentResource):
             f"{name}-namespace", metadata={"name": self.training_namespace, "labels": TRAINING_LABELS}, opts=provided
         )
         efa_groups = [group for group in self.node_groups.values() if group.efa_interfaces]
+        efa_taints = [taint for group in efa_groups for taint in group.taints]
         if efa_groups and args.get("efa_device_plugin", True):
             EfaDevicePlugin(
                 f"{name}-efa-device-plugin",
                 {
                     "provider": self.provider,
-                    "node_taints": [t for g in efa_groups for t in g.taints],
+                    "node_taints": efa_taints,
                     "instance_types": [g.instance_type for g in efa_groups],
                 },
                 opts=after(system),
             )
         gpu_groups = [group for group in self.node_groups.values() if group.instance.is_gpu]
+        gpu_taints = [taint for group in gpu_groups for taint in group.taints]
         if gpu_groups and args.get("nvidia_device_plugin", True):
             NvidiaDevicePlugin(
                 f"{name}-nvidia-device-plugin",
                 {
                     "provider": self.provider,
-                    "node_taints": [t for g in gpu_groups for t in g.taints],
+                    "node_taints": gpu_taints,
                 },
                 opts=after(system),
             )
@@ -412,8 +414,8 @@ class TrainingPlatform(pulumi.ComponentResource):
                 f"{name}-monitoring",
                 {  # type: ignore[typeddict-item]
                     "provider": self.provider,
-                    **({"gpu_node_taints": [t for g in gpu_groups for t in g.taints]} if gpu_groups else {}),
-                    **({"efa_node_taints": [t for g in efa_groups for t in g.taints]} if efa_groups else {}),
+                    **({"gpu_node_taints": gpu_taints} if gpu_groups else {}),
+                    **({"efa_node_taints": efa_taints} if efa_groups else {}),
                     **({"efa_exporter_image": args["efa_exporter_image"]} if "efa_exporter_image" in args else {}),
                     **({"managed_prometheus": {**oidc, "tags": tags}} if args.get("managed_prometheus") else {}),
                 },

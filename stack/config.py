@@ -25,9 +25,9 @@ from workloads.training_pod import (
     DOWNLOADABLE_DATASETS,
     TrainingJob,
     TrainingJobSpec,
-    UserCode,
     UserCodeSpec,
     resolve,
+    user_code,
     validate_name,
 )
 
@@ -425,7 +425,7 @@ def _user_code(fields: Mapping[str, Any], key: str, image: str) -> UserCodeSpec 
     env = fields.get("env", {})
     _strings(list(env.values()), f"{key}.env")
     code: UserCodeSpec = {"script": fields["script"], "args": args, "env": env}
-    for field_name, problem in UserCode(fields["script"], tuple(args), tuple(env.items())).problems().items():
+    for field_name, problem in user_code(code).problems().items():
         raise ConfigError(f"{key}.{field_name}", fields[field_name], problem)
     return code
 

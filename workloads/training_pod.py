@@ -196,16 +196,17 @@ class TrainingJobSpec(TypedDict):
     """S3 bucket the run uploads its results and checkpoints to and resumes from (the platform's model bucket)."""
 
 
+def user_code(spec: UserCodeSpec) -> UserCode:
+    """The user's code resolved: what the pod template runs, and what says whether it can run (`problems`)."""
+    return UserCode(spec["script"], tuple(spec.get("args", ())), tuple(sorted(spec.get("env", {}).items())))
+
+
 def resolve(spec: TrainingJobSpec) -> TrainingJob:
     """The job with every default filled in: what the renderers read."""
     fields: dict[str, Any] = {key: value for key, value in spec.items() if key not in ("code", "extra_args")}
     code = spec.get("code")
     return TrainingJob(
-        **fields,
-        extra_args=tuple(spec.get("extra_args", ())),
-        code=UserCode(code["script"], tuple(code.get("args", ())), tuple(sorted(code.get("env", {}).items())))
-        if code is not None
-        else None,
+        **fields, extra_args=tuple(spec.get("extra_args", ())), code=user_code(code) if code is not None else None
     )
 
 
