@@ -19,7 +19,7 @@ def test_service_and_indexed_job_validate_and_find_pod_zero() -> None:
     assert indexed_job.admission_errors(service, job) == []
     assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
     spec = job["spec"]
-    assert (spec["completionMode"], spec["completions"], spec["parallelism"], spec["backoffLimit"]) == ("Indexed", 3, 3, 3)
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"], spec["backoffLimit"]) == ("Indexed", 3, 3, 4)
     pod = spec["template"]["spec"]
     assert pod["subdomain"] == "mnist-ddp" and pod["restartPolicy"] == "OnFailure"
     env = {e["name"]: e for e in pod["containers"][0]["env"]}

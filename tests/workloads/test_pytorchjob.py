@@ -22,7 +22,7 @@ def test_static_job_on_graviton_validates_and_is_shaped_for_cpu() -> None:
     spec = manifest["spec"]
     assert spec["nprocPerNode"] == "1"
     # One node loss restarts every replica's torchrun once, in the operator's counting: 3 replicas, 3 restarts.
-    assert spec["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 3}
+    assert spec["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 4}
     assert spec["pytorchReplicaSpecs"]["Master"]["replicas"] == 1 and spec["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
     pod = spec["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     (container,) = pod["containers"]
@@ -168,11 +168,12 @@ def test_training_pods_fit_what_eks_leaves_them_with_a_whole_cpu() -> None:
 
 
 def test_the_restart_budget_counts_node_losses_and_rendezvous_outlasts_a_scale_up() -> None:
-    """backoffLimit 3 let a 3-replica job fail on its second restart round; 600 s was shorter than a scale-up."""
+    """backoffLimit must be one more than the restarts 2 node losses cost (the operator fails at >=); 600 s was
+    shorter than a scale-up."""
     import dataclasses
 
     manifest = render(dataclasses.replace(JOB, node_losses=2), GRAVITON)
-    assert manifest["spec"]["runPolicy"]["backoffLimit"] == 6
+    assert manifest["spec"]["runPolicy"]["backoffLimit"] == 7
     env = {e["name"]: e["value"] for e in manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"]}
     assert env["PET_RDZV_CONF"] == "timeout=1800,join_timeout=1800"
     # torchrun SIGKILLs its workers 30 s after SIGTERM unless told otherwise: the pod grants 120 s for the checkpoint.
