@@ -16,6 +16,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra import catalogue, instance_facts, versions
+from infra.allocatable import NodeLauncher
 from infra.catalogue import InstanceType
 from infra.errors import InvalidArgument
 from infra.iam import node_role
@@ -105,6 +106,9 @@ class NodeGroupShape(TypedDict):
     """IMDSv2 hop limit (default 1: pods use IRSA, not the node's credentials)."""
     release_version: NotRequired[str]
     """Pin the EKS AMI release (for example `1.33.4-20260505`); default: the latest at creation."""
+    launcher: NotRequired[NodeLauncher]
+    """What launches the nodes, which decides their allocatable (set by the group itself in `TrainingNodes.shape`;
+    unset in a shape of your own, job pods are sized to fit either engine's nodes)."""
 
 
 class EfaNodeGroupArgs(NodeGroupShape):
@@ -343,9 +347,9 @@ class TrainingNodes(pulumi.ComponentResource):
     shape: NodeGroupShape
     """The shape the group was made from: what a job component's `node_group` takes."""
 
-    def _take_shape(self, args: NodeGroupShape, instance: InstanceType) -> None:
+    def _take_shape(self, args: NodeGroupShape, instance: InstanceType, launcher: NodeLauncher) -> None:
         """The facts workloads read, derived from the shape alone (so a job component derives the same ones)."""
-        self.shape = shape_of(args)
+        self.shape = {**shape_of(args), "launcher": launcher}
         self.instance_type, self.instance, self.max_size = instance.name, instance, args.get("max_size", 2)
         self.efa_interfaces, self.labels, self.taints = placement_facts(args, instance)
 
@@ -366,7 +370,7 @@ class EfaNodeGroup(TrainingNodes):
         efa = args.get("efa", True)
         reservation = args.get("capacity_reservation_id")
         capacity = CapacityType(args.get("capacity_type", CapacityType.ON_DEMAND))
-        self._take_shape(args, instance)
+        self._take_shape(args, instance, NodeLauncher.MANAGED_NODE_GROUP)
 
         role = node_role(f"{name}-node-role", self, tags)
         interface_groups: list[pulumi.Input[str]] = [args["cluster_security_group_id"]]

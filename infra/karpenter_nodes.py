@@ -22,6 +22,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra import versions
+from infra.allocatable import NodeLauncher
 from infra.catalogue import InstanceType
 from infra.efa_node_group import (
     KUBERNETES_EFFECT,
@@ -60,6 +61,11 @@ def network_interfaces(cards: int) -> list[dict[str, Any]]:
         for card in range(cards)
     ]
     return [primary, *efa]
+
+
+def efa_only_on_card_zero(cards: int) -> int:
+    """`efa-only` interfaces on card 0: each takes an ENI from the pods' IP addresses (infra.allocatable)."""
+    return sum(1 for i in network_interfaces(cards) if i["networkCardIndex"] == 0 and i["interfaceType"] == "efa-only")
 
 
 def interface_errors(interfaces: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -239,7 +245,7 @@ class KarpenterNodePool(TrainingNodes):
             )
         tags = dict(args.get("tags", {}))
         efa, reservation = args.get("efa", True), args.get("capacity_reservation_id")
-        self._take_shape(args, instance)
+        self._take_shape(args, instance, NodeLauncher.KARPENTER)
         self.security_group_id = self.placement_group_name = None
         groups: list[pulumi.Input[str]] = [args["cluster_security_group_id"]]
         if efa:

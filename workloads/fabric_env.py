@@ -10,7 +10,7 @@ collectives of each rank and writes them out when the watchdog times out: what e
 
 from typing import Any
 
-from workloads.target import NodeTarget, pod_cpus
+from workloads.target import NodeTarget
 
 RDMA_READ_FAMILIES = ("p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200")
 FLIGHT_RECORDER_ENTRIES = 20000
@@ -29,7 +29,7 @@ def collective_env(target: NodeTarget, trace_prefix: str) -> list[dict[str, Any]
     env = _env(GLOO_SOCKET_IFNAME="eth0", NCCL_SOCKET_IFNAME="eth0", NCCL_DEBUG="WARN")
     if not target.instance.gpus:
         # One process per pod uses every CPU of the pod as intra-op threads (never the host's count).
-        return [*env, *_env(OMP_NUM_THREADS=str(pod_cpus(target.instance)))]
+        return [*env, *_env(OMP_NUM_THREADS=str(target.pod_room()[0]))]
     env += _env(
         TORCH_FR_BUFFER_SIZE=str(FLIGHT_RECORDER_ENTRIES),
         TORCH_NCCL_DUMP_ON_TIMEOUT="1",
