@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from infra import instance_facts, platform
-from infra.catalogue import InstanceType
+from infra.catalogue import Architecture, InstanceType
 from infra.efa_node_group import NodeGroupShape
 from infra.errors import InvalidArgument
 from infra.platform import AutoscalerKind, MonitoringKind, StorageKind, TrainingPlatformArgs
@@ -407,6 +407,25 @@ def _job(
     return JobConfig(node_group=target, spec=job, prepare_data=prepare, evaluate=evaluate)
 
 
+def _side_steps_fit_system_nodes(
+    platform_args: TrainingPlatformArgs, job: JobConfig, describe: Describe, layout: _Layout
+) -> None:
+    """Data preparation and evaluation run on the system nodes in the job's image (workloads.batch_jobs): the
+    system type must share the image's architecture, or their pods are never placed."""
+    system_type = platform_args.get("system_instance_type", "m7g.large")
+    group = next(g for g in platform_args.get("node_groups", []) if g.get("name") == job.node_group)
+    wanted = describe(group["instance_type"]).architecture
+    if describe(system_type).architecture != wanted:
+        key = layout.stack_key(InvalidArgument(PROJECT, "system_instance_type", system_type, ""))
+        example = "m5.large" if wanted == Architecture.X86_64 else "m7g.large"
+        raise ConfigError(
+            key,
+            system_type,
+            f"the job's data preparation and evaluation run on the system nodes in its {wanted.value} image: use an "
+            f"{wanted.value} system type such as {example}, or set job.prepareData and job.evaluate to false",
+        )
+
+
 def _user_code(fields: Mapping[str, Any], key: str, image: str) -> UserCodeSpec | None:
     """`job.script` (with `job.args` and `job.env`): the user's own code, which needs the user's own image."""
     if "script" not in fields:
@@ -485,6 +504,8 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     namespace = platform_args.get("training_namespace", "training")
     groups = platform_args.get("node_groups", [])
     job = _job(top.get("job"), groups, namespace, image or BUILT_IMAGE, claim, describe)
+    if job is not None and (job.prepare_data or job.evaluate):
+        _side_steps_fit_system_nodes(platform_args, job, describe, layout)
     if job is not None and not platform_args["node_health"]:
         job = replace(job, spec={**job.spec, "preflight": False})
     if job is not None and job.job.elastic and operator != OperatorKind.V1:

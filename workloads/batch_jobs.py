@@ -2,7 +2,8 @@
 
 from typing import Any
 
-from workloads.target import NodeTarget
+from infra.cluster import SYSTEM_LABEL
+from workloads.target import ARCHITECTURE_LABEL, NodeTarget
 from workloads.training_pod import (
     DOWNLOADABLE_DATASETS,
     RUN_AS_TRAINER,
@@ -91,6 +92,17 @@ def evaluation_command(job: TrainingJob, target: NodeTarget) -> list[str]:
     return command
 
 
+# Side steps need no GPU, EFA or a node's worth of CPUs: they run on the system nodes, in the job's image (so its
+# architecture), and never take room a training pod needs (a side pod beside a training pod that asks all but 0.69
+# of a p4de's 96 CPUs cannot be placed, and a group at its maxSize has no node to spare).
+SIDE_STEP_RESOURCES = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
+
+
+def side_step_selector(target: NodeTarget) -> dict[str, str]:
+    """The system nodes of the job's image's architecture."""
+    return {**SYSTEM_LABEL, ARCHITECTURE_LABEL: target.node_selector()[ARCHITECTURE_LABEL]}
+
+
 def _trainer_pod(job: TrainingJob, target: NodeTarget, command: list[str]) -> dict[str, Any]:
     volumes, mounts = _shared_volume(job)
     spec: dict[str, Any] = {
@@ -100,14 +112,13 @@ def _trainer_pod(job: TrainingJob, target: NodeTarget, command: list[str]) -> di
                 "image": job.image,
                 "command": command,
                 "volumeMounts": mounts,
-                "resources": {"requests": {"cpu": "1", "memory": "4Gi"}, "limits": {"cpu": "2", "memory": "8Gi"}},
+                "resources": SIDE_STEP_RESOURCES,
             }
         ],
         "volumes": volumes,
         "securityContext": RUN_AS_TRAINER,
         "initContainers": [volume_permissions(job, run_id(job, target))],
-        "nodeSelector": target.node_selector(),
-        "tolerations": target.tolerations(),
+        "nodeSelector": side_step_selector(target),
     }
     if job.service_account:
         spec["serviceAccountName"] = job.service_account

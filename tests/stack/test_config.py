@@ -58,6 +58,8 @@ def test_dev_stack_parses() -> None:
         ("job.name", "a" * 60, "must be at most 48 characters"),
         ("job.dataset", "imagenet", "eks-ddp:job.dataset: 'imagenet' is not allowed"),
         ("kubernetesVersions", "1.33", "eks-ddp:kubernetesVersions: '1.33' is not allowed; known keys are"),
+        ("nodeGroups.0.instanceType", "m5.large", "eks-ddp:nodeGroups[0].instanceType: 'm5.large' is not allowed; the "
+         "job's data preparation and evaluation run on the system nodes in its arm64 image"),
     ],
 )
 def test_bad_configuration_names_the_key(path: str, value: object, message: str) -> None:

@@ -32,6 +32,15 @@ def test_evaluation_job_reads_the_model_of_exactly_this_run() -> None:
     assert command[command.index("--run-name") + 1] == run_name(JOB, TARGET) == f"training/{RUN}"
 
 
+def test_side_steps_run_on_the_system_nodes_of_the_images_architecture() -> None:
+    """They took the training group's selector and tolerations: on a group at its maxSize, or a node a training pod
+    fills, they were placed first or never (issue 21)."""
+    for manifest in (render_data_preparation(JOB, TARGET), render_evaluation(JOB, TARGET)):
+        pod = manifest["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"eks-ddp/node-group": "system", "kubernetes.io/arch": "arm64"}
+        assert "tolerations" not in pod and pod["containers"][0]["resources"]["requests"] == {"cpu": "500m", "memory": "1Gi"}
+
+
 def test_fabric_check_runs_two_efa_pods_on_different_nodes() -> None:
     service, job = render_fabric_check("efa-check", "training", TARGET, "registry.example/efa-tools:1")
     validate_core(service)
