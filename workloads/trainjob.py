@@ -35,20 +35,25 @@ MASTER_PORT = 29500  # constants.ContainerTrainerPort
 RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 
 
-# What the runtime's CRD makes immutable (CEL `self == oldSelf`) under spec.template.spec.
-IMMUTABLE_RUNTIME_FIELDS = ("failurePolicy", "network", "startupPolicy", "successPolicy", "volumeClaimPolicies")
-
-
 def runtime_name(job: TrainingJob, spec: dict[str, Any]) -> str:
-    """Cluster-scoped, so it names the namespace too; and named after its immutable fields.
+    """Cluster-scoped, so it names the namespace too; and named after its whole spec, so that a change reaches the
+    running job.
 
-    The API server refuses to change them, and the Trainer keeps a runtime a TrainJob uses from being
-    deleted (finalizer `trainer.kubeflow.org/resource-in-use`): a change to them makes a new runtime,
-    the TrainJob moves to it, and the old one is deleted after. Other changes update it in place.
+    The Trainer builds a TrainJob's JobSet from its runtime once: v2.3.0's pkg/runtime/framework/plugins/jobset/
+    jobset.go (Build) does "not update the JobSet if it already exists and is not suspended". A runtime updated in
+    place would change nothing that runs, and the CRD refuses in-place changes to some of its fields (CEL
+    `self == oldSelf` on failurePolicy, network, ...). Named after its spec, a changed runtime is a new object
+    (pulumi-kubernetes replaces an object whose name changes, the new one first), the TrainJob's `spec.runtimeRef`
+    changes, and the TrainJob is replaced (workloads.components.REPLACED_NOT_UPDATED): its pods stop with a SIGTERM
+    checkpoint and the new ones resume the same run, whose id reads only the run's arguments (training_pod.run_id).
+    The old runtime is deleted last, once no TrainJob uses it; v2.3.0 keeps no finalizer on runtimes in use
+    (kubeflow/trainer #3716 removed `trainer.kubeflow.org/resource-in-use`; its controller only strips old ones).
+
+    Pulumi outputs count as one placeholder: the only one here is the job's image (the prepare-data init
+    container's), which the TrainJob carries too (`spec.trainer.image`), so a new image replaces it all the same.
     """
-    fixed = {key: spec["template"]["spec"].get(key) for key in IMMUTABLE_RUNTIME_FIELDS}
-    digest = hashlib.sha256(json.dumps(fixed, sort_keys=True).encode()).hexdigest()[:8]
-    return f"eks-ddp-{job.namespace}-{job.name}-{digest}"
+    text = json.dumps(spec, sort_keys=True, default=lambda _output: "<output>")
+    return f"eks-ddp-{job.namespace}-{job.name}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 def render_runtime(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from dataclasses import replace
 
+import pulumi
+
 from infra.catalogue import EFA_INSTANCE_TYPES
 from tests.workloads.schemas import validate_custom
 from workloads import trainjob
@@ -80,10 +82,23 @@ def test_the_controllers_rules_refuse_what_the_schemas_accept() -> None:
         assert len(errors) == 1 and expected in errors[0], errors
 
 
-def test_a_runtime_whose_immutable_fields_change_is_a_new_runtime() -> None:
-    """Its failurePolicy is immutable and the Trainer's finalizer keeps a used runtime: such a change makes a new
-    one; other changes (the image, the epochs) update it in place under the same name."""
-    same = trainjob.render_runtime(JOB, GRAVITON)["metadata"]["name"]
-    assert trainjob.render_runtime(replace(JOB, image="registry/other:2", epochs=20), GRAVITON)["metadata"]["name"] == same
-    assert trainjob.render_runtime(replace(JOB, node_losses=3), GRAVITON)["metadata"]["name"] != same
-    assert trainjob.render(replace(JOB, node_losses=3), GRAVITON)["spec"]["runtimeRef"]["name"] != same
+def test_any_change_to_the_pods_is_a_new_runtime_and_the_same_run_resumes() -> None:
+    """jobset.go (Trainer v2.3.0) never rebuilds a JobSet that exists: a changed runtime gets a new name, which
+    changes the TrainJob's runtimeRef (so it is replaced); a change to the pods alone keeps the run's command and
+    directories, so the new pods resume from the old ones' checkpoints."""
+    runtime, job = trainjob.render_runtime(JOB, GRAVITON), trainjob.render(JOB, GRAVITON)
+    relabelled = replace(GRAVITON, labels={**GRAVITON.labels, "team": "vision"})
+    for changed_job, target in ((JOB, relabelled), (replace(JOB, node_losses=3), GRAVITON)):
+        new_runtime, new_job = trainjob.render_runtime(changed_job, target), trainjob.render(changed_job, target)
+        assert new_runtime["metadata"]["name"] != runtime["metadata"]["name"]
+        assert new_job["spec"]["runtimeRef"]["name"] == new_runtime["metadata"]["name"]
+        assert new_job["spec"]["trainer"]["command"] == job["spec"]["trainer"]["command"]  # same run id and paths
+    assert trainjob.render_runtime(JOB, GRAVITON) == runtime  # and nothing else renames it
+
+
+def test_an_image_given_as_an_output_names_the_runtime_and_reaches_the_trainjob() -> None:
+    """The stack builds the image (a Pulumi output): the name cannot read it, the TrainJob's spec carries it."""
+    image = pulumi.Output.from_input("registry/eks-ddp-trainer:2")
+    built = replace(JOB, image=image)
+    assert trainjob.render_runtime(built, GRAVITON)["metadata"]["name"].startswith("eks-ddp-training-mnist-ddp-")
+    assert trainjob.render(built, GRAVITON)["spec"]["trainer"]["image"] is image
