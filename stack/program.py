@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 import pulumi
 
+from infra import instance_facts
 from infra.platform import TrainingPlatform
 from infra.training_operator import OperatorKind
 from stack import images
@@ -61,9 +62,60 @@ def job_commands(operator: OperatorKind, job: str, namespace: str) -> tuple[str,
     return f"kubectl -n {namespace} get {kind} {job} -w", f"kubectl -n {namespace} logs -f -l {selector}"
 
 
+def _checks(config: StackConfig, platform: TrainingPlatform, name: str) -> list[pulumi.Resource]:
+    """The fabric checks, one after the other: `pulumi up` waits for each to succeed (workloads.batch_jobs
+    GATE_SECONDS) and the training job waits for them, so they never compete with it for the group's nodes."""
+    checks: list[pulumi.Resource] = []
+    if config.fabric_check:
+        efa_groups = [group for group in platform.node_groups.values() if group.efa_interfaces and group.max_size >= 2]
+        if efa_groups:
+            group = efa_groups[0]
+            architecture = group.instance.architecture.value
+            fabric_image = config.fabric_check_image or default_fabric_image(architecture, config.region)
+            if fabric_image is None:
+                pulumi.log.warn(
+                    f"EFA fabric check skipped: set eks-ddp:fabricCheckImage to an {architecture} image "
+                    "with libfabric's EFA provider"
+                )
+            else:
+                fabric = FabricCheckJob(
+                    f"{name}-efa-check",
+                    {
+                        "provider": platform.provider,
+                        "node_group": group.shape,
+                        "namespace": platform.training_namespace,
+                        "image": fabric_image,
+                    },
+                    pulumi.ResourceOptions(depends_on=[platform]),
+                )
+                checks.append(fabric)
+    gpu_groups = [
+        g for g in platform.node_groups.values() if g.instance.is_gpu and g.efa_interfaces and g.max_size >= 2
+    ]
+    system = instance_facts.describe(config.platform.get("system_instance_type", "m7g.large"))
+    if config.nccl_check and gpu_groups and system.architecture != gpu_groups[0].instance.architecture:
+        pulumi.log.warn(
+            f"NCCL check skipped: its launcher runs on the system nodes, which are {system.architecture.value}, "
+            f"and its image is {gpu_groups[0].instance.architecture.value}; use a system type of that architecture"
+        )
+    elif config.nccl_check and gpu_groups and platform.mpi_operator is not None:
+        check: NcclCheckArgs = {
+            "provider": platform.provider,
+            "node_group": gpu_groups[0].shape,
+            "namespace": platform.training_namespace,
+        }
+        if config.nccl_check_image:
+            check["image"] = config.nccl_check_image
+        checks.append(
+            NcclCheckJob(f"{name}-nccl-check", check, pulumi.ResourceOptions(depends_on=[platform, *checks]))
+        )
+    return checks
+
+
 def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
     platform = TrainingPlatform(name, config.platform)
     group_images = _images(config, platform, name)
+    checks = _checks(config, platform, name)
     job = None
     if config.job is not None:
         group = platform.node_groups[config.job.node_group]
@@ -78,41 +130,8 @@ def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
         if config.job.prepare_data:
             DataPrepJob(f"{name}-data", args, after)
         monitored: TrainingJobArgs = {**args, "pod_monitor": platform.prometheus is not None}
-        job = JOB_COMPONENTS[config.operator](f"{name}-train", monitored, after)
+        gated = pulumi.ResourceOptions(depends_on=[platform, *checks])
+        job = JOB_COMPONENTS[config.operator](f"{name}-train", monitored, gated)
         if config.job.evaluate:
             EvaluationJob(f"{name}-evaluate", args, after)
-    if config.fabric_check:
-        efa_groups = [group for group in platform.node_groups.values() if group.efa_interfaces and group.max_size >= 2]
-        if efa_groups:
-            group = efa_groups[0]
-            architecture = group.instance.architecture.value
-            fabric_image = config.fabric_check_image or default_fabric_image(architecture, config.region)
-            if fabric_image is None:
-                pulumi.log.warn(
-                    f"EFA fabric check skipped: set eks-ddp:fabricCheckImage to an {architecture} image "
-                    "with libfabric's EFA provider"
-                )
-            else:
-                FabricCheckJob(
-                    f"{name}-efa-check",
-                    {
-                        "provider": platform.provider,
-                        "node_group": group.shape,
-                        "namespace": platform.training_namespace,
-                        "image": fabric_image,
-                    },
-                    pulumi.ResourceOptions(depends_on=[platform]),
-                )
-    gpu_groups = [
-        g for g in platform.node_groups.values() if g.instance.is_gpu and g.efa_interfaces and g.max_size >= 2
-    ]
-    if config.nccl_check and gpu_groups and platform.mpi_operator is not None:
-        check: NcclCheckArgs = {
-            "provider": platform.provider,
-            "node_group": gpu_groups[0].shape,
-            "namespace": platform.training_namespace,
-        }
-        if config.nccl_check_image:
-            check["image"] = config.nccl_check_image
-        NcclCheckJob(f"{name}-nccl-check", check, pulumi.ResourceOptions(depends_on=[platform]))
     return Stack(platform, group_images, job)

@@ -45,6 +45,18 @@ def default_fabric_image(architecture: str, region: str) -> str | None:
 
 
 FABRIC_PORT = 47592
+# A check gates training: `pulumi up` waits for it to succeed before it creates the training job (stack.program), so
+# a broken fabric stops the deploy instead of training slowly over TCP, and the check's pods are gone before the
+# training pods need the same nodes. pulumi-kubernetes v4.34 (provider/pkg/await) awaits a Job until Complete and any
+# object with `pulumi.com/waitFor`, for `pulumi.com/timeoutSeconds`; the check's own deadline ends it first (nodes
+# scaled from zero take up to 15 minutes, the Cluster Autoscaler's --max-node-provision-time).
+GATE_SECONDS = 25 * 60
+
+
+def gate_annotations(wait_for: str | None = None) -> dict[str, str]:
+    """Awaited by `pulumi up` (the job components skip the await unless the object says otherwise)."""
+    waits = {"pulumi.com/waitFor": wait_for} if wait_for else {}
+    return {"pulumi.com/skipAwait": "false", "pulumi.com/timeoutSeconds": str(GATE_SECONDS + 5 * 60), **waits}
 
 
 def _job(
@@ -226,5 +238,7 @@ def render_fabric_check(name: str, namespace: str, target: NodeTarget, image: st
         },
     }
     job = _job(name, namespace, pod_spec, labels, completions=2)
+    job["metadata"]["annotations"] = gate_annotations()
     job["spec"]["completionMode"] = "Indexed"
+    job["spec"]["activeDeadlineSeconds"] = GATE_SECONDS
     return [service, job]

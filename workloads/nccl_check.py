@@ -9,6 +9,7 @@ in NCCL CHECK PASSED or FAILED against the floor for the instance type.
 from dataclasses import dataclass
 from typing import Any
 
+from workloads.batch_jobs import GATE_SECONDS, gate_annotations, side_step_selector
 from workloads.fabric_env import rdma_read
 from workloads.target import NodeTarget, resources
 
@@ -81,14 +82,15 @@ def render(name: str, namespace: str, target: NodeTarget, image: str = IMAGE) ->
                 "resources": {"requests": small, "limits": small},
             }
         ],
+        "nodeSelector": side_step_selector(target),
     }
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {"name": name, "namespace": namespace, "annotations": {"pulumi.com/skipAwait": "true"}},
+        "metadata": {"name": name, "namespace": namespace, "annotations": gate_annotations("condition=Succeeded")},
         "spec": {
             "slotsPerWorker": target.instance.gpus,
-            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0},
+            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0, "activeDeadlineSeconds": GATE_SECONDS},
             "mpiImplementation": "OpenMPI",
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": launcher}},

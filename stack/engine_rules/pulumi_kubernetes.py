@@ -12,7 +12,7 @@ from stack.engine_rules.base import (
     located,
 )
 
-SKIP_AWAIT, TIMEOUT_SECONDS = "pulumi.com/skipAwait", "pulumi.com/timeoutSeconds"
+SKIP_AWAIT, TIMEOUT_SECONDS, WAIT_FOR = "pulumi.com/skipAwait", "pulumi.com/timeoutSeconds", "pulumi.com/waitFor"
 RUN_TO_COMPLETION = {"PyTorchJob", "TrainJob", "MPIJob"}
 
 
@@ -54,7 +54,8 @@ def kubernetes_awaits(deployment: Deployment) -> Iterator[Finding]:
     unbounded without one). A PersistentVolumeClaim is awaited until Bound for a fixed 5
     minutes, or only until Pending when its StorageClass binds WaitForFirstConsumer. Custom
     resources are awaited for a Ready condition under PULUMI_K8S_AWAIT_ALL=true; a PyTorchJob
-    has none. A Service (await/service.go) waits for a ready endpoint unless it is headless.
+    has none; `pulumi.com/waitFor` (v4.18 and later) awaits any object for a condition or JSONPath value within
+    `pulumi.com/timeoutSeconds`. A Service (await/service.go) waits for a ready endpoint unless it is headless.
     `pulumi.com/skipAwait: "true"` opts any of them out. Helm releases
     (provider/pkg/provider/helm_release.go) wait 300 s unless `timeout` or `skipAwait` is set.
     """
@@ -90,6 +91,17 @@ def kubernetes_awaits(deployment: Deployment) -> Iterator[Finding]:
                     "spec.storageClassName",
                     f"an Immediate claim is awaited until Bound for a fixed 300 s, but "
                     f"{storage_class.get('provisioner')} takes up to {worst} s; bind WaitForFirstConsumer",
+                )
+        elif kind in RUN_TO_COMPLETION and WAIT_FOR in annotations(registration):
+            deadline = spec.get("runPolicy", {}).get("activeDeadlineSeconds")
+            limit = _await_limit(registration, 600)
+            if deadline is None or deadline > limit:
+                yield Finding(
+                    "awaits",
+                    located(registration),
+                    "spec.runPolicy.activeDeadlineSeconds",
+                    f"pulumi up waits {limit:g} s for {annotations(registration)[WAIT_FOR]}, but the {kind} may run "
+                    f"{'unbounded' if deadline is None else f'{deadline:g} s'}; bound it within the wait",
                 )
         elif kind in RUN_TO_COMPLETION:
             yield Finding(

@@ -160,7 +160,10 @@ def crds_have_one_owner(deployment: Deployment) -> Iterator[Finding]:
             )
 
 
-SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+SUFFIXES = {
+    **{"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12},
+    "m": 10**-3,
+}
 
 
 def _quantity(value: object) -> float:
@@ -170,23 +173,29 @@ def _quantity(value: object) -> float:
     return float(text.removesuffix(suffix) or 0) * SUFFIXES.get(suffix, 1)
 
 
-def _extended_requests(pod: dict[str, Any]) -> dict[str, float]:
-    """What one pod asks of its node beyond CPU and memory: the largest request of each resource, since init
-    containers run before the containers (and the containers' requests add up)."""
+def pod_requests(pod: dict[str, Any]) -> dict[str, float]:
+    """What one pod asks of its node, per resource (CPU in millicores, memory in MiB): the larger of its biggest
+    init container's request and its containers' sum, since init containers run one at a time before them
+    (kubernetes v1.35 staging/src/k8s.io/component-helpers/resource/helpers.go, PodRequests)."""
 
-    def total(containers: list[dict[str, Any]]) -> dict[str, float]:
-        sums: dict[str, float] = {}
-        for c in containers:
-            for name, value in (c.get("resources") or {}).get("requests", {}).items():
-                if name not in CORE_RESOURCES:
-                    sums[name] = sums.get(name, 0) + _quantity(value)
-        return sums
+    def amounts(container: dict[str, Any]) -> dict[str, float]:
+        requests = (container.get("resources") or {}).get("requests", {})
+        scale = {"cpu": 1000, "memory": 2**-20}
+        return {name: _quantity(value) * scale.get(name, 1) for name, value in requests.items()}
 
-    running = total(pod.get("containers", []))
+    running: dict[str, float] = {}
+    for container in pod.get("containers", []):
+        for name, value in amounts(container).items():
+            running[name] = running.get(name, 0) + value
     for init in pod.get("initContainers", []):
-        for name, value in total([init]).items():
+        for name, value in amounts(init).items():
             running[name] = max(running.get(name, 0), value)
     return running
+
+
+def _extended_requests(pod: dict[str, Any]) -> dict[str, float]:
+    """What one pod asks of its node beyond CPU and memory."""
+    return {name: amount for name, amount in pod_requests(pod).items() if name not in CORE_RESOURCES}
 
 
 def pods_fit_node_templates(deployment: Deployment) -> Iterator[Finding]:

@@ -56,7 +56,11 @@ def test_batch_jobs_apply_their_objects(pulumi_mocks: Recorded) -> None:
     jobs = {r.name: r for r in pulumi_mocks.of_type("kubernetes:batch/v1:Job")}
     assert set(jobs) == {"data-job", "evaluate-job", "efa-check-job"}
     # pulumi up returns once they are submitted: a Job is otherwise awaited until Complete for 10 minutes.
-    assert all(job.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"} for job in jobs.values())
+    assert all(jobs[n].inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"} for n in ("data-job", "evaluate-job"))
+    # the fabric check gates training: pulumi up waits for it, within the check's own deadline
+    gate = jobs["efa-check-job"]
+    assert gate.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "false", "pulumi.com/timeoutSeconds": "1800"}
+    assert gate.inputs["spec"]["activeDeadlineSeconds"] == 1500
     assert all("ttlSecondsAfterFinished" not in job.inputs["spec"] for job in jobs.values())
     assert pulumi_mocks.named("efa-check-service").type == "kubernetes:core/v1:Service"
 
