@@ -17,6 +17,11 @@ from workloads.training_pod import (
 API_VERSION, KIND = "kubeflow.org/v1", "PyTorchJob"
 CONTAINER = "pytorch"  # the operator finds the training container by this name
 MASTER_PORT = 23456  # the port the operator gives static jobs (its default `pytorchjob-port`)
+# What the operator reads only when it creates a pod. The training operator v1.9.4 creates the missing pods from
+# `pytorchReplicaSpecs.*.template`, with the variables `nprocPerNode` and `elasticPolicy` give
+# (pkg/controller.v1/common/pod.go ReconcilePods, pytorch/envvar.go setPodEnv), and never recreates a pod whose
+# template changed: a change to these must replace the job. `runPolicy` is read at every reconcile (common/job.go).
+POD_FIELDS = ("spec.pytorchReplicaSpecs", "spec.nprocPerNode", "spec.elasticPolicy")
 
 
 def render(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:

@@ -2,8 +2,6 @@
 
 from dataclasses import replace
 
-import pulumi
-
 from infra.catalogue import EFA_INSTANCE_TYPES
 from tests.workloads.schemas import validate_custom
 from workloads import trainjob
@@ -95,10 +93,3 @@ def test_any_change_to_the_pods_is_a_new_runtime_and_the_same_run_resumes() -> N
         assert new_job["spec"]["trainer"]["command"] == job["spec"]["trainer"]["command"]  # same run id and paths
     assert trainjob.render_runtime(JOB, GRAVITON) == runtime  # and nothing else renames it
 
-
-def test_an_image_given_as_an_output_names_the_runtime_and_reaches_the_trainjob() -> None:
-    """The stack builds the image (a Pulumi output): the name cannot read it, the TrainJob's spec carries it."""
-    image = pulumi.Output.from_input("registry/eks-ddp-trainer:2")
-    built = replace(JOB, image=image)
-    assert trainjob.render_runtime(built, GRAVITON)["metadata"]["name"].startswith("eks-ddp-training-mnist-ddp-")
-    assert trainjob.render(built, GRAVITON)["spec"]["trainer"]["image"] is image
