@@ -129,6 +129,9 @@ class TrainingPlatformArgs(TypedDict):
     """With prometheus: also remote-write to a new Amazon Managed Service for Prometheus workspace."""
     node_health: NotRequired[bool]
     """The EKS node monitoring agent and node auto-repair of the training nodes (default true)."""
+    karpenter_node_repair: NotRequired[bool]
+    """With Karpenter: let it replace nodes the node monitoring agent reports unhealthy (its alpha `nodeRepair` gate;
+    default false: it terminates the node without a drain, so the training pods get no SIGTERM checkpoint)."""
     efa_device_plugin: NotRequired[bool]
     """Install the EFA device plugin (default true when a group has EFA)."""
     nvidia_device_plugin: NotRequired[bool]
@@ -312,7 +315,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                     "cluster_name": self.cluster_name,
                     "tags": tags,
                     "system_node_count": args.get("system_node_count", 2),
-                    "node_repair": args.get("node_health", True),
+                    "node_repair": args.get("karpenter_node_repair", False),
                     **oidc,  # type: ignore[typeddict-item]
                 },
                 opts=after(system),

@@ -90,6 +90,7 @@ TOP_LEVEL = {
     "monitoring": ("monitoring", str),
     "efaExporterImage": ("efa_exporter_image", str),
     "nodeHealth": ("node_health", bool),
+    "karpenterNodeRepair": ("karpenter_node_repair", bool),
     "managedPrometheus": ("managed_prometheus", bool),
     "image": ("image", str),
     "fabricCheck": ("fabric_check", bool),
@@ -478,6 +479,8 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     if top.get("efa_exporter_image"):
         platform_args["efa_exporter_image"] = top["efa_exporter_image"]
     platform_args["node_health"] = top.get("node_health", True)
+    if top.get("karpenter_node_repair"):
+        platform_args["karpenter_node_repair"] = True
     if top.get("managed_prometheus"):
         if platform_args["monitoring"] != MonitoringKind.PROMETHEUS:
             raise ConfigError(

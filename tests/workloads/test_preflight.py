@@ -81,6 +81,10 @@ def test_node_health_installs_the_agent_and_repairs_training_nodes() -> None:
     assert groups and all(g.inputs["nodeRepairConfig"] == {"enabled": True} for g in groups)
     karpenter = _registrations("gpu", autoscaler="karpenter")
     chart = next(r for r in karpenter if str(r.inputs.get("chart", "")).endswith("/karpenter"))
+    # Karpenter's repair (alpha) terminates a node without a drain: off unless the stack turns it on.
+    assert chart.inputs["values"]["settings"]["featureGates"] == {"nodeRepair": False}
+    repairing = _registrations("gpu", autoscaler="karpenter", karpenterNodeRepair=True)
+    chart = next(r for r in repairing if str(r.inputs.get("chart", "")).endswith("/karpenter"))
     assert chart.inputs["values"]["settings"]["featureGates"] == {"nodeRepair": True}
     off = _registrations("gpu", nodeHealth=False)
     assert "eks-node-monitoring-agent" not in {r.inputs["addonName"] for r in off if r.type == "aws:eks/addon:Addon"}
