@@ -4,6 +4,7 @@ Runs each `Pulumi.<stack>.yaml` through the stack program under mocks, twice, an
 applies stack.engine_rules to what it registers: one line per broken rule, exit 1.
 The two runs must register identical inputs (nothing derived from time or
 randomness), or the second `pulumi up` would change what the first one made.
+A third run with a change to the pods alone must change them through some engine.
 Use it on your own stacks with `--project-dir` (a directory with Pulumi.yaml and
 Pulumi.<stack>.yaml files for this program) or call `rehearse()`.
 """
@@ -11,6 +12,7 @@ Pulumi.<stack>.yaml files for this program) or call `rehearse()`.
 import argparse
 import sys
 import time
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -20,8 +22,8 @@ from pulumi.output import Unknown
 from infra.errors import InvalidArgument
 from infra.mocking import DEPLOYER_ROLE_ARN, Registration
 from stack import stack_file
-from stack.config import ConfigError, parse
-from stack.engine_rules import RULES, Deployment, check
+from stack.config import SYSTEM_GROUP, ConfigError, parse
+from stack.engine_rules import RULES, Deployment, check, unapplied_pod_changes
 from stack.mocked import run_under_mocks
 from stack.project_config import StackFileError
 from stack.reference_data import NETWORK_CARDS, read_network_cards
@@ -69,7 +71,28 @@ def rehearse_values(
     config = parse(values, region)
     first, second = run_under_mocks(config, stack=stack), run_under_mocks(config, stack=stack)
     deployment = Deployment(first, config.region, DEPLOYER_ROLE_ARN, today or date.today(), read_network_cards())
-    return [str(finding) for finding in check(deployment)] + differences(first, second)
+    findings = [str(finding) for finding in check(deployment)] + differences(first, second)
+    return findings + updates_applied(values, region, stack, deployment)
+
+
+# A change to the pods alone: every workload's pods select their group's labels (workloads.target.NodeTarget), under
+# every operator, and no run's arguments read them (training_pod.run_id), so a running job must take it and resume.
+LABEL = {"eks-ddp/rehearsed-update": "true"}
+
+
+def with_pod_change(values: dict[str, Any]) -> dict[str, Any]:
+    """The stack's values with LABEL on every node group but the system one."""
+    groups = [
+        group if group.get("name") == SYSTEM_GROUP else {**group, "labels": {**group.get("labels", {}), **LABEL}}
+        for group in values.get("nodeGroups", [])
+    ]
+    return {**values, "nodeGroups": groups}
+
+
+def updates_applied(values: dict[str, Any], region: str | None, stack: str, before: Deployment) -> list[str]:
+    """`pulumi up` after a change to the pods alone: each object whose pods change is changed by an engine."""
+    after = run_under_mocks(parse(with_pod_change(values), region), stack=stack)
+    return [str(finding) for finding in unapplied_pod_changes(before, replace(before, registrations=after))]
 
 
 def main(argv: list[str] | None = None) -> int:

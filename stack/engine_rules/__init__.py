@@ -25,8 +25,9 @@ from stack.engine_rules.scheduling import (
     pods_fit_node_templates,
     shared_volume_ownership,
 )
+from stack.engine_rules.updates import changed_pods, unapplied_pod_changes
 
-__all__ = ["RULES", "Deployment", "Finding", "check"]
+__all__ = ["RULES", "Deployment", "Finding", "changed_pods", "check", "unapplied_pod_changes"]
 
 RULES: tuple[Rule, ...] = (
     kubernetes_awaits,
