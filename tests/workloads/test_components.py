@@ -12,6 +12,7 @@ from infra.efa_node_group import EfaNodeGroup, EfaNodeGroupArgs, shape_of
 from infra.errors import InvalidArgument
 from infra.training_operator import TrainingOperator
 from tests.pulumi_harness import Recorded
+from workloads import pytorchjob
 from workloads.components import DataPrepJob, EvaluationJob, FabricCheckJob, PyTorchJob
 from workloads.image import CONTEXT, TrainerImage, content_tag, lifecycle_policy
 from workloads.training_pod import TrainingJobSpec
@@ -43,6 +44,8 @@ def test_pytorchjob_waits_for_the_operator(pulumi_mocks: Recorded) -> None:
     assert pulumi_mocks.named("operator-manifests").urn in job.dependencies
     assert job.inputs["spec"]["nprocPerNode"] == "1"
     assert job.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}  # submitted, then watched
+    # The operator never recreates a pod whose template changed: what defines the pods replaces the job, old one first.
+    assert job.replace_on_changes == list(pytorchjob.POD_FIELDS) and job.delete_before_replace
 
 
 def test_batch_jobs_apply_their_objects(pulumi_mocks: Recorded) -> None:
