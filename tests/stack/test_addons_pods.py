@@ -1,0 +1,227 @@
+"""stack.cluster.addons: the pods each add-on would run are the pinned charts' own, with the stack's values in them.
+
+Every shipped stack file and the variants (Karpenter, Trainer v2, CloudWatch) are rendered under mocks once; the
+tables' merging of values (Helm's, an add-on's configurationValues) and their version checks are tested on single
+registrations.
+"""
+
+import json
+from datetime import date
+from functools import cache
+from typing import Any
+
+import pytest
+
+from infra.cluster import SYSTEM_LABEL
+from infra.mocking import Registration
+from stack import stack_file
+from stack.cluster.addons import AddonTableError, Workload, addon_workloads
+from stack.config import parse
+from stack.engine_rules.base import Deployment, node_sources, tolerated
+from stack.mocked import run_under_mocks
+
+TODAY = date(2026, 11, 22)
+SYSTEM = {"cluster-autoscaler-aws-cluster-autoscaler", "metrics-server", "training-operator"}
+CLUSTER = {"aws-node", "kube-proxy", "eks-pod-identity-agent", "coredns", "eks-node-monitoring-agent", "dcgm-server"}
+PROMETHEUS = {
+    "kube-prometheus-stack-operator",
+    "prometheus-kube-prometheus-stack-prometheus",
+    "alertmanager-kube-prometheus-stack-alertmanager",
+    "kube-prometheus-stack-grafana",
+    "kube-prometheus-stack-kube-state-metrics",
+    "kube-prometheus-stack-prometheus-node-exporter",
+}
+FSX = {"fsx-csi-controller", "fsx-csi-node"}
+EFS = {"efs-csi-controller", "efs-csi-node"}
+EFA = {"aws-efa-k8s-device-plugin"}
+GPU = {"nvidia-device-plugin", "nvidia-device-plugin-mps-control-daemon", "dcgm-exporter", "mpi-operator"}
+CLOUDWATCH = {
+    "amazon-cloudwatch-observability-controller-manager",
+    "cloudwatch-agent",
+    "dcgm-exporter",
+    "neuron-monitor",
+    "fluent-bit",
+}
+BASE = CLUSTER | SYSTEM | PROMETHEUS
+EXPECTED = {
+    "cpu": BASE,
+    "dev": BASE | EFA | FSX,
+    "gpu": BASE | EFA | FSX | GPU,
+    "gpu-existing": BASE | EFA | FSX | GPU,
+    "own-code": BASE | EFS,
+    "workshop": BASE | EFS,
+}
+
+
+@cache
+def _deployment(stack: str, **settings: str) -> Deployment:
+    values, region = stack_file.load(stack)
+    registrations = run_under_mocks(parse({**values, **settings}, region), stack=stack)
+    return Deployment(registrations, region or "us-east-1", "", TODAY)
+
+
+def _workloads(stack: str, **settings: str) -> list[Workload]:
+    return addon_workloads(_deployment(stack, **settings))
+
+
+def _named(workloads: list[Workload], name: str) -> Workload:
+    (found,) = [w for w in workloads if w.name == name]
+    return found
+
+
+def _registration(type_: str, name: str, **inputs: Any) -> Registration:
+    return Registration(type_, name, f"urn:pulumi:test::eks-ddp::{type_}::{name}", "", inputs)
+
+
+def _render(*registrations: Registration) -> list[Workload]:
+    return addon_workloads(Deployment(list(registrations), "us-east-1", "", TODAY))
+
+
+def _release(chart: str, version: str, values: dict[str, Any]) -> Registration:
+    return _registration("kubernetes:helm.sh/v3:Release", f"{chart}-chart", chart=chart, version=version, values=values)
+
+
+def _addon(name: str, **inputs: Any) -> Registration:
+    return _registration("aws:eks/addon:Addon", name, addonName=name, **inputs)
+
+
+def test_every_stack_file_has_expectations() -> None:
+    assert set(stack_file.stacks()) == set(EXPECTED)
+
+
+@pytest.mark.parametrize("stack", sorted(EXPECTED))
+def test_each_stack_file_runs_the_pods_of_what_it_installs(stack: str) -> None:
+    workloads = _workloads(stack)
+    assert {w.name for w in workloads} == EXPECTED[stack]
+    assert all(w.kind in ("DaemonSet", "Deployment", "StatefulSet") for w in workloads)
+    assert all((w.replicas == 0) == (w.kind == "DaemonSet") for w in workloads)
+    assert all(w.pod["containers"] and w.source for w in workloads)
+
+
+def test_gpu_daemon_sets_land_on_the_tainted_gpu_nodes() -> None:
+    deployment = _deployment("gpu")
+    (gpu_nodes,) = [source for source in node_sources(deployment) if source.nvidia]
+    assert gpu_nodes.taints, "the GPU group of Pulumi.gpu.yaml is tainted"
+    workloads = addon_workloads(deployment)
+    for name in ("nvidia-device-plugin", "dcgm-exporter"):
+        pod = _named(workloads, name).pod
+        assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+        assert tolerated(gpu_nodes.taints, pod["tolerations"]), name
+    exporter = _named(workloads, "dcgm-exporter")
+    assert exporter.owner == "Release eks-ddp-monitoring-dcgm" and "4.8.2" in exporter.source
+    # Helm replaces a list: the chart's control-plane toleration gives way to ours.
+    assert {t.get("key") for t in exporter.pod["tolerations"]} == {"nvidia.com/gpu"}
+    assert exporter.pod["containers"][0]["resources"]["requests"] == {"cpu": "100m", "memory": "128Mi"}
+    efa_plugin = _named(workloads, "aws-efa-k8s-device-plugin").pod
+    (term,) = efa_plugin["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert "p4de.24xlarge" in term["matchExpressions"][0]["values"]
+    assert tolerated(gpu_nodes.taints, efa_plugin["tolerations"])
+
+
+def test_our_node_selector_reaches_the_controllers_beside_the_charts_own() -> None:
+    workloads = _workloads("dev")
+    on_system = PROMETHEUS - {"kube-prometheus-stack-prometheus-node-exporter"}
+    for name in on_system | {"cluster-autoscaler-aws-cluster-autoscaler", "metrics-server", "fsx-csi-controller"}:
+        assert _named(workloads, name).pod["nodeSelector"].items() >= SYSTEM_LABEL.items(), name
+    assert _named(workloads, "fsx-csi-controller").pod["nodeSelector"] == {"kubernetes.io/os": "linux", **SYSTEM_LABEL}
+    assert _named(workloads, "fsx-csi-node").pod["tolerations"] == [{"operator": "Exists"}]  # tolerateAllTaints
+    alertmanager = _named(workloads, "alertmanager-kube-prometheus-stack-alertmanager")
+    assert alertmanager.kind == "StatefulSet" and alertmanager.replicas == 1
+    assert alertmanager.pod["containers"][0]["resources"]["requests"] == {"memory": "200Mi"}  # the operator's
+    assert [c["name"] for c in alertmanager.pod["initContainers"]] == ["init-config-reloader"]
+
+
+def test_karpenter_trainer_v2_and_cloudwatch_bring_their_pods_instead() -> None:
+    workloads = _workloads("gpu", autoscaler="karpenter", trainingOperator="v2", monitoring="cloudwatch")
+    names = {w.name for w in workloads}
+    assert names == (CLUSTER | EFA | FSX | GPU | CLOUDWATCH | {"metrics-server"}) | {
+        "karpenter",
+        "kubeflow-trainer-controller-manager",
+        "jobset-controller",
+    }
+    karpenter = _named(workloads, "karpenter")
+    assert karpenter.replicas == 2 and karpenter.pod["nodeSelector"] == {"kubernetes.io/os": "linux", **SYSTEM_LABEL}
+    affinity = karpenter.pod["affinity"]
+    assert affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == (
+        "kubernetes.io/hostname"
+    )
+    assert [c["whenUnsatisfiable"] for c in karpenter.pod["topologySpreadConstraints"]] == ["DoNotSchedule"]
+    jobset = _named(workloads, "jobset-controller")
+    assert jobset.pod["nodeSelector"] == SYSTEM_LABEL
+    assert jobset.pod["containers"][0]["resources"]["requests"] == {"cpu": "500m", "memory": "128Mi"}
+    cloudwatch_dcgm = next(w for w in workloads if w.name == "dcgm-exporter" and w.owner.startswith("Addon"))
+    assert cloudwatch_dcgm.pod["tolerations"] == [{"operator": "Exists"}]
+    assert cloudwatch_dcgm.pod["containers"][0]["resources"]["requests"] == {"cpu": "250m", "memory": "128Mi"}
+
+
+def test_karpenter_runs_one_controller_per_system_node() -> None:
+    assert _named(_workloads("cpu", autoscaler="karpenter"), "karpenter").replicas == 1  # one m5.large
+
+
+def test_helm_merges_maps_replaces_lists_and_drops_nulls() -> None:
+    (server,) = _render(
+        _release(
+            "metrics-server",
+            "3.12.2",
+            {"resources": {"requests": {"cpu": "50m"}}, "tolerations": [{"operator": "Exists"}], "replicas": 3.0},
+        )
+    )
+    assert server.pod["containers"][0]["resources"]["requests"] == {"cpu": "50m", "memory": "200Mi"}
+    assert server.pod["tolerations"] == [{"operator": "Exists"}] and server.replicas == 3
+    (karpenter,) = _render(_release("oci://public.ecr.aws/karpenter/karpenter", "1.14.1", {"nodeSelector": None}))
+    assert karpenter.pod["nodeSelector"] == {}
+    controller, node = _render(_release("aws-fsx-csi-driver", "1.11.0", {"node": {"tolerateAllTaints": False}}))
+    assert controller.replicas == 2 and node.kind == "DaemonSet"
+    assert [t.get("key") for t in node.pod["tolerations"]] == [None, "fsx.csi.aws.com/agent-not-ready"]
+
+
+def test_an_addons_configuration_values_reach_its_pods() -> None:
+    configuration = {
+        "replicaCount": 3,
+        "nodeSelector": SYSTEM_LABEL,
+        "tolerations": [],
+        "resources": {"requests": {"memory": "100Mi"}},
+    }
+    (coredns,) = _render(_addon("coredns", configurationValues=json.dumps(configuration)))
+    assert coredns.replicas == 3 and coredns.pod["nodeSelector"] == SYSTEM_LABEL and coredns.pod["tolerations"] == []
+    assert coredns.pod["containers"][0]["resources"]["requests"] == {"cpu": "100m", "memory": "100Mi"}
+    assert coredns.pod["topologySpreadConstraints"] == []  # ScheduleAnyway only scores nodes
+    (default,) = _render(_addon("coredns", addonVersion="v1.14.3-eksbuild.2"))
+    assert default.replicas == 2 and len(default.pod["tolerations"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("registration", "pinned"),
+    [
+        (_release("metrics-server", "3.13.0", {}), "metrics-server 3.13.0"),
+        (_release("oci://ghcr.io/kubeflow/charts/kubeflow-trainer", "2.4.0", {}), "kubeflow-trainer 2.4.0"),
+        (_addon("vpc-cni", addonVersion="v1.20.4-eksbuild.1"), "vpc-cni v1.20.4-eksbuild.1"),
+        (
+            _registration(
+                "kubernetes:kustomize/v2:Directory",
+                "operator",
+                directory="github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=v1.9.5",
+            ),
+            "training-operator v1.9.5",
+        ),
+    ],
+)
+def test_a_version_the_table_was_not_read_at_raises(registration: Registration, pinned: str) -> None:
+    with pytest.raises(AddonTableError, match=f"{pinned} is installed but .* was read at"):
+        _render(registration)
+
+
+@pytest.mark.parametrize(
+    "registration",
+    [
+        _release("aws-load-balancer-controller", "1.13.0", {}),
+        _addon("aws-ebs-csi-driver"),
+        _registration("kubernetes:yaml/v2:ConfigFile", "cert-manager", file="https://example.com/cert-manager.yaml"),
+        _release("aws-efa-k8s-device-plugin", "v0.5.30", {}),  # the chart's own 303-type list is not kept
+    ],
+)
+def test_an_addon_without_a_table_raises(registration: Registration) -> None:
+    with pytest.raises(AddonTableError):
+        _render(registration)
