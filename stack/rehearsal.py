@@ -22,6 +22,7 @@ from pulumi.output import Unknown
 from infra.errors import InvalidArgument
 from infra.mocking import DEPLOYER_ROLE_ARN, Registration
 from stack import stack_file
+from stack.cluster.placement import rehearse_placement
 from stack.config import SYSTEM_GROUP, ConfigError, parse
 from stack.engine_rules import RULES, Deployment, check, unapplied_pod_changes
 from stack.mocked import run_under_mocks
@@ -72,7 +73,34 @@ def rehearse_values(
     first, second = run_under_mocks(config, stack=stack), run_under_mocks(config, stack=stack)
     deployment = Deployment(first, config.region, DEPLOYER_ROLE_ARN, today or date.today(), read_network_cards())
     findings = [str(finding) for finding in check(deployment)] + differences(first, second)
-    return findings + updates_applied(values, region, stack, deployment)
+    placed = placement_elsewhere(values, region, stack, deployment)
+    return findings + updates_applied(values, region, stack, deployment) + placed
+
+
+# Every autoscaler and operator a stack file could switch to: the cluster rehearsal places every pod under each.
+VARIANTS = [
+    {"autoscaler": autoscaler, "trainingOperator": operator}
+    for autoscaler in ("cluster-autoscaler", "karpenter")
+    for operator in ("v1", "v2", "none")
+]
+
+
+def placement_elsewhere(values: dict[str, Any], region: str | None, stack: str, deployment: Deployment) -> list[str]:
+    """The cluster rehearsal (stack.cluster.placement) of the stack as written and under every VARIANT it can take
+    (an elastic job runs only under v1, so its other operators are not rehearsed)."""
+    findings = [str(finding) for finding in rehearse_placement(deployment)]
+    written = {key: values.get(key, default) for key, default in (("autoscaler", "cluster-autoscaler"),
+                                                                  ("trainingOperator", "v1"))}
+    elastic = "elasticMinReplicas" in (values.get("job") or {})
+    for variant in VARIANTS:
+        if variant == written or (elastic and variant["trainingOperator"] != "v1"):
+            continue
+        config = parse({**values, **variant}, region)
+        registrations = run_under_mocks(config, stack=stack)
+        label = ", ".join(f"{key} {value}" for key, value in variant.items())
+        placed = rehearse_placement(replace(deployment, registrations=registrations))
+        findings += [f"[{label}] {finding}" for finding in placed]
+    return findings
 
 
 # A change to the pods alone: every workload's pods select their group's labels (workloads.target.NodeTarget), under

@@ -1,0 +1,323 @@
+"""The cluster rehearsal: every pod a stack creates, placed together on the nodes its node sources can provide.
+
+Each rule of stack.engine_rules reads one object; here the parts meet. Nodes come from every managed node group (up
+to `maxSize`) and Karpenter NodePool (up to its CPU limit), with the allocatable of the engine that launches them
+(infra.allocatable) less every DaemonSet that lands there (stack.cluster.addons). Pods are the stack's own (Jobs,
+PyTorchJob and MPIJob replicas, a TrainJob's runtime pods, add-on controllers) placed with kube-scheduler's filters
+(kubernetes v1.35 pkg/scheduler/framework/plugins: noderesources Fit, tainttoleration, nodeaffinity (nodeSelector and
+required terms), interpodaffinity (required anti-affinity on the hostname), nodeports aside). An effective request is
+the larger of the biggest init container's and the containers' sum (resource.PodRequests). Pods created together
+compete: the rehearsal places the training pods last, the scheduler's worst order for them. Pods that `pulumi up`
+creates only after an object it awaits to completion (a gating check) are placed after that object's pods finished.
+"""
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra import catalogue
+from infra.allocatable import NodeLauncher, allocatable
+from infra.karpenter_nodes import efa_only_on_card_zero
+from infra.mocking import Registration
+from stack.cluster.addons import Workload, addon_workloads
+from stack.engine_rules.base import (
+    GPU_RESOURCE,
+    Deployment,
+    Finding,
+    NodeSource,
+    annotations,
+    located,
+    node_sources,
+    tolerated,
+)
+from stack.engine_rules.scheduling import pod_requests
+
+TRAINER_LABEL = ("app.kubernetes.io/name", "eks-ddp-trainer")
+HOSTNAME = "kubernetes.io/hostname"
+
+
+@dataclass
+class Node:
+    source: NodeSource
+    name: str
+    free: dict[str, float]
+    pods: list["Pod"] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Pod:
+    owner: str
+    """The object that creates it (`PyTorchJob eks-ddp-train-job`), as findings name it."""
+    name: str
+    spec: dict[str, Any]
+    training: bool = False
+    phase: int = 0
+    """0: created with the stack; n: after the run-to-completion objects of phase n-1 it depends on finished."""
+    completes: bool = False
+    """Its object is awaited to completion: its room is free again for the next phase."""
+
+    def requests(self) -> dict[str, float]:
+        return {"pods": 1, **pod_requests(self.spec)}
+
+
+def launcher_of(source: NodeSource) -> NodeLauncher:
+    karpenter = source.registration.type.startswith("kubernetes:karpenter.sh")
+    return NodeLauncher.KARPENTER if karpenter else NodeLauncher.MANAGED_NODE_GROUP
+
+
+def node_offer(source: NodeSource) -> dict[str, float]:
+    """One new node's allocatable under its engine: CPU in millicores, memory in MiB, pods, EFA devices, GPUs."""
+    instance = catalogue.lookup(source.instance_type)
+    if instance is None:
+        return {}
+    launcher = launcher_of(source)
+    efa_only = efa_only_on_card_zero(source.efa_devices) if launcher == NodeLauncher.KARPENTER else 0
+    node = allocatable(instance, launcher, efa_only)
+    offer = {"cpu": node.millicores, "memory": node.memory_mib, "pods": node.pods}
+    extended = {"vpc.amazonaws.com/efa": source.efa_devices, GPU_RESOURCE: instance.gpus}
+    return {**offer, **{name: count for name, count in extended.items() if count}}
+
+
+def max_nodes(source: NodeSource) -> int:
+    """A managed group's maxSize; a NodePool's CPU limit in nodes of its one instance type."""
+    inputs = source.registration.inputs
+    if launcher_of(source) == NodeLauncher.MANAGED_NODE_GROUP:
+        return int((inputs.get("scalingConfig") or {}).get("maxSize", 0))
+    instance = catalogue.lookup(source.instance_type)
+    cpu = (inputs.get("spec", {}).get("limits") or {}).get("cpu")
+    return int(float(cpu) // instance.vcpus) if instance and cpu is not None else 0
+
+
+def _expression_holds(labels: dict[str, str], expression: dict[str, Any]) -> bool:
+    """kubernetes v1.35 staging/src/k8s.io/component-helpers/scheduling/corev1/nodeaffinity: one match expression."""
+    key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+    return {
+        "In": key in labels and labels[key] in values,
+        "NotIn": key not in labels or labels[key] not in values,
+        "Exists": key in labels,
+        "DoesNotExist": key not in labels,
+    }.get(operator, False)
+
+
+def admits(source: NodeSource, spec: dict[str, Any]) -> bool:
+    """nodeSelector, required node affinity (any term, every expression) and the node's taints."""
+    labels = {**source.labels, HOSTNAME: "node", "kubernetes.io/os": "linux"}  # every EKS Linux node has both
+    if any(labels.get(key) != value for key, value in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = (spec.get("affinity") or {}).get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    terms = (required or {}).get("nodeSelectorTerms") or []
+    if terms and not any(all(_expression_holds(labels, e) for e in t.get("matchExpressions", [])) for t in terms):
+        return False
+    return tolerated(source.taints, spec.get("tolerations") or [])
+
+
+def _spreads_by_host(spec: dict[str, Any]) -> bool:
+    anti = (spec.get("affinity") or {}).get("podAntiAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    return any(term.get("topologyKey") == HOSTNAME for term in anti or [])
+
+
+def _fits(node: Node, pod: Pod) -> bool:
+    if _spreads_by_host(pod.spec) and any((p.owner, p.name.rsplit("-", 1)[0]) == _family(pod) for p in node.pods):
+        return False
+    return all(node.free.get(name, 0) >= amount for name, amount in pod.requests().items())
+
+
+def _family(pod: Pod) -> tuple[str, str]:
+    """Replicas of one workload share an owner and a name before their index."""
+    return pod.owner, pod.name.rsplit("-", 1)[0]
+
+
+def _take(node: Node, pod: Pod) -> None:
+    for name, amount in pod.requests().items():
+        node.free[name] = node.free.get(name, 0) - amount
+    node.pods.append(pod)
+
+
+def _replicas(owner: str, name: str, spec: dict[str, Any], count: int, phase: int) -> list[Pod]:
+    labels = spec.get("metadata", {}).get("labels") or {}
+    training = labels.get(TRAINER_LABEL[0]) == TRAINER_LABEL[1]
+    pod = spec.get("spec", {})
+    return [Pod(owner, f"{name}-{index}", pod, training, phase) for index in range(count)]
+
+
+def _completing(pods: list[Pod]) -> list[Pod]:
+    return [Pod(p.owner, p.name, p.spec, p.training, p.phase, completes=True) for p in pods]
+
+
+def _runtime(deployment: Deployment, name: str) -> dict[str, Any]:
+    runtimes = deployment.of_type("kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime")
+    return next((r.inputs for r in runtimes if r.inputs.get("metadata", {}).get("name") == name), {})
+
+
+def object_pods(deployment: Deployment, registration: Registration, phase: int) -> list[Pod]:
+    """The pods the object's controller creates: a Job's parallelism, an operator job's replicas (PyTorchJob,
+    MPIJob), a TrainJob's runtime jobs with the TrainJob's node count (jobset.go: numNodes replaces the trainer
+    job's parallelism)."""
+    inputs, owner = registration.inputs, located(registration)
+    kind, spec = inputs.get("kind"), inputs.get("spec", {})
+    if kind == "Job":
+        return _replicas(owner, "pod", spec.get("template", {}), int(spec.get("parallelism", 1)), phase)
+    if kind in ("PyTorchJob", "MPIJob"):
+        replicas = spec.get("pytorchReplicaSpecs") or spec.get("mpiReplicaSpecs") or {}
+        return [
+            pod
+            for role, replica in replicas.items()
+            for pod in _replicas(owner, role, replica.get("template", {}), int(replica.get("replicas", 1)), phase)
+        ]
+    if kind == "TrainJob":
+        runtime = _runtime(deployment, spec.get("runtimeRef", {}).get("name", ""))
+        nodes = int(spec.get("trainer", {}).get("numNodes", 1))
+        jobs = runtime.get("spec", {}).get("template", {}).get("spec", {}).get("replicatedJobs", [])
+        return [
+            pod
+            for job in jobs
+            for pod in _replicas(owner, job["name"], job["template"]["spec"]["template"], nodes, phase)
+        ]
+    return []
+
+
+RUN_TO_COMPLETION = ("Job", "MPIJob", "PyTorchJob", "TrainJob")
+
+
+def _awaited_to_completion(registration: Registration) -> bool:
+    """pulumi-kubernetes v4.34 awaits a Job until Complete, and any object with `pulumi.com/waitFor`, unless
+    `pulumi.com/skipAwait: "true"` (provider/pkg/await)."""
+    notes = annotations(registration)
+    if notes.get("pulumi.com/skipAwait") == "true" or registration.inputs.get("kind") not in RUN_TO_COMPLETION:
+        return False
+    return registration.inputs.get("kind") == "Job" or "pulumi.com/waitFor" in notes
+
+
+def phases(deployment: Deployment) -> dict[str, int]:
+    """Each run-to-completion object's phase: one after the latest awaited object it depends on."""
+    objects = [r for r in deployment.kubernetes_objects() if r.inputs.get("kind") in RUN_TO_COMPLETION]
+    gates = {r.urn: r for r in objects if _awaited_to_completion(r)}
+    memo: dict[str, int] = {}
+
+    def phase(registration: Registration) -> int:
+        if registration.urn not in memo:
+            memo[registration.urn] = max(
+                (phase(gates[urn]) + 1 for urn in registration.dependencies if urn in gates), default=0
+            )
+        return memo[registration.urn]
+
+    return {r.urn: phase(r) for r in objects}
+
+
+def _addon_pods(workloads: list[Workload]) -> list[Pod]:
+    return [
+        Pod(w.owner, f"{w.name}-{index}", w.pod)
+        for w in workloads
+        if w.kind != "DaemonSet"
+        for index in range(w.replicas)
+    ]
+
+
+def _amount(name: str, amount: float) -> str:
+    """CPU in cores, memory in MiB, the rest as counted."""
+    return {"cpu": f"{amount / 1000:g} CPU", "memory": f"{amount:.0f} MiB"}.get(name, f"{amount:g} {name}")
+
+
+def _shortfall(node: Node, pod: Pod) -> str:
+    short = [
+        f"{_amount(name, amount - node.free.get(name, 0))} short"
+        for name, amount in pod.requests().items()
+        if node.free.get(name, 0) < amount
+    ]
+    held = ", ".join(sorted({f"{p.owner} {p.name}" for p in node.pods if not p.training} - {""}))[:160]
+    return f"{node.name}: {', '.join(short) or 'one replica per node'}" + (f" (beside {held})" if held else "")
+
+
+class Cluster:
+    """Nodes launched on demand from the stack's node sources, each with the DaemonSets that land on it."""
+
+    def __init__(self, deployment: Deployment, daemon_sets: list[Workload]) -> None:
+        self.sources = node_sources(deployment)
+        self.daemon_sets = daemon_sets
+        self.nodes: list[Node] = []
+        self.findings: list[Finding] = []
+
+    def launch(self, source: NodeSource) -> Node | None:
+        launched = [n for n in self.nodes if n.source is source]
+        if len(launched) >= max_nodes(source) or not node_offer(source):
+            return None
+        node = Node(source, f"{source.registration.name}-{len(launched) + 1}", dict(node_offer(source)))
+        for daemon in (d for d in self.daemon_sets if admits(source, d.pod)):
+            pod = Pod(daemon.owner, daemon.name, daemon.pod)
+            if not _fits(node, pod):
+                self.findings.append(
+                    Finding("placement", daemon.owner, daemon.name, f"the DaemonSet does not fit {_shortfall(node, pod)}")
+                )
+            _take(node, pod)
+        self.nodes.append(node)
+        return node
+
+    def place(self, pod: Pod) -> None:
+        fitting = [n for n in self.nodes if admits(n.source, pod.spec) and _fits(n, pod)]
+        if fitting:
+            _take(fitting[0], pod)
+            return
+        for source in (s for s in self.sources if admits(s, pod.spec)):
+            node = self.launch(source)
+            if node is not None and _fits(node, pod):
+                _take(node, pod)
+                return
+            if node is not None:  # no engine launches a node the pod does not fit
+                self.nodes.remove(node)
+        self.findings.append(Finding("placement", pod.owner, pod.name, self._why_not(pod)))
+
+    def _why_not(self, pod: Pod) -> str:
+        wanted = ", ".join(_amount(name, amount) for name, amount in sorted(pod.requests().items()) if name != "pods")
+        matching = [s for s in self.sources if admits(s, pod.spec)]
+        if not matching:
+            return f"no node source admits it (nodeSelector {pod.spec.get('nodeSelector') or {}}): it stays Pending"
+        where = "; ".join(
+            f"{located(s.registration)} at {len([n for n in self.nodes if n.source is s])} of {max_nodes(s)} "
+            f"nodes ({s.instance_type})"
+            for s in matching
+        )
+        nodes = [_shortfall(n, pod) for n in self.nodes if admits(n.source, pod.spec)]
+        for source in matching if not nodes else []:
+            probe = self.launch(source)  # a new node, with its DaemonSets: what it would lack
+            if probe is not None:
+                nodes.append(f"a new {_shortfall(probe, pod)}")
+                self.nodes.remove(probe)
+        return f"needs {wanted}; {where}: {'; '.join(nodes) or 'no node can be added'}: it stays Pending"
+
+    def finish(self, phase: int) -> None:
+        """The run-to-completion pods of `phase` complete and give their room back."""
+        for node in self.nodes:
+            for pod in [p for p in node.pods if p.phase == phase and p.completes]:
+                node.pods.remove(pod)
+                for name, amount in pod.requests().items():
+                    node.free[name] += amount
+
+
+def pods_of(deployment: Deployment, workloads: list[Workload]) -> list[Pod]:
+    """Every pod the stack creates but the DaemonSets' (placed with each node)."""
+    stages = phases(deployment)
+    own = []
+    for registration in (r for r in deployment.kubernetes_objects() if r.urn in stages):
+        pods = object_pods(deployment, registration, stages[registration.urn])
+        own += _completing(pods) if _awaited_to_completion(registration) else pods
+    return [*_addon_pods(workloads), *own]
+
+
+def rehearse_placement(deployment: Deployment) -> list[Finding]:
+    """Every pod placed, phase by phase, training pods last in each: one finding per pod that stays Pending."""
+    workloads = addon_workloads(deployment)
+    cluster = Cluster(deployment, [w for w in workloads if w.kind == "DaemonSet"])
+    for source in cluster.sources:  # a managed group starts at its minSize
+        for _ in range(int((source.registration.inputs.get("scalingConfig") or {}).get("minSize", 0))):
+            cluster.launch(source)
+    pods = pods_of(deployment, workloads)
+    for phase in sorted({pod.phase for pod in pods}):
+        for pod in sorted((p for p in pods if p.phase == phase), key=lambda p: p.training):
+            cluster.place(pod)
+        cluster.finish(phase)
+    return list(dict.fromkeys(cluster.findings))
+
+
+def cluster_placement(deployment: Deployment) -> Iterator[Finding]:
+    """As an engine rule (stack.engine_rules): the whole cluster rehearsed together."""
+    yield from rehearse_placement(deployment)

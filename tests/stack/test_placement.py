@@ -1,0 +1,81 @@
+"""The cluster rehearsal finds the defects issue 21 measured, each reproduced here, and places every pod of the
+shipped stacks under every autoscaler and operator (stack.rehearsal runs those variants; test_rehearsal runs it)."""
+
+import copy
+from dataclasses import replace
+from datetime import date
+from typing import Any
+
+import pytest
+
+from infra.mocking import Registration
+from stack import stack_file
+from stack.cluster.placement import rehearse_placement
+from stack.config import parse
+from stack.engine_rules import Deployment
+from stack.mocked import run_under_mocks
+
+
+def _deployment(stack: str, **overrides: Any) -> Deployment:
+    values, region = stack_file.load(stack)
+    registrations = run_under_mocks(parse({**values, **overrides}, region), stack=stack)
+    return Deployment(registrations, region or "", "arn:aws:iam::123456789012:role/deployer", date(2026, 11, 23))
+
+
+def _edited(deployment: Deployment, kind: str, name_part: str, edit: Any) -> Deployment:
+    registrations: list[Registration] = []
+    for registration in deployment.registrations:
+        if registration.inputs.get("kind") == kind and name_part in registration.name:
+            registration = replace(registration, inputs=copy.deepcopy(registration.inputs))
+            edit(registration)
+        registrations.append(registration)
+    return replace(deployment, registrations=registrations)
+
+
+@pytest.mark.parametrize("stack", ["dev", "gpu"])
+def test_every_pod_of_the_stack_is_placed(stack: str) -> None:
+    assert rehearse_placement(_deployment(stack)) == []
+    assert rehearse_placement(_deployment(stack, autoscaler="karpenter")) == []
+
+
+def test_a_pod_sized_for_managed_nodes_never_gets_a_karpenter_node() -> None:
+    """The dev training pod asked 114 GiB (116,736 MiB), nodeadm's room; Karpenter's c7g.16xlarge offers 113,259."""
+    deployment = _deployment("dev", autoscaler="karpenter")
+
+    def managed_sized(job: Registration) -> None:
+        for replica in job.inputs["spec"]["pytorchReplicaSpecs"].values():
+            resources = replica["template"]["spec"]["containers"][0]["resources"]
+            resources["requests"]["memory"] = resources["limits"]["memory"] = "114Gi"
+
+    findings = rehearse_placement(_edited(deployment, "PyTorchJob", "train", managed_sized))
+    assert findings and all(f.resource == "PyTorchJob eks-ddp-train-job" for f in findings)
+    assert "116736 MiB" in findings[0].problem and "MiB short" in findings[0].problem
+
+
+def test_a_side_step_on_a_full_gpu_group_keeps_a_training_pod_pending() -> None:
+    """Evaluation took the training group's selector and tolerations with 1 CPU: p4de leaves 0.69 CPU beside a
+    training pod, and the reservation's group holds 2 nodes."""
+    deployment = _deployment("gpu")
+    train = next(r for r in deployment.registrations if r.inputs.get("kind") == "PyTorchJob")
+    training_pod = train.inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+
+    def on_training_nodes(job: Registration) -> None:
+        pod = job.inputs["spec"]["template"]["spec"]
+        pod["nodeSelector"], pod["tolerations"] = training_pod["nodeSelector"], training_pod["tolerations"]
+        pod["containers"][0]["resources"]["requests"]["cpu"] = "1"
+
+    findings = rehearse_placement(_edited(deployment, "Job", "evaluate", on_training_nodes))
+    training = [f for f in findings if f.resource == "PyTorchJob eks-ddp-train-job"]
+    assert training and "CPU short" in training[0].problem and "at 2 of 2 nodes" in training[0].problem
+
+
+def test_checks_that_do_not_gate_compete_with_training_for_a_full_group() -> None:
+    """Created with the training job (not awaited), the fabric check and NCCL workers hold both p4de nodes."""
+    deployment = _deployment("gpu")
+
+    def submitted(check: Registration) -> None:
+        check.inputs["metadata"]["annotations"] = {"pulumi.com/skipAwait": "true"}
+
+    findings = rehearse_placement(_edited(_edited(deployment, "Job", "efa-check", submitted), "MPIJob", "", submitted))
+    assert {f.resource for f in findings} >= {"PyTorchJob eks-ddp-train-job"}
+    assert any("vpc.amazonaws.com/efa" in f.problem for f in findings)
