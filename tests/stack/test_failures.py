@@ -1,0 +1,37 @@
+"""A job with `survivesNodeLosses: N` survives exactly N node losses or crashes, in each engine's own counting."""
+
+import pytest
+
+from infra.catalogue import EFA_INSTANCE_TYPES
+from stack.cluster.failures import CRASH, NODE_LOSS, backoff_outcome, outcome
+from workloads import indexed_job, pytorchjob, trainjob
+from workloads.target import NodeTarget
+from workloads.training_pod import TrainingJob
+
+TARGET = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1)
+
+
+def _rendered(operator: str, job: TrainingJob) -> dict:
+    if operator == "v1":
+        return pytorchjob.render(job, TARGET)
+    if operator == "v2":
+        return trainjob.render_runtime(job, TARGET)
+    return indexed_job.render(job, TARGET)[1]
+
+
+@pytest.mark.parametrize("operator", ["v1", "v2", "none"])
+@pytest.mark.parametrize(("losses", "replicas"), [(0, 2), (1, 2), (1, 4), (2, 3), (3, 2)])
+def test_a_job_survives_exactly_the_node_losses_it_claims(operator: str, losses: int, replicas: int) -> None:
+    job = TrainingJob(name="mnist", namespace="training", image="img:1", replicas=replicas, node_losses=losses)
+    manifest = _rendered(operator, job)
+    survived = max(1, losses)  # survivesNodeLosses 0 still survives one crash
+    assert outcome(manifest, [NODE_LOSS] * survived) is None
+    assert outcome(manifest, [NODE_LOSS] * (survived + 1)) == survived + 1
+    assert outcome(manifest, [CRASH]) is None  # a crash does not fail a job that survives node losses
+
+
+def test_the_old_budget_failed_on_the_last_loss_it_claimed_to_survive() -> None:
+    """losses x replicas, compared with >=: one node loss of a 2-replica job failed it (issue 21)."""
+    job = TrainingJob(name="mnist", namespace="training", image="img:1", replicas=2, node_losses=1)
+    assert backoff_outcome(job.node_losses * job.replicas, job.replicas, [NODE_LOSS]) == 1
+    assert outcome(pytorchjob.render(job, TARGET), [NODE_LOSS]) is None
