@@ -13,6 +13,14 @@ from infra.iam import irsa_role, policy
 from infra.options import waits_for
 
 COMPONENT = "ModelBucket"
+CHECKPOINTS_PREFIX = "checkpoints/"
+"""Where the stack's jobs put checkpoints (workloads.training_pod.artifact_arguments): the only deletable keys."""
+ABORT_INCOMPLETE_UPLOADS_DAYS = 1
+"""A multipart upload cut off by a lost pod leaves parts S3 bills for and no listing shows; a day is ample for one
+to finish (the trainer gives its uploads 60 s at the end)."""
+PRUNED_VERSIONS_DAYS = 1
+"""The bucket is versioned, so a checkpoint the trainer prunes (DeleteObject) stays as a noncurrent version:
+kept this long, in case one was deleted by mistake, then gone, so the checkpoints' storage stays bounded."""
 
 
 class BucketOptions(TypedDict):
@@ -21,7 +29,8 @@ class BucketOptions(TypedDict):
     service_account_name: NotRequired[str]
     """Name of the ServiceAccount training pods run as (default `trainer`)."""
     checkpoint_expiry_days: NotRequired[int]
-    """Delete objects under `checkpoints/` older than this many days (default: keep)."""
+    """Delete objects under `checkpoints/` older than this many days (default: keep; the trainer itself keeps its
+    newest `--keep-checkpoints`)."""
     force_destroy: NotRequired[bool]
     """Let `pulumi destroy` delete a non-empty bucket (default false: models are kept)."""
 
@@ -55,20 +64,49 @@ def tls_only_policy(bucket_arn: str) -> dict[str, Any]:
 
 
 def access_policy(bucket_arn: str) -> dict[str, Any]:
-    """Read, write and list this bucket only: nothing else in the account."""
+    """Read, write and list this bucket only, and delete checkpoints only: nothing else in the account."""
     return policy(
         [
             {"Sid": "ListCheckpoints", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": bucket_arn},
             # What trainer/artifacts.py calls, and nothing more (tests/infra/test_bucket_access.py records it):
-            # uploads (multipart above 64 MiB, aborted by s3transfer when they fail) and checkpoint downloads.
+            # uploads (multipart above 64 MiB, aborted by s3transfer when they fail), downloads of checkpoints and
+            # of the run's history, and the deletes of checkpoints older than the newest --keep-checkpoints.
             {
                 "Sid": "ReadWriteObjects",
                 "Effect": "Allow",
                 "Action": ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
                 "Resource": f"{bucket_arn}/*",
             },
+            {
+                "Sid": "PruneCheckpoints",
+                "Effect": "Allow",
+                "Action": ["s3:DeleteObject"],
+                "Resource": f"{bucket_arn}/{CHECKPOINTS_PREFIX}*",
+            },
         ]
     )
+
+
+def lifecycle_rules(checkpoint_expiry_days: int | None) -> list[aws.s3.BucketLifecycleConfigurationRuleArgsDict]:
+    """Always: incomplete multipart uploads aborted, and the versions of checkpoints the trainer pruned expired.
+    When asked: checkpoints expired by age too."""
+    checkpoints: aws.s3.BucketLifecycleConfigurationRuleArgsDict = {
+        "id": "checkpoints",
+        "status": "Enabled",
+        "filter": {"prefix": CHECKPOINTS_PREFIX},
+        "noncurrent_version_expiration": {"noncurrent_days": PRUNED_VERSIONS_DAYS},
+    }
+    if checkpoint_expiry_days is not None:
+        checkpoints["expiration"] = {"days": checkpoint_expiry_days}
+    return [
+        {
+            "id": "abort-incomplete-uploads",
+            "status": "Enabled",
+            "filter": {},
+            "abort_incomplete_multipart_upload": {"days_after_initiation": ABORT_INCOMPLETE_UPLOADS_DAYS},
+        },
+        checkpoints,
+    ]
 
 
 def validate(args: BucketOptions) -> None:
@@ -131,22 +169,12 @@ class ModelBucket(pulumi.ComponentResource):
             policy=self.bucket.arn.apply(lambda arn: json.dumps(tls_only_policy(arn))),
             opts=child,
         )
-        days = args.get("checkpoint_expiry_days")
-        if days is not None:
-            aws.s3.BucketLifecycleConfiguration(
-                f"{name}-lifecycle",
-                bucket=self.bucket.id,
-                rules=[
-                    {
-                        "id": "expire-old-checkpoints",
-                        "status": "Enabled",
-                        "filter": {"prefix": "checkpoints/"},
-                        "expiration": {"days": days},
-                        "noncurrent_version_expiration": {"noncurrent_days": days},
-                    }
-                ],
-                opts=child,
-            )
+        aws.s3.BucketLifecycleConfiguration(
+            f"{name}-lifecycle",
+            bucket=self.bucket.id,
+            rules=lifecycle_rules(args.get("checkpoint_expiry_days")),
+            opts=child,
+        )
         self.service_account_name = args.get("service_account_name", "trainer")
         role = irsa_role(
             f"{name}-role",

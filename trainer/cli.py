@@ -101,8 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--checkpoint-dir", type=Path, help="default: OUTPUT_DIR/checkpoints; share it between restarts")
     train.add_argument(
         "--artifact-uri",
-        help="s3://BUCKET/PREFIX: upload the model, summary, metrics, plots and checkpoints there, "
-        "and resume from the newest verified checkpoint there when none newer is local",
+        help="s3://BUCKET/PREFIX: upload the model and summary there at the end, the checkpoints, metrics, "
+        "TensorBoard events and curves at every checkpoint; resume from the newest verified checkpoint there "
+        "when none newer is local (and get the run's metrics and events back first)",
     )
     train.add_argument(
         "--checkpoint-uri", help="s3://BUCKET/PREFIX for the checkpoints (default: ARTIFACT_URI/checkpoints)"
@@ -114,7 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--checkpoint-every", type=_bounded(int, 0), default=50, help="steps between checkpoints; 0: epoch ends only"
     )
-    train.add_argument("--keep-checkpoints", type=_bounded(int, 1), default=3)
+    train.add_argument(
+        "--keep-checkpoints",
+        type=_bounded(int, 1),
+        default=3,
+        help="newest checkpoints kept, locally and in S3; older ones are deleted",
+    )
     train.add_argument("--log-every", type=_bounded(int, 1), default=10, help="steps between metrics lines")
     train.add_argument(
         "--metrics-port",

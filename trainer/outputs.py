@@ -21,6 +21,8 @@ METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
 CURVES_FILE = "training-curves.png"
 TENSORBOARD_DIR = "tensorboard"
+EVENTS_PREFIX = "events.out.tfevents."
+"""How TensorBoard's event files in TENSORBOARD_DIR are named."""
 
 
 def ensure_writable(directory: Path, flag: str) -> None:

@@ -2,7 +2,8 @@
 
 A resumed run starts again at its checkpoint's step: the lines and events written after that step
 by the run that was cut off are dropped (metrics.jsonl is rewritten without them; the event writer
-purges them with `purge_step`), so a chart or a table shows each step once, with the resumed values.
+purges them with `purge_step`), so a chart or a table shows each step once, with the resumed values. A new pod resumed from S3 gets
+back the history the run uploaded first (artifacts.ArtifactStore.restore_history), so the rule covers it too.
 """
 
 import json
@@ -12,7 +13,7 @@ from typing import Any
 from torch.utils.tensorboard import SummaryWriter
 
 from trainer.atomic import write_atomically
-from trainer.outputs import METRICS_FILE, TENSORBOARD_DIR
+from trainer.outputs import EVENTS_PREFIX, METRICS_FILE, TENSORBOARD_DIR
 
 
 class RunLog:
@@ -43,6 +44,11 @@ class RunLog:
         self.writer.add_scalar("epoch/train_loss", record["train_loss"], step)
         self.writer.add_scalar("epoch/test_accuracy", record["test_accuracy"], step)
         self.writer.flush()
+
+    def files(self) -> list[Path]:
+        """metrics.jsonl and the TensorBoard event files, everything recorded so far on disk."""
+        self.writer.flush()
+        return [self.metrics, *sorted(self.events.glob(f"{EVENTS_PREFIX}*"))]
 
     def close(self) -> None:
         self.writer.close()

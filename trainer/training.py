@@ -105,7 +105,9 @@ class Run:
         )
         self.progress = Progress()
         self.artifacts = (
-            artifacts.ArtifactStore(location, checkpoint_location) if location and topology.is_main else None
+            artifacts.ArtifactStore(location, checkpoint_location, config.keep_checkpoints)
+            if location and topology.is_main
+            else None
         )
         self.run_log: RunLog | None = None
         self.metrics: MetricsExport | None = None
@@ -115,6 +117,8 @@ class Run:
         self.sampler: GlobalBatchSampler
         self.scheduler: torch.optim.lr_scheduler.LambdaLR
         self.last_saved_step = -1
+        self.plotted = 0
+        """Epochs drawn in training-curves.png."""
         self.images_trained = 0
         self.training_seconds = 0.0
 
@@ -131,6 +135,8 @@ class Run:
                     self.artifacts.restore_newer_checkpoint(self.checkpoints)
                 verified = self.checkpoints.newest()
                 payload = verified.payload if verified else None
+                if verified and self.artifacts:  # before the run log trims what follows the checkpoint
+                    self.artifacts.restore_history(self.config.output_dir)
             except CheckpointError as problem:
                 error = str(problem)
         payload, error = distributed.broadcast_object((payload, error))
@@ -181,12 +187,27 @@ class Run:
             }
             path = self.checkpoints.save(self.progress.step, state)
             log.info("checkpoint %s", path)
-            if self.metrics:
-                self.metrics.checkpoint(self.progress.step)
             if self.artifacts:
+                self._upload_history()
                 self.artifacts.upload_checkpoint(*self.checkpoints.paths(self.progress.step))
         self.last_saved_step = self.progress.step
         distributed.barrier()
+        if self.metrics:
+            self.metrics.checkpoint(self.progress.step)
+
+    def _upload_history(self) -> None:
+        """What a user reads after a crash, in S3 as of each checkpoint (a SIGTERM's too): metrics.jsonl, the
+        TensorBoard events and the curves."""
+        assert self.artifacts is not None and self.run_log is not None
+        self._draw_curves()
+        for path in [*self.run_log.files(), self.config.output_dir / outputs.CURVES_FILE]:
+            self.artifacts.upload(path, *path.relative_to(self.config.output_dir).parts)
+
+    def _draw_curves(self) -> None:
+        """Redraw training-curves.png when an epoch has ended since it was drawn."""
+        if len(self.progress.history) > self.plotted:
+            plots.training_curves(self.progress.history, self.config.output_dir / outputs.CURVES_FILE)
+            self.plotted = len(self.progress.history)
 
     # -- train --------------------------------------------------------------------------
 
@@ -393,16 +414,15 @@ class Run:
             if self.config.dataset == "synthetic":  # evaluate must regenerate the very same images
                 metadata["synthetic"] = asdict(self.config.synthetic)
             outputs.save_model(out / outputs.MODEL_FILE, self.model, metadata)
-            if history:
-                plots.training_curves(history, out / outputs.CURVES_FILE)
+            self._draw_curves()
+            if self.artifacts:
+                self._upload_history()
+                self.artifacts.upload(out / outputs.MODEL_FILE, outputs.MODEL_FILE)
+                self.artifacts.wait(UPLOAD_WAIT_SECONDS)  # so that the summary counts what failed
+                summary["upload_failures"] = dict(sorted(self.artifacts.failures.items()))
             outputs.write_json(out / outputs.SUMMARY_FILE, summary)
             if self.artifacts:
-                for name in (outputs.MODEL_FILE, outputs.SUMMARY_FILE, outputs.METRICS_FILE, outputs.CURVES_FILE):
-                    self.artifacts.upload(out / name, name)
-                if self.run_log:
-                    self.run_log.writer.flush()
-                    for events in sorted((out / outputs.TENSORBOARD_DIR).glob("events.out.tfevents.*")):
-                        self.artifacts.upload(events, outputs.TENSORBOARD_DIR, events.name)
+                self.artifacts.upload(out / outputs.SUMMARY_FILE, outputs.SUMMARY_FILE)
         distributed.barrier()
         return summary
 

@@ -6,8 +6,9 @@ import pytest
 from infra.errors import InvalidArgument
 from infra.iam import irsa_trust
 from infra.mocking import ACCOUNT, OIDC_ISSUER
-from infra.model_bucket import ModelBucket
+from infra.model_bucket import CHECKPOINTS_PREFIX, ModelBucket
 from tests.pulumi_harness import Recorded
+from workloads.training_pod import TrainingJob, artifact_arguments
 
 PROVIDER_ARN = f"arn:aws:iam::{ACCOUNT}:oidc-provider/{OIDC_ISSUER}"
 
@@ -39,8 +40,6 @@ def test_bucket_is_private_encrypted_versioned_and_tls_only(pulumi_mocks: Record
     assert pulumi_mocks.named("models-versioning").inputs["versioningConfiguration"] == {"status": "Enabled"}
     deny = json.loads(pulumi_mocks.named("models-tls-only").inputs["policy"])["Statement"][0]
     assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-    rule = pulumi_mocks.named("models-lifecycle").inputs["rules"][0]
-    assert rule["filter"] == {"prefix": "checkpoints/"} and rule["expiration"] == {"days": 30}
     assert pulumi_mocks.named("models-bucket").inputs["forceDestroy"] is False
 
 
@@ -48,12 +47,36 @@ def test_role_is_limited_to_this_bucket_and_this_service_account(pulumi_mocks: R
     pulumi_mocks.run(lambda: _bucket())
     bucket_arn = pulumi_mocks.named("models-bucket").inputs["arn"]
     statements = json.loads(pulumi_mocks.named("models-access").inputs["policy"])["Statement"]
-    assert {s["Resource"] for s in statements} == {bucket_arn, f"{bucket_arn}/*"}
+    assert {s["Resource"] for s in statements} == {bucket_arn, f"{bucket_arn}/*", f"{bucket_arn}/{CHECKPOINTS_PREFIX}*"}
+    deleting = [s for s in statements if any("Delete" in action for action in s["Action"])]
+    assert [(s["Action"], s["Resource"]) for s in deleting] == [(["s3:DeleteObject"], f"{bucket_arn}/checkpoints/*")]
     assert not any(action == "s3:*" or action == "*" for s in statements for action in s["Action"])
     trust = json.loads(pulumi_mocks.named("models-role").inputs["assumeRolePolicy"])
     assert trust == irsa_trust(PROVIDER_ARN, OIDC_ISSUER, "training", "trainer")
     account = pulumi_mocks.named("models-service-account").inputs["metadata"]
     assert account["namespace"] == "training" and account["annotations"]["eks.amazonaws.com/role-arn"] == pulumi_mocks.named("models-role").inputs["arn"]
+
+
+@pytest.mark.parametrize("days", [None, 30])
+def test_incomplete_uploads_are_aborted_and_pruned_checkpoints_expire_with_or_without_expiry(
+    pulumi_mocks: Recorded, days: int | None
+) -> None:
+    pulumi_mocks.run(lambda: _bucket(**({} if days is None else {"checkpoint_expiry_days": days})))
+    aborted, checkpoints = pulumi_mocks.named("models-lifecycle").inputs["rules"]
+    assert aborted == {
+        "id": "abort-incomplete-uploads", "status": "Enabled", "filter": {},  # every key
+        "abortIncompleteMultipartUpload": {"daysAfterInitiation": 1},
+    }
+    assert checkpoints["filter"] == {"prefix": CHECKPOINTS_PREFIX} and checkpoints["status"] == "Enabled"
+    assert checkpoints["noncurrentVersionExpiration"] == {"noncurrentDays": 1}  # what the trainer's deletes leave
+    assert checkpoints.get("expiration") == (None if days is None else {"days": days})
+
+
+def test_jobs_put_their_checkpoints_where_the_role_may_delete() -> None:
+    job = TrainingJob(name="mnist", namespace="training", image="i:1", artifact_bucket="models")
+    arguments = artifact_arguments(job, "run")
+    uri = arguments[arguments.index("--checkpoint-uri") + 1]
+    assert uri == f"s3://models/{CHECKPOINTS_PREFIX}mnist/run"
 
 
 @pytest.mark.parametrize(

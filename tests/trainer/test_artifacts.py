@@ -4,7 +4,11 @@ The trainer runs for real under torchrun and reaches the server the way a pod re
 default credential chain and `AWS_ENDPOINT_URL`, nothing passed in code.
 """
 
+import json
+import logging
+import re
 import shutil
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,9 +16,12 @@ from typing import Any
 import boto3
 import pytest
 from moto.server import ThreadedMotoServer
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tests.conftest import free_port, read_summary, run_trainer
-from trainer.artifacts import Location
+from tests.trainer.launch import start, wait_for_checkpoint
+from trainer.artifacts import ArtifactStore, Location
+from trainer.checkpoint import CheckpointManager
 from trainer.errors import UsageError
 
 BUCKET = "models"
@@ -45,6 +52,18 @@ def s3(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
 def _keys(s3: Any, prefix: str) -> set[str]:
     listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix + "/").get("Contents", [])
     return {item["Key"].removeprefix(prefix + "/") for item in listed}
+
+
+def _logged_steps(s3: Any, prefix: str, scratch: Path) -> tuple[list[int], list[int]]:
+    """The steps of the bucket's metrics.jsonl lines, and of its TensorBoard loss scalars as TensorBoard reads them
+    (a resumed writer's purge step drops what the run cut off had written after its checkpoint)."""
+    lines = s3.get_object(Bucket=BUCKET, Key=f"{prefix}/metrics.jsonl")["Body"].read().decode().splitlines()
+    scratch.mkdir()
+    for key in _keys(s3, f"{prefix}/tensorboard"):
+        s3.download_file(BUCKET, f"{prefix}/tensorboard/{key}", str(scratch / key))
+    events = EventAccumulator(str(scratch))
+    events.Reload()
+    return [json.loads(line)["step"] for line in lines], [event.step for event in events.Scalars("train/loss")]
 
 
 def test_a_run_uploads_its_results_and_checkpoints(s3: Any, tmp_path: Path) -> None:
@@ -82,6 +101,71 @@ def test_losing_the_local_checkpoints_resumes_from_s3_skipping_a_truncated_one(s
     assert 0 < read_summary(out)["resumed_from_step"] < final
 
 
+def test_a_pod_stopped_by_sigterm_then_replaced_on_an_empty_disk_keeps_the_whole_history_in_s3(
+    s3: Any, tmp_path: Path
+) -> None:
+    """The storage-less stack (Pulumi.cpu.yaml): the pod's disk is scratch space, so what lasts is in the bucket."""
+    disk = tmp_path / "pod"
+    uris = ["--artifact-uri", f"s3://{BUCKET}/runs/h", "--checkpoint-uri", f"s3://{BUCKET}/checkpoints/h"]
+    args = [*ARGS[:3], "--epochs", "2", "--batch-size", "16", "--log-every", "5", "--checkpoint-every", "10"]
+    args += ["--keep-checkpoints", "2", "--output-dir", str(disk / "run"), "--checkpoint-dir", str(disk / "ckpt"), *uris]
+    launcher = start(args, nproc=2)
+    wait_for_checkpoint(disk / "ckpt", launcher)
+    launcher.send_signal(signal.SIGTERM)  # the kubelet, to the pod's PID 1
+    stderr = launcher.communicate(timeout=120)[1]
+    stopped = re.search(r"stopped by signal at step (\d+)", stderr)
+    assert stopped is not None, stderr[-3000:]
+    at = int(stopped.group(1))
+    assert not {"model.pt", "summary.json"} & _keys(s3, "runs/h")  # the run has not finished ...
+    before = list(range(5, at + 1, 5))
+    assert _logged_steps(s3, "runs/h", tmp_path / "events-1") == (before, before)  # ... and its history is there
+
+    shutil.rmtree(disk)  # the pod is gone with its disk; its replacement starts empty
+    resumed = run_trainer(args, nproc=2)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = read_summary(disk / "run")
+    assert summary["resumed_from_step"] == at and "restored 2 history file(s)" in resumed.stderr
+    every = list(range(5, summary["steps"] + 1, 5))
+    assert _logged_steps(s3, "runs/h", tmp_path / "events-2") == (every, every)  # each step once, from the first
+    checkpoints = sorted(_keys(s3, "checkpoints/h"))
+    assert [key.split(".")[-1] for key in checkpoints] == ["json", "pt"] * 2  # --keep-checkpoints, both complete
+    assert checkpoints[-1] == f"step-{summary['steps']:09d}.pt"
+    assert set(summary["upload_failures"]) == {"checkpoint-deletes", "checkpoints", "metrics", "model"} | {
+        "tensorboard",
+        "training-curves",
+    }
+    assert not any(summary["upload_failures"].values()), summary["upload_failures"]
+
+
+def test_every_failed_upload_is_counted_by_kind_with_one_warning_line_per_kind(
+    s3: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    metrics, model = tmp_path / "metrics.jsonl", tmp_path / "model.pt"
+    model.write_bytes(b"weights")
+    local = CheckpointManager(tmp_path / "checkpoints", {"--run-name": "r"}, keep=3)
+    store = ArtifactStore(Location("no-such-bucket", "runs/f"), None, keep=1, client=s3)
+    caplog.set_level(logging.WARNING, logger="trainer.artifacts")
+    for step in (10, 20, 30):  # what the trainer queues at each checkpoint
+        metrics.write_text(f'{{"step": {step}}}\n')
+        store.upload(metrics, "metrics.jsonl")
+        local.save(step, {"step": step})
+        store.upload_checkpoint(*local.paths(step))
+        assert store.wait(30)
+    store.upload(model, "model.pt")
+    store.close(30)
+    assert store.failures == {"metrics": 3, "checkpoints": 6, "model": 1}
+    missing = "An error occurred (NoSuchBucket) when calling the PutObject operation: The specified bucket does not exist"
+    assert [record.getMessage() for record in caplog.records] == [
+        f"could not upload {name} to s3://no-such-bucket/runs/f/{key} ({missing}); the local copy is kept, and later "
+        f"{kind} failures are only counted"
+        for name, key, kind in [
+            ("metrics.jsonl", "metrics.jsonl", "metrics"),
+            ("step-000000010.pt", "checkpoints/step-000000010.pt", "checkpoints"),
+            ("model.pt", "model.pt", "model"),
+        ]
+    ] + ["failed uploads and deletes in S3 by this process: checkpoints 6, metrics 3, model 1; the local copies are kept"]
+
+
 def test_an_unreachable_endpoint_warns_once_and_the_run_keeps_its_local_results(
     s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -93,7 +177,10 @@ def test_an_unreachable_endpoint_warns_once_and_the_run_keeps_its_local_results(
     warnings = [line for line in lines if "S3 is unreachable" in line or "could not upload" in line]
     assert len(warnings) == 1, warnings
     assert "resuming from local checkpoints only, and nothing is uploaded to s3://models/jobs/c" in warnings[0]
-    assert (out / "model.pt").exists() and read_summary(out)["test_accuracy"] > 0.8
+    summary = read_summary(out)
+    assert (out / "model.pt").exists() and summary["test_accuracy"] > 0.8
+    failures = summary["upload_failures"]  # every upload the run skipped, though warned once
+    assert failures["model"] == 1 and failures["checkpoints"] >= 2 and failures["metrics"] >= 1, failures
 
 
 def test_a_bad_artifact_uri_is_one_line_naming_the_flag() -> None:

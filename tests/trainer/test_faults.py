@@ -4,30 +4,18 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, read_summary, run_trainer, trainer_command, trainer_env
+from tests.conftest import read_summary, run_trainer
+from tests.trainer.launch import start, wait_for_checkpoint
 from trainer.interrupt import RETRYABLE_EXIT_CODE
 
 pytestmark = pytest.mark.slow
 
 # Small batches make ~450 steps: long enough to interrupt after the first checkpoint.
 ARGS = ["train", "--dataset", "digits", "--epochs", "10", "--batch-size", "16", "--seed", "3", "--checkpoint-every", "40", "--log-every", "5"]
-
-
-def _start(args: list[str], nproc: int | None) -> subprocess.Popen[str]:
-    return subprocess.Popen(trainer_command(args, nproc), env=trainer_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _wait_for_checkpoint(checkpoints: Path, process: subprocess.Popen[str], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not list(checkpoints.glob("step-*.json")):
-        assert process.poll() is None, "the trainer ended before its first checkpoint"
-        assert time.monotonic() < deadline, "no checkpoint within the timeout"
-        time.sleep(0.01)
 
 
 def _children(pid: int) -> list[int]:
@@ -45,8 +33,8 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]
 
 def test_sigkill_of_one_rank_resumes_from_the_checkpoint(uninterrupted: dict[str, object], tmp_path: Path) -> None:
     args = [*ARGS, "--output-dir", str(tmp_path)]
-    launcher = _start(args, nproc=2)
-    _wait_for_checkpoint(tmp_path / "checkpoints", launcher)
+    launcher = start(args, nproc=2)
+    wait_for_checkpoint(tmp_path / "checkpoints", launcher)
     victim = _children(launcher.pid)[-1]
     os.kill(victim, signal.SIGKILL)
     launcher.communicate(timeout=120)
@@ -64,9 +52,9 @@ def test_sigkill_of_one_rank_resumes_from_the_checkpoint(uninterrupted: dict[str
 
 def test_sigterm_checkpoints_and_exits_retryable(tmp_path: Path) -> None:
     args = [*ARGS, "--output-dir", str(tmp_path)]
-    trainer = _start(args, nproc=None)
+    trainer = start(args, nproc=None)
     checkpoints = tmp_path / "checkpoints"
-    _wait_for_checkpoint(checkpoints, trainer)
+    wait_for_checkpoint(checkpoints, trainer)
     trainer.send_signal(signal.SIGTERM)
     _, stderr = trainer.communicate(timeout=120)
     assert trainer.returncode == RETRYABLE_EXIT_CODE, stderr
@@ -83,8 +71,8 @@ def test_sigterm_checkpoints_and_exits_retryable(tmp_path: Path) -> None:
 
 def test_sigterm_under_torchrun_stops_every_rank_at_the_same_step(tmp_path: Path) -> None:
     args = [*ARGS, "--output-dir", str(tmp_path)]
-    launcher = _start(args, nproc=2)
-    _wait_for_checkpoint(tmp_path / "checkpoints", launcher)
+    launcher = start(args, nproc=2)
+    wait_for_checkpoint(tmp_path / "checkpoints", launcher)
     launcher.send_signal(signal.SIGTERM)  # what the kubelet does to the pod's PID 1
     _, stderr = launcher.communicate(timeout=120)
     assert "[rank 0] stopped by signal" in stderr and "[rank 1] stopped by signal" in stderr
@@ -114,8 +102,8 @@ def test_sigterm_is_heeded_within_steps_not_at_the_next_log_line_or_epoch_end(tm
         "train", "--dataset", "synthetic", "--synthetic-size", "4096", "--batch-size", "16", "--epochs", "1",
         "--log-every", "1000", "--checkpoint-every", "10", "--output-dir", str(tmp_path),
     ]
-    launcher = _start(args, nproc=2)
-    _wait_for_checkpoint(tmp_path / "checkpoints", launcher)
+    launcher = start(args, nproc=2)
+    wait_for_checkpoint(tmp_path / "checkpoints", launcher)
     launcher.send_signal(signal.SIGTERM)
     _, stderr = launcher.communicate(timeout=120)
     steps = {int(step) for step in re.findall(r"\[rank \d\] stopped by signal at step (\d+)", stderr)}
