@@ -166,7 +166,7 @@ class ArtifactStore:
             self.failures[item.kind] += 1
             return
         if item.path in self.held:
-            self._failed(item.kind, f"{item.path.name} is not uploaded: its copy in S3 holds more history than this one")
+            self._failed(item.kind, f"{item.path.name} is not uploaded (the one in S3 holds more history)")
             return
         stamp = _stamp(item.path)
         try:

@@ -2,8 +2,9 @@
 
 A resumed run starts again at its checkpoint's step: the lines and events written after that step
 by the run that was cut off are dropped (metrics.jsonl is rewritten without them; the event writer
-purges them with `purge_step`), so a chart or a table shows each step once, with the resumed values. A new pod resumed from S3 gets
-back the history the run uploaded first (artifacts.ArtifactStore.restore_history), so the rule covers it too.
+purges them with `purge_step`), so a chart or a table shows each step once, with the resumed values.
+A new pod resumed from S3 first gets back the history the run uploaded (ArtifactStore.restore_history),
+so the rule covers that history too.
 """
 
 import json

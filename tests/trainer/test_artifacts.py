@@ -108,7 +108,8 @@ def test_a_pod_stopped_by_sigterm_then_replaced_on_an_empty_disk_keeps_the_whole
     disk = tmp_path / "pod"
     uris = ["--artifact-uri", f"s3://{BUCKET}/runs/h", "--checkpoint-uri", f"s3://{BUCKET}/checkpoints/h"]
     args = [*ARGS[:3], "--epochs", "2", "--batch-size", "16", "--log-every", "5", "--checkpoint-every", "10"]
-    args += ["--keep-checkpoints", "2", "--output-dir", str(disk / "run"), "--checkpoint-dir", str(disk / "ckpt"), *uris]
+    args += ["--keep-checkpoints", "2", "--output-dir", str(disk / "run"), "--checkpoint-dir", str(disk / "ckpt")]
+    args += uris
     launcher = start(args, nproc=2)
     wait_for_checkpoint(disk / "ckpt", launcher)
     launcher.send_signal(signal.SIGTERM)  # the kubelet, to the pod's PID 1
@@ -154,7 +155,8 @@ def test_every_failed_upload_is_counted_by_kind_with_one_warning_line_per_kind(
     store.upload(model, "model.pt")
     store.close(30)
     assert store.failures == {"metrics": 3, "checkpoints": 6, "model": 1}
-    missing = "An error occurred (NoSuchBucket) when calling the PutObject operation: The specified bucket does not exist"
+    missing = "An error occurred (NoSuchBucket) when calling the PutObject operation: "
+    missing += "The specified bucket does not exist"
     assert [record.getMessage() for record in caplog.records] == [
         f"could not upload {name} to s3://no-such-bucket/runs/f/{key} ({missing}); the local copy is kept, and later "
         f"{kind} failures are only counted"
@@ -163,7 +165,8 @@ def test_every_failed_upload_is_counted_by_kind_with_one_warning_line_per_kind(
             ("step-000000010.pt", "checkpoints/step-000000010.pt", "checkpoints"),
             ("model.pt", "model.pt", "model"),
         ]
-    ] + ["failed uploads and deletes in S3 by this process: checkpoints 6, metrics 3, model 1; the local copies are kept"]
+    ] + ["failed uploads and deletes in S3 by this process: checkpoints 6, metrics 3, model 1; the local copies are "
+         "kept"]
 
 
 def test_an_unreachable_endpoint_warns_once_and_the_run_keeps_its_local_results(
