@@ -157,7 +157,7 @@ def test_every_failed_upload_is_counted_by_kind_with_one_warning_line_per_kind(
     assert store.failures == {"metrics": 3, "checkpoints": 6, "model": 1}
     missing = "An error occurred (NoSuchBucket) when calling the PutObject operation: "
     missing += "The specified bucket does not exist"
-    assert [record.getMessage() for record in caplog.records] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "trainer.artifacts"] == [
         f"could not upload {name} to s3://no-such-bucket/runs/f/{key} ({missing}); the local copy is kept, and later "
         f"{kind} failures are only counted"
         for name, key, kind in [
@@ -167,6 +167,30 @@ def test_every_failed_upload_is_counted_by_kind_with_one_warning_line_per_kind(
         ]
     ] + ["failed uploads and deletes in S3 by this process: checkpoints 6, metrics 3, model 1; the local copies are "
          "kept"]
+
+
+def test_a_pod_that_cannot_get_the_history_back_leaves_the_longer_one_in_s3(
+    s3: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    history = b'{"step": 5}\n{"step": 10}\n'
+    s3.put_object(Bucket=BUCKET, Key="runs/g/metrics.jsonl", Body=history)
+    s3.put_object(Bucket=BUCKET, Key="runs/g/tensorboard/events.out.tfevents.1.pod.1.0", Body=b"events")
+    output = tmp_path / "run"
+    output.mkdir()
+    (output / "tensorboard").write_bytes(b"")  # a file where the events go: they cannot come back
+    store = ArtifactStore(Location(BUCKET, "runs/g"), None, keep=1, client=s3)
+    caplog.set_level(logging.WARNING, logger="trainer.artifacts")
+    store.restore_history(output)
+    (output / "metrics.jsonl").write_text('{"step": 15}\n')  # only what this pod records from its checkpoint on
+    store.upload(output / "metrics.jsonl", "metrics.jsonl")
+    store.close(30)
+    assert s3.get_object(Bucket=BUCKET, Key="runs/g/metrics.jsonl")["Body"].read() == history
+    assert store.failures == {"metrics": 1}
+    restore, held, counted = (r.getMessage() for r in caplog.records if r.name == "trainer.artifacts")
+    assert restore.startswith(f"could not restore the run's history from s3://{BUCKET}/runs/g (")
+    assert restore.endswith("this process does not upload metrics.jsonl, so the longer one there is kept")
+    assert held.startswith("metrics.jsonl is not uploaded (the one in S3 holds more history)")
+    assert counted.startswith("failed uploads and deletes in S3 by this process: metrics 1;")
 
 
 def test_an_unreachable_endpoint_warns_once_and_the_run_keeps_its_local_results(
