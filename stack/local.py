@@ -82,11 +82,17 @@ def engine_job(operator: OperatorKind, job: TrainingJob, target: NodeTarget) -> 
     return EngineJob("Indexed Job", job.name, pods)
 
 
-def render_for(
-    stack: str, project_dir: Path = stack_file.ROOT, override: dict[str, str] | None = None
-) -> tuple[EngineJob, dict[str, Any] | None]:
-    """The stack's training pods and EvaluationJob (None when the stack evaluates nothing: its own code does),
-    exactly as the stack renders them."""
+@dataclass(frozen=True)
+class LocalJob:
+    """The stack's training job as the local run renders it, and the nodes it targets."""
+
+    operator: OperatorKind
+    job: TrainingJob
+    target: NodeTarget
+    evaluate: bool
+
+
+def local_job(stack: str, project_dir: Path = stack_file.ROOT, override: dict[str, str] | None = None) -> LocalJob:
     values, region = stack_file.load(stack, project_dir, override)
     config = parse(values, region)
     if config.job is None:
@@ -100,8 +106,17 @@ def render_for(
     # Without shared storage the pods' /shared is scratch space and results go to S3; here one local
     # directory plays both (no S3 in the demo), so the job is rendered as if it had a claim.
     job = config.job.job if config.job.job.claim_name else dataclasses.replace(config.job.job, claim_name="scratch")
-    evaluation = batch_jobs.render_evaluation(job, target) if config.job.evaluate else None
-    return engine_job(config.operator, job, target), evaluation
+    return LocalJob(config.operator, job, target, config.job.evaluate)
+
+
+def render_for(
+    stack: str, project_dir: Path = stack_file.ROOT, override: dict[str, str] | None = None
+) -> tuple[EngineJob, dict[str, Any] | None]:
+    """The stack's training pods and EvaluationJob (None when the stack evaluates nothing: its own code does),
+    exactly as the stack renders them."""
+    local = local_job(stack, project_dir, override)
+    evaluation = batch_jobs.render_evaluation(local.job, local.target) if local.evaluate else None
+    return engine_job(local.operator, local.job, local.target), evaluation
 
 
 def _localize(command: list[str], shared: Path) -> list[str]:
@@ -111,7 +126,8 @@ def _localize(command: list[str], shared: Path) -> list[str]:
         local[local.index("--dataset") + 1] = OFFLINE_DATASET
     if "--device" in local:  # a GPU pod's `--device cuda`: here, CUDA when this machine has it, else the CPU
         local[local.index("--device") + 1] = LOCAL_DEVICE
-    if "--metrics-port" in local:  # the pod's port, on loopback here (busy: the trainer warns and trains)
+    # The pod's metrics port, on loopback here: the pods share it, so the first serves it and the others warn and train.
+    if "--metrics-port" in local:
         local += ["--metrics-address", "127.0.0.1"]
     executables = {"torchrun": str(Path(sys.executable).with_name("torchrun")), "python": sys.executable}
     return [executables.get(local[0], local[0]), *local[1:]]

@@ -28,8 +28,9 @@ TRAIN = ["--dataset", "digits", "--epochs", "40", "--batch-size", "16", "--log-e
 
 
 def value(expression: str, samples: dict[str, float]) -> float | None:
-    """A panel expression on one scrape: `metric{...}` or `metric{...} / metric{...}` (labels ignored: one job)."""
-    names = [re.sub(r"\{.*", "", term).strip() for term in expression.split("/")]
+    """A panel expression on one scrape: `metric{...}` or `metric{...} / metric{...}`, each maybe the max of its
+    pods' values (labels ignored: one job, one pod here)."""
+    names = [re.findall(r"[A-Za-z_:][\w:]*", re.sub(r"\{.*", "", term))[-1] for term in expression.split("/")]
     if any(name not in samples for name in names):
         return None
     result = samples[names[0]]

@@ -126,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics-port",
         type=_bounded(int, 0, maximum=65536),
         default=0,
-        help="rank 0 serves Prometheus metrics on this port (the stack's training pods declare one); 0: off",
+        help="each node's first process (local rank 0) serves Prometheus metrics on this port (the stack's training "
+        "pods declare one); 0: off",
     )
     train.add_argument("--metrics-address", default="0.0.0.0", help="the address the metrics port listens on")
     train.add_argument("--compile", action="store_true", help="torch.compile the model (slow start, faster steps)")

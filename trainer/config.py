@@ -36,7 +36,7 @@ class TrainConfig:
     keep_checkpoints: int
     log_every: int
     metrics_port: int
-    """Rank 0 serves Prometheus metrics on this port (0: not at all)."""
+    """Each node's first process (local rank 0) serves Prometheus metrics on this port (0: not at all)."""
     metrics_address: str
     compile: bool
     timeout_minutes: float

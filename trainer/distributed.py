@@ -30,10 +30,17 @@ class Topology:
     local_rank: int = 0
     world_size: int = 1
     restart_count: int = 0
+    node_rank: int = 0
+    """The pod's (torchrun's node's) rank: torchrun's GROUP_RANK, 0 without torchrun."""
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
+
+    @property
+    def is_node_main(self) -> bool:
+        """The first process of its pod: the one that speaks for the pod (its metrics port)."""
+        return self.local_rank == 0
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> "Topology":
@@ -54,6 +61,7 @@ class Topology:
             local_rank=read("LOCAL_RANK", 0, 0),
             world_size=read("WORLD_SIZE", 1, 1),
             restart_count=read("TORCHELASTIC_RESTART_COUNT", 0, 0),
+            node_rank=read("GROUP_RANK", 0, 0),
         )
         if topology.rank >= topology.world_size:
             raise UsageError(f"environment variable RANK={topology.rank} must be < WORLD_SIZE={topology.world_size}")

@@ -1,4 +1,9 @@
-"""Rank 0's progress in the Prometheus text format, on the port the training pod declares (`--metrics-port`).
+"""A run's progress in the Prometheus text format, on the port every training pod declares (`--metrics-port`).
+
+Each pod's first process (local rank 0) serves it, so every target the PodMonitor selects is up. The values are
+the job's, the same on every pod (step, loss averaged over all ranks, throughput of all ranks, last checkpoint),
+except those in PER_POD; the run_info's `node_rank` label tells the pods apart. A dashboard therefore takes the
+`max` of a job's values over its pods, never their `sum`, which would count the job once per pod.
 
 One registry of our own (no default process collectors), served by prometheus_client's threaded HTTP server,
 so a scrape never waits for a training step. Names follow Prometheus' conventions: the `eksddp_trainer_` prefix,
@@ -12,6 +17,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Info, start_htt
 from prometheus_client.parser import text_string_to_metric_families
 
 PREFIX = "eksddp_trainer"
+PER_POD = (f"{PREFIX}_restarts_total", f"{PREFIX}_run_info")
+"""Samples that describe the pod that serves them, not the job."""
 
 
 class MetricsExport:
@@ -23,6 +30,7 @@ class MetricsExport:
         address: str,
         run_name: str,
         world_size: int,
+        node_rank: int,
         restarts: int,
         total_steps: int,
         global_batch: int,
@@ -34,8 +42,8 @@ class MetricsExport:
         def gauge(name: str, documentation: str) -> Gauge:
             return Gauge(f"{PREFIX}_{name}", documentation, registry=self.registry)
 
-        Info(f"{PREFIX}_run", "The run this process trains", registry=self.registry).info(
-            {"run_name": run_name, "world_size": str(world_size)}
+        Info(f"{PREFIX}_run", "The run this pod trains, and the pod's node rank in it", registry=self.registry).info(
+            {"run_name": run_name, "world_size": str(world_size), "node_rank": str(node_rank)}
         )
         self.step = gauge("step", "Optimizer steps the run has taken (a resumed run continues its count)")
         self.total_steps = gauge("steps", "Optimizer steps the whole run takes")
@@ -51,7 +59,7 @@ class MetricsExport:
         age.set_function(lambda: time.time() - (self.checkpointed or self.started))
         self.images = Counter(
             f"{PREFIX}_images",
-            "Training images stepped over since this process started, all ranks",
+            "Training images stepped over by all ranks since this pod's process started",
             registry=self.registry,
         )
         restarts_total = Counter(

@@ -225,7 +225,7 @@ class Run:
         if self.config.compile:
             model = torch.compile(model)  # type: ignore[assignment]
         self.run_log = RunLog(self.config.output_dir, resumed_from) if self.topology.is_main else None
-        if self.topology.is_main and self.config.metrics_port:
+        if self.topology.is_node_main and self.config.metrics_port:  # every pod serves the port it declares
             self.metrics = self._export_metrics(resumed_from)
         vote = distributed.StopVote()
         with StopSignals() as stop:
@@ -298,7 +298,7 @@ class Run:
         return self.ddp.no_sync()
 
     def _export_metrics(self, resumed_from: int) -> MetricsExport | None:
-        """Rank 0's metrics server; a port it cannot have is a warning, never a lost run."""
+        """This pod's metrics server (its local rank 0's); a port it cannot have is a warning, never a lost run."""
         config = self.config
         try:
             metrics = MetricsExport(
@@ -306,6 +306,7 @@ class Run:
                 config.metrics_address,
                 config.run_name,
                 self.topology.world_size,
+                self.topology.node_rank,
                 self.topology.restart_count,
                 config.epochs * self.sampler.steps_per_epoch,
                 self.plan.global_batch,

@@ -17,7 +17,7 @@ from stack import stack_file
 from stack.config import ConfigError, parse
 from stack.mocked import run_under_mocks
 from stack.rehearsal import rehearse_values
-from trainer.metrics_export import MetricsExport
+from trainer.metrics_export import PER_POD, PREFIX, MetricsExport
 from workloads.training_pod import METRICS_PORT_NAME
 
 SCHEMAS = Path(__file__).resolve().parents[2].parent / "shared" / "schemas"
@@ -46,7 +46,7 @@ PROMQL_WORDS = {
 def exported_metrics() -> set[str]:
     """Every metric name something in the stack exports: the trainer (from its own registry), the DCGM fields the
     stack configures, and AWS's EFA collector's counters."""
-    trainer = MetricsExport(0, "127.0.0.1", "run", 1, 0, 1, 1)
+    trainer = MetricsExport(0, "127.0.0.1", "run", 1, 0, 0, 1, 1)
     try:
         names = {sample.name for family in trainer.registry.collect() for sample in family.samples}
     finally:
@@ -80,6 +80,15 @@ def test_every_dashboard_query_names_a_metric_the_stack_exports() -> None:
             names = metric_names(query)
             assert names, f"{file_name}: {query!r} names no metric"
             assert names <= exported, f"{file_name}: {query!r} reads {sorted(names - exported)}, which nothing exports"
+
+
+def test_the_training_dashboard_draws_each_job_once_however_many_pods_serve_it() -> None:
+    """Every pod of a job serves the job's values (trainer.metrics_export): a panel takes their max per job; the
+    raw series would draw the job once per pod, and a sum would count it as many times."""
+    for query in _queries(dashboards()["training.json"])[:-1]:
+        job_wide = {name for name in metric_names(query) if name.startswith(PREFIX)} - set(PER_POD)
+        assert set(re.findall(r"max by \(eks_ddp_job\) \((\w+)\{", query)) == job_wide, query
+    assert metric_names("increase(eksddp_trainer_restarts_total[1h])") <= set(PER_POD)  # per pod: by pod
 
 
 def test_the_check_catches_a_metric_nobody_exports() -> None:

@@ -9,8 +9,10 @@ def test_no_torchrun_is_a_single_process() -> None:
 
 
 def test_reads_the_torchrun_contract() -> None:
-    environ = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "MASTER_ADDR": "job-master-0", "MASTER_PORT": "23456", "TORCHELASTIC_RESTART_COUNT": "2"}
-    assert Topology.from_environ(environ) == Topology(rank=3, local_rank=1, world_size=4, restart_count=2)
+    environ = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "MASTER_ADDR": "job-master-0", "MASTER_PORT": "23456", "TORCHELASTIC_RESTART_COUNT": "2", "GROUP_RANK": "1"}
+    topology = Topology.from_environ(environ)
+    assert topology == Topology(rank=3, local_rank=1, world_size=4, restart_count=2, node_rank=1)
+    assert not topology.is_main and not topology.is_node_main
 
 
 @pytest.mark.parametrize(
