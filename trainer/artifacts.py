@@ -179,7 +179,9 @@ class ArtifactStore:
             return
         except UPLOAD_FAILED as error:
             self._failed(
-                item.kind, f"could not upload {item.path.name} to s3://{item.bucket}/{item.key} ({_reason(error)})"
+                item.kind,
+                f"could not upload {item.path.name} to s3://{item.bucket}/{item.key} ({_reason(error)}), "
+                "the local copy is kept",
             )
             return
         self.uploaded[item.path] = stamp
@@ -191,7 +193,7 @@ class ArtifactStore:
         self.failures[kind] += 1
         if kind not in self.warned:
             self.warned.add(kind)
-            log.warning("%s; the local copy is kept, and later %s failures are only counted", message, kind)
+            log.warning("%s; later %s failures are only counted", message, kind)
 
     def _unreachable(self, error: Exception, consequence: str) -> None:
         """One line for the whole run: an unreachable endpoint must not fill the log."""

@@ -158,7 +158,7 @@ def test_every_failed_upload_is_counted_by_kind_with_one_warning_line_per_kind(
     missing = "An error occurred (NoSuchBucket) when calling the PutObject operation: "
     missing += "The specified bucket does not exist"
     assert [r.getMessage() for r in caplog.records if r.name == "trainer.artifacts"] == [
-        f"could not upload {name} to s3://no-such-bucket/runs/f/{key} ({missing}); the local copy is kept, and later "
+        f"could not upload {name} to s3://no-such-bucket/runs/f/{key} ({missing}), the local copy is kept; later "
         f"{kind} failures are only counted"
         for name, key, kind in [
             ("metrics.jsonl", "metrics.jsonl", "metrics"),
