@@ -39,8 +39,8 @@ RUN_AS_TRAINER = {"runAsUser": SHARED_UID, "runAsGroup": SHARED_UID, "runAsNonRo
 # (--max-node-provision-time), then the image is pulled. `timeout` is the static rendezvous'
 # key, `join_timeout` the c10d one (elastic jobs); each ignores the other.
 RENDEZVOUS_TIMEOUT_SECONDS = 1800
-# Rank 0 serves the trainer's Prometheus metrics here (`--metrics-port`), on the port the pod declares under this
-# name for the PodMonitor; the other pods declare it too and do not listen (one scrape target per job is up).
+# Every pod serves the trainer's Prometheus metrics here (`--metrics-port`, from its local rank 0), on the port it
+# declares under this name for the PodMonitor, which selects every pod of the job: every scrape target is up.
 METRICS_PORT, METRICS_PORT_NAME = 9300, "metrics"
 # The trainer's `train --dataset` and `prepare-data --dataset` choices (workloads know its command line, not its code).
 DATASETS = ("digits", "mnist", "cifar10", "synthetic")
