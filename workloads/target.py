@@ -43,9 +43,14 @@ class NodeTarget:
 
 
 # Daemon sets on every training node: aws-node, kube-proxy, eks-pod-identity-agent, the node monitoring agent, the
-# CSI node plugins, the EFA and NVIDIA device plugins, the exporters; their requests rounded up. The cluster
-# rehearsal (stack.cluster) adds up the real ones on every group and reports a group where they need more.
-DAEMON_SETS_MILLICORES, DAEMON_SETS_MIB = 400, 768
+# CSI node plugins, the EFA and NVIDIA device plugins, the exporters; their requests rounded up. GPU nodes run more
+# (the DCGM exporter, and with CloudWatch its agent, GPU exporter and fluent-bit: 720m on p4de, measured by the
+# cluster rehearsal, stack.cluster), which reports a group where the daemon sets need more than this.
+DAEMON_SETS_MILLICORES, GPU_DAEMON_SETS_MILLICORES, DAEMON_SETS_MIB = 400, 1000, 768
+
+
+def daemon_sets_millicores(instance: InstanceType) -> int:
+    return GPU_DAEMON_SETS_MILLICORES if instance.gpus else DAEMON_SETS_MILLICORES
 
 
 def target_of(shape: NodeGroupShape, instance: InstanceType) -> NodeTarget:
@@ -67,7 +72,7 @@ def node_allocatable(instance: InstanceType, launcher: NodeLauncher | None, efa_
 def pod_room(instance: InstanceType, launcher: NodeLauncher | None = None, efa_interfaces: int = 0) -> tuple[int, int]:
     """Whole CPUs and GiB a training pod gets: the node's allocatable less the daemon sets', rounded down."""
     node = node_allocatable(instance, launcher, efa_interfaces)
-    return (node.millicores - DAEMON_SETS_MILLICORES) // 1000, (node.memory_mib - DAEMON_SETS_MIB) // 1024
+    return (node.millicores - daemon_sets_millicores(instance)) // 1000, (node.memory_mib - DAEMON_SETS_MIB) // 1024
 
 
 def too_small(instance: InstanceType) -> str | None:

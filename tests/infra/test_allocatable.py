@@ -7,7 +7,7 @@ import pytest
 
 from infra.allocatable import Allocatable, NodeLauncher, allocatable, eni_pods, kube_reserved_millicores
 from infra.catalogue import INSTANCE_TYPES, Architecture, InstanceType
-from workloads.target import DAEMON_SETS_MIB, DAEMON_SETS_MILLICORES, NodeTarget, pod_room, resources
+from workloads.target import DAEMON_SETS_MIB, NodeTarget, daemon_sets_millicores, pod_room, resources
 
 REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "instance-types.tsv"
 
@@ -67,5 +67,5 @@ def test_a_training_pod_fits_the_node_of_whichever_engine_launches_it(name: str)
         requests = resources(NodeTarget(instance, efa, launcher=launcher))["requests"]
         for engine in [launcher] if launcher else list(NodeLauncher):
             node = allocatable(instance, engine, 1 if engine == NodeLauncher.KARPENTER and efa else 0)
-            assert int(requests["cpu"]) * 1000 + DAEMON_SETS_MILLICORES <= node.millicores
+            assert int(requests["cpu"]) * 1000 + daemon_sets_millicores(instance) <= node.millicores
             assert int(requests["memory"].removesuffix("Gi")) * 1024 + DAEMON_SETS_MIB <= node.memory_mib

@@ -53,8 +53,8 @@ def test_a_pod_sized_for_managed_nodes_never_gets_a_karpenter_node() -> None:
 
 
 def test_a_side_step_on_a_full_gpu_group_keeps_a_training_pod_pending() -> None:
-    """Evaluation took the training group's selector and tolerations with 1 CPU: p4de leaves 0.69 CPU beside a
-    training pod, and the reservation's group holds 2 nodes."""
+    """Evaluation took the training group's selector and tolerations: beside a p4de training pod (94 CPUs) the
+    node has 1.69 CPUs, the daemon sets' share, and the reservation's group holds 2 nodes."""
     deployment = _deployment("gpu")
     train = next(r for r in deployment.registrations if r.inputs.get("kind") == "PyTorchJob")
     training_pod = train.inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
@@ -62,7 +62,7 @@ def test_a_side_step_on_a_full_gpu_group_keeps_a_training_pod_pending() -> None:
     def on_training_nodes(job: Registration) -> None:
         pod = job.inputs["spec"]["template"]["spec"]
         pod["nodeSelector"], pod["tolerations"] = training_pod["nodeSelector"], training_pod["tolerations"]
-        pod["containers"][0]["resources"]["requests"]["cpu"] = "1"
+        pod["containers"][0]["resources"]["requests"]["cpu"] = "2"
 
     findings = rehearse_placement(_edited(deployment, "Job", "evaluate", on_training_nodes))
     training = [f for f in findings if f.resource == "PyTorchJob eks-ddp-train-job"]

@@ -52,7 +52,10 @@ def test_the_mpijob_validates_and_takes_every_gpu_and_efa_device_of_two_nodes() 
     assert worker["replicas"] == 2 and manifest["spec"]["slotsPerWorker"] == 8
     assert limits["nvidia.com/gpu"] == "8" and limits["vpc.amazonaws.com/efa"] == "32"
     assert worker["template"]["spec"]["tolerations"][0]["key"] == "nvidia.com/gpu"
-    assert manifest["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+    # It gates training: pulumi up waits for Succeeded, longer than the check's own deadline.
+    notes = manifest["metadata"]["annotations"]
+    assert (notes["pulumi.com/skipAwait"], notes["pulumi.com/waitFor"]) == ("false", "condition=Succeeded")
+    assert int(notes["pulumi.com/timeoutSeconds"]) > manifest["spec"]["runPolicy"]["activeDeadlineSeconds"]
 
 
 def test_p5_passes_at_the_published_bandwidth_and_fails_on_tcp_speeds(tmp_path: Path) -> None:
