@@ -62,7 +62,7 @@ def differences(first: list[Registration], second: list[Registration]) -> list[s
 def rehearse(stack: str, root: Path = stack_file.ROOT, today: date | None = None) -> list[str]:
     """One line per rule the stack breaks; empty when its first `pulumi up` would go through."""
     values, region = stack_file.load(stack, root)
-    return rehearse_values(values, region, stack, today)
+    return rehearse_values(values, region, stack, today) + placement_elsewhere(values, region, stack)
 
 
 def rehearse_values(
@@ -73,7 +73,7 @@ def rehearse_values(
     first, second = run_under_mocks(config, stack=stack), run_under_mocks(config, stack=stack)
     deployment = Deployment(first, config.region, DEPLOYER_ROLE_ARN, today or date.today(), read_network_cards())
     findings = [str(finding) for finding in check(deployment)] + differences(first, second)
-    placed = placement_elsewhere(values, region, stack, deployment)
+    placed = [str(finding) for finding in rehearse_placement(deployment)]
     return findings + updates_applied(values, region, stack, deployment) + placed
 
 
@@ -85,12 +85,12 @@ VARIANTS = [
 ]
 
 
-def placement_elsewhere(values: dict[str, Any], region: str | None, stack: str, deployment: Deployment) -> list[str]:
-    """The cluster rehearsal (stack.cluster.placement) of the stack as written and under every VARIANT it can take
-    (an elastic job runs only under v1, so its other operators are not rehearsed)."""
-    findings = [str(finding) for finding in rehearse_placement(deployment)]
-    written = {key: values.get(key, default) for key, default in (("autoscaler", "cluster-autoscaler"),
-                                                                  ("trainingOperator", "v1"))}
+def placement_elsewhere(values: dict[str, Any], region: str | None, stack: str) -> list[str]:
+    """The cluster rehearsal (stack.cluster.placement) of a stack file under every other VARIANT it can take (an
+    elastic job runs only under v1, so its other operators are not rehearsed); rehearse_values places it as written."""
+    findings: list[str] = []
+    defaults = {"autoscaler": "cluster-autoscaler", "trainingOperator": "v1"}
+    written = {key: values.get(key, default) for key, default in defaults.items()}
     elastic = "elasticMinReplicas" in (values.get("job") or {})
     for variant in VARIANTS:
         if variant == written or (elastic and variant["trainingOperator"] != "v1"):
@@ -98,7 +98,8 @@ def placement_elsewhere(values: dict[str, Any], region: str | None, stack: str, 
         config = parse({**values, **variant}, region)
         registrations = run_under_mocks(config, stack=stack)
         label = ", ".join(f"{key} {value}" for key, value in variant.items())
-        placed = rehearse_placement(replace(deployment, registrations=registrations))
+        deployment = Deployment(registrations, config.region, DEPLOYER_ROLE_ARN, date.today())
+        placed = rehearse_placement(deployment)
         findings += [f"[{label}] {finding}" for finding in placed]
     return findings
 
@@ -144,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{stack}: {finding}")
         status = f"{len(findings)} broken rule(s)" if findings else "every rule holds"
         print(
-            f"stack {stack}: {len(RULES)} rules and idempotence, {status} ({time.perf_counter() - started:.1f} s)",
+            f"stack {stack}: {len(RULES)} rules, idempotence, updates and placement under {len(VARIANTS)} variants, "
+            f"{status} ({time.perf_counter() - started:.1f} s)",
             file=sys.stderr,
         )
         broken += bool(findings)
