@@ -19,6 +19,7 @@ COMPONENT = "Cluster"
 LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 SYSTEM_LABEL = {"eks-ddp/node-group": "system"}
+DEFAULT_SYSTEM_INSTANCE_TYPE = "m7g.large"
 
 
 class ClusterOptions(TypedDict):
@@ -83,7 +84,7 @@ def validate(name: str, args: ClusterOptions) -> None:
     unknown = sorted(set(args.get("log_types", LOG_TYPES)) - set(LOG_TYPES))
     if unknown:
         raise InvalidArgument(COMPONENT, "log_types", unknown, f"use some of {', '.join(LOG_TYPES)}")
-    instance_facts.check_name(COMPONENT, "system_instance_type", args.get("system_instance_type", "m7g.large"))
+    instance_facts.check_name(COMPONENT, "system_instance_type", args.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE))
     count = args.get("system_node_count", 2)
     if not 1 <= count <= 10:
         raise InvalidArgument(COMPONENT, "system_node_count", count, "use 1 to 10")
@@ -215,7 +216,7 @@ class Cluster(pulumi.ComponentResource):
         ]
         role = node_role(f"{name}-system-role", self, tags)
         template = secure_launch_template(f"{name}-system-template", self, tags, hop_limit=1, volume_gib=50)
-        system_type = args.get("system_instance_type", "m7g.large")
+        system_type = args.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE)
         count = args.get("system_node_count", 2)
         self.system_node_group = aws.eks.NodeGroup(
             f"{name}-system",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from infra import instance_facts, platform
+from infra.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
 from infra.catalogue import Architecture, InstanceType
 from infra.efa_node_group import NodeGroupShape
 from infra.errors import InvalidArgument
@@ -413,7 +414,7 @@ def _side_steps_fit_system_nodes(
 ) -> None:
     """Data preparation and evaluation run on the system nodes in the job's image (workloads.batch_jobs): the
     system type must share the image's architecture, or their pods are never placed."""
-    system_type = platform_args.get("system_instance_type", "m7g.large")
+    system_type = platform_args.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE)
     group = next(g for g in platform_args.get("node_groups", []) if g.get("name") == job.node_group)
     wanted = describe(group["instance_type"]).architecture
     if describe(system_type).architecture != wanted:

@@ -7,6 +7,7 @@ CloudWatch usage are not included.
 
 from dataclasses import dataclass
 
+from infra.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
 from infra.instance_facts import offline
 from infra.network import NatGateways
 from infra.platform import AutoscalerKind, StorageKind, TrainingPlatformArgs
@@ -37,7 +38,7 @@ class Line:
 def estimate(platform: TrainingPlatformArgs) -> list[Line]:
     """One line per priced item: nodes at desired size, control plane, NAT gateways, FSx; a type the
     catalogue does not price gets a line that says so."""
-    system_type = platform.get("system_instance_type", "m7g.large")
+    system_type = platform.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE)
     lines = [Line("EKS control plane", 1, EKS_CONTROL_PLANE_HOURLY)]
     nodes = [(f"system nodes ({system_type})", system_type, platform.get("system_node_count", 2))]
     # Karpenter keeps no idle nodes: its nodes cost only while pods need them, counted here at the desired size.

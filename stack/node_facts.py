@@ -6,6 +6,7 @@ EC2's. The image line follows the same plan the program builds from (stack.image
 
 from typing import Any
 
+from infra.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
 from infra.efa_node_group import CapacityType
 from infra.instance_facts import offline
 from infra.platform import AutoscalerKind
@@ -16,7 +17,7 @@ from stack.config import SYSTEM_GROUP, StackConfig
 def node_groups(config: StackConfig) -> list[dict[str, Any]]:
     """One record per node group, the system group first."""
     platform = config.platform
-    system_type = platform.get("system_instance_type", "m7g.large")
+    system_type = platform.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE)
     count = platform.get("system_node_count", 2)
     records = [_record(SYSTEM_GROUP, system_type, "ON_DEMAND", None, 0, (count, count), None)]
     karpenter = platform.get("autoscaler") == AutoscalerKind.KARPENTER

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 import pulumi
 
 from infra import instance_facts
+from infra.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
 from infra.platform import TrainingPlatform
 from infra.training_operator import OperatorKind
 from stack import images
@@ -92,7 +93,7 @@ def _checks(config: StackConfig, platform: TrainingPlatform, name: str) -> list[
     gpu_groups = [
         g for g in platform.node_groups.values() if g.instance.is_gpu and g.efa_interfaces and g.max_size >= 2
     ]
-    system = instance_facts.describe(config.platform.get("system_instance_type", "m7g.large"))
+    system = instance_facts.describe(config.platform.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE))
     if config.nccl_check and gpu_groups and system.architecture != gpu_groups[0].instance.architecture:
         pulumi.log.warn(
             f"NCCL check skipped: its launcher runs on the system nodes, which are {system.architecture.value}, "

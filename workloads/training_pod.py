@@ -399,8 +399,12 @@ def pod_template(job: TrainingJob, target: NodeTarget, container: str) -> dict[s
     return {"metadata": {"labels": pod_labels(job)}, "spec": spec}
 
 
+TRAINER_LABEL = {"app.kubernetes.io/name": "eks-ddp-trainer"}
+"""What every training pod carries, whichever operator runs it (the cluster rehearsal tells them by it)."""
+
+
 def pod_labels(job: TrainingJob) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "eks-ddp-trainer", "eks-ddp/job": job.name}
+    return {**TRAINER_LABEL, "eks-ddp/job": job.name}
 
 
 def pod_monitor(job: TrainingJob) -> dict[str, Any]:

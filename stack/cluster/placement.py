@@ -11,7 +11,6 @@ compete: the rehearsal places the training pods last, the scheduler's worst orde
 creates only after an object it awaits to completion (a gating check) are placed after that object's pods finished.
 """
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,14 +24,17 @@ from stack.engine_rules.base import (
     Deployment,
     Finding,
     NodeSource,
+    admits,
     annotations,
     located,
     node_sources,
-    tolerated,
+    runtime_of,
 )
+from stack.engine_rules.pulumi_kubernetes import RUN_TO_COMPLETION as OPERATOR_JOBS
+from stack.engine_rules.pulumi_kubernetes import SKIP_AWAIT, WAIT_FOR
 from stack.engine_rules.scheduling import pod_requests
+from workloads.training_pod import TRAINER_LABEL
 
-TRAINER_LABEL = ("app.kubernetes.io/name", "eks-ddp-trainer")
 HOSTNAME = "kubernetes.io/hostname"
 
 
@@ -88,36 +90,13 @@ def max_nodes(source: NodeSource) -> int:
     return int(float(cpu) // instance.vcpus) if instance and cpu is not None else 0
 
 
-def _expression_holds(labels: dict[str, str], expression: dict[str, Any]) -> bool:
-    """kubernetes v1.35 staging/src/k8s.io/component-helpers/scheduling/corev1/nodeaffinity: one match expression."""
-    key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
-    return {
-        "In": key in labels and labels[key] in values,
-        "NotIn": key not in labels or labels[key] not in values,
-        "Exists": key in labels,
-        "DoesNotExist": key not in labels,
-    }.get(operator, False)
-
-
-def admits(source: NodeSource, spec: dict[str, Any]) -> bool:
-    """nodeSelector, required node affinity (any term, every expression) and the node's taints."""
-    labels = {**source.labels, HOSTNAME: "node", "kubernetes.io/os": "linux"}  # every EKS Linux node has both
-    if any(labels.get(key) != value for key, value in (spec.get("nodeSelector") or {}).items()):
-        return False
-    required = (spec.get("affinity") or {}).get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-    terms = (required or {}).get("nodeSelectorTerms") or []
-    if terms and not any(all(_expression_holds(labels, e) for e in t.get("matchExpressions", [])) for t in terms):
-        return False
-    return tolerated(source.taints, spec.get("tolerations") or [])
-
-
 def _spreads_by_host(spec: dict[str, Any]) -> bool:
     anti = (spec.get("affinity") or {}).get("podAntiAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution")
     return any(term.get("topologyKey") == HOSTNAME for term in anti or [])
 
 
 def _fits(node: Node, pod: Pod) -> bool:
-    if _spreads_by_host(pod.spec) and any((p.owner, p.name.rsplit("-", 1)[0]) == _family(pod) for p in node.pods):
+    if _spreads_by_host(pod.spec) and any(_family(p) == _family(pod) for p in node.pods):
         return False
     return all(node.free.get(name, 0) >= amount for name, amount in pod.requests().items())
 
@@ -135,18 +114,13 @@ def _take(node: Node, pod: Pod) -> None:
 
 def _replicas(owner: str, name: str, spec: dict[str, Any], count: int, phase: int) -> list[Pod]:
     labels = spec.get("metadata", {}).get("labels") or {}
-    training = labels.get(TRAINER_LABEL[0]) == TRAINER_LABEL[1]
+    training = TRAINER_LABEL.items() <= labels.items()
     pod = spec.get("spec", {})
     return [Pod(owner, f"{name}-{index}", pod, training, phase) for index in range(count)]
 
 
 def _completing(pods: list[Pod]) -> list[Pod]:
     return [Pod(p.owner, p.name, p.spec, p.training, p.phase, completes=True) for p in pods]
-
-
-def _runtime(deployment: Deployment, name: str) -> dict[str, Any]:
-    runtimes = deployment.of_type("kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime")
-    return next((r.inputs for r in runtimes if r.inputs.get("metadata", {}).get("name") == name), {})
 
 
 def object_pods(deployment: Deployment, registration: Registration, phase: int) -> list[Pod]:
@@ -165,7 +139,7 @@ def object_pods(deployment: Deployment, registration: Registration, phase: int) 
             for pod in _replicas(owner, role, replica.get("template", {}), int(replica.get("replicas", 1)), phase)
         ]
     if kind == "TrainJob":
-        runtime = _runtime(deployment, spec.get("runtimeRef", {}).get("name", ""))
+        runtime = runtime_of(deployment, registration)
         nodes = int(spec.get("trainer", {}).get("numNodes", 1))
         jobs = runtime.get("spec", {}).get("template", {}).get("spec", {}).get("replicatedJobs", [])
         return [
@@ -176,16 +150,16 @@ def object_pods(deployment: Deployment, registration: Registration, phase: int) 
     return []
 
 
-RUN_TO_COMPLETION = ("Job", "MPIJob", "PyTorchJob", "TrainJob")
+RUN_TO_COMPLETION = ("Job", *OPERATOR_JOBS)
 
 
 def _awaited_to_completion(registration: Registration) -> bool:
     """pulumi-kubernetes v4.34 awaits a Job until Complete, and any object with `pulumi.com/waitFor`, unless
     `pulumi.com/skipAwait: "true"` (provider/pkg/await)."""
     notes = annotations(registration)
-    if notes.get("pulumi.com/skipAwait") == "true" or registration.inputs.get("kind") not in RUN_TO_COMPLETION:
+    if notes.get(SKIP_AWAIT) == "true" or registration.inputs.get("kind") not in RUN_TO_COMPLETION:
         return False
-    return registration.inputs.get("kind") == "Job" or "pulumi.com/waitFor" in notes
+    return registration.inputs.get("kind") == "Job" or WAIT_FOR in notes
 
 
 def phases(deployment: Deployment) -> dict[str, int]:
@@ -238,10 +212,10 @@ class Cluster:
         self.findings: list[Finding] = []
 
     def launch(self, source: NodeSource) -> Node | None:
-        launched = [n for n in self.nodes if n.source is source]
-        if len(launched) >= max_nodes(source) or not node_offer(source):
+        launched, offer = [n for n in self.nodes if n.source is source], node_offer(source)
+        if len(launched) >= max_nodes(source) or not offer:
             return None
-        node = Node(source, f"{source.registration.name}-{len(launched) + 1}", dict(node_offer(source)))
+        node = Node(source, f"{source.registration.name}-{len(launched) + 1}", offer)
         for daemon in (d for d in self.daemon_sets if admits(source, d.pod)):
             pod = Pod(daemon.owner, daemon.name, daemon.pod)
             if not _fits(node, pod):
@@ -316,8 +290,3 @@ def rehearse_placement(deployment: Deployment) -> list[Finding]:
             cluster.place(pod)
         cluster.finish(phase)
     return list(dict.fromkeys(cluster.findings))
-
-
-def cluster_placement(deployment: Deployment) -> Iterator[Finding]:
-    """As an engine rule (stack.engine_rules): the whole cluster rehearsed together."""
-    yield from rehearse_placement(deployment)

@@ -204,6 +204,43 @@ def _karpenter(deployment: Deployment, pool: Registration) -> NodeSource:
     )
 
 
+def _expression_holds(labels: dict[str, str], expression: dict[str, Any]) -> bool:
+    """kubernetes v1.35 staging/src/k8s.io/component-helpers/scheduling/corev1/nodeaffinity: one match expression."""
+    key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+    return {
+        "In": key in labels and labels[key] in values,
+        "NotIn": key not in labels or labels[key] not in values,
+        "Exists": key in labels,
+        "DoesNotExist": key not in labels,
+    }.get(operator, False)
+
+
+def admits(source: NodeSource, spec: dict[str, Any]) -> bool:
+    """Whether a pod may run on the source's nodes: nodeSelector, required node affinity (any term, every
+    expression) and the node's taints (kube-scheduler's NodeAffinity and TaintToleration filters)."""
+    labels = {**source.labels, "kubernetes.io/hostname": "node", "kubernetes.io/os": "linux"}  # on every EKS node
+    if any(labels.get(key) != value for key, value in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = (spec.get("affinity") or {}).get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    terms = (required or {}).get("nodeSelectorTerms") or []
+    if terms and not any(all(_expression_holds(labels, e) for e in t.get("matchExpressions", [])) for t in terms):
+        return False
+    return tolerated(source.taints, spec.get("tolerations") or [])
+
+
+def runtime_of(deployment: Deployment, trainjob: Registration) -> dict[str, Any]:
+    """The inputs of the training runtime a TrainJob's `runtimeRef` names (empty when the stack has none)."""
+    reference = trainjob.inputs.get("spec", {}).get("runtimeRef", {})
+    return next(
+        (
+            r.inputs
+            for r in deployment.kubernetes_objects()
+            if r.inputs["kind"] == reference.get("kind") and r.inputs["metadata"].get("name") == reference.get("name")
+        ),
+        {},
+    )
+
+
 def node_sources(deployment: Deployment) -> list[NodeSource]:
     """Every managed node group and every Karpenter NodePool of the stack."""
     return [

@@ -5,7 +5,16 @@ from typing import Any
 
 from infra import versions
 from infra.mocking import Registration
-from stack.engine_rules.base import K8S_PREFIX, Deployment, Finding, located, node_sources, pod_specs, tolerated
+from stack.engine_rules.base import (
+    K8S_PREFIX,
+    Deployment,
+    Finding,
+    admits,
+    located,
+    node_sources,
+    pod_specs,
+    tolerated,
+)
 
 CORE_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
 
@@ -213,13 +222,9 @@ def pods_fit_node_templates(deployment: Deployment) -> Iterator[Finding]:
         for pod in pod_specs(registration.inputs):
             if not pod.get("containers"):
                 continue
-            selector, tolerations = pod.get("nodeSelector") or {}, pod.get("tolerations") or []
-            fitting = [
-                nodes
-                for nodes in sources
-                if all(nodes.labels.get(k) == v for k, v in selector.items()) and tolerated(nodes.taints, tolerations)
-            ]
+            fitting = [nodes for nodes in sources if admits(nodes, pod)]
             if not fitting:
+                selector = pod.get("nodeSelector") or {}
                 yield Finding("schedulable", located(registration), "nodeSelector", f"no node group matches {selector}")
                 continue
             for resource, count in sorted(_extended_requests(pod).items()):

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from infra.mocking import Registration
-from stack.engine_rules.base import Deployment, Finding, located, pod_specs
+from stack.engine_rules.base import Deployment, Finding, located, pod_specs, runtime_of
 from workloads import trainjob
 
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
@@ -40,25 +40,13 @@ NOT_APPLIED = {
 }
 
 
-def _runtime(deployment: Deployment, job: Registration) -> dict[str, Any]:
-    reference = job.inputs.get("spec", {}).get("runtimeRef", {})
-    return next(
-        (
-            r.inputs
-            for r in deployment.kubernetes_objects()
-            if r.inputs["kind"] == reference.get("kind") and r.inputs["metadata"].get("name") == reference.get("name")
-        ),
-        {},
-    )
-
-
 def _pods(deployment: Deployment, registration: Registration) -> list[dict[str, Any]]:
     """The pods an object makes, as its controller builds them (a runtime makes none: its TrainJobs do)."""
     kind = registration.inputs["kind"]
     if kind in RUNTIME_KINDS:
         return []
     if kind == trainjob.KIND:
-        return [trainjob.pod_spec(registration.inputs, _runtime(deployment, registration))]
+        return [trainjob.pod_spec(registration.inputs, runtime_of(deployment, registration))]
     return pod_specs(registration.inputs)
 
 
