@@ -22,7 +22,6 @@ from infra.mocking import Registration
 from stack.engine_rules.base import Deployment, located
 
 Values = Mapping[str, Any]
-ROOT = Path(__file__).resolve().parents[2]
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 EKS_ADDON = "aws:eks/addon:Addon"
 KUSTOMIZE = "kubernetes:kustomize/v2:Directory"
@@ -992,7 +991,8 @@ def _manifest(registration: Registration, owner: str) -> tuple[Chart, Values]:
     """The manifest a kustomize directory or yaml file installs, by the release tag in its location (a local
     kustomization: in the resources it builds on)."""
     where = str(registration.inputs.get("directory") or registration.inputs.get("file") or "")
-    kustomization = ROOT / where / "kustomization.yaml"
+    # A relative directory is the program's (infra.training_operator._stable_path), as pulumi-kubernetes reads it.
+    kustomization = Path(where) / "kustomization.yaml"
     text = kustomization.read_text() if kustomization.is_file() else where
     for pattern, chart in MANIFESTS:
         found = pattern.search(text)
