@@ -13,6 +13,7 @@ from infra.iam import irsa_role, policy
 from infra.options import waits_for
 
 COMPONENT = "ModelBucket"
+DEFAULT_SERVICE_ACCOUNT = "trainer"
 CHECKPOINTS_PREFIX = "checkpoints/"
 """Where the stack's jobs put checkpoints (workloads.training_pod.artifact_arguments): the only deletable keys."""
 ABORT_INCOMPLETE_UPLOADS_DAYS = 1
@@ -118,7 +119,7 @@ def validate(args: BucketOptions) -> None:
             days,
             "use a positive number of days, or leave it out to keep checkpoints",
         )
-    account = args.get("service_account_name", "trainer")
+    account = args.get("service_account_name", DEFAULT_SERVICE_ACCOUNT)
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", account):
         raise InvalidArgument(
             COMPONENT, "service_account_name", account, "use a DNS-1123 subdomain (lowercase letters, digits, '-', '.')"
@@ -175,7 +176,7 @@ class ModelBucket(pulumi.ComponentResource):
             rules=lifecycle_rules(args.get("checkpoint_expiry_days")),
             opts=child,
         )
-        self.service_account_name = args.get("service_account_name", "trainer")
+        self.service_account_name = args.get("service_account_name", DEFAULT_SERVICE_ACCOUNT)
         role = irsa_role(
             f"{name}-role",
             self,

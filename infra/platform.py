@@ -38,11 +38,12 @@ from infra.karpenter_nodes import KarpenterNodePool, KarpenterNodePoolArgs
 from infra.karpenter_nodes import validate as validate_karpenter_shape
 from infra.kubeflow_trainer import KubeflowTrainer
 from infra.metrics_server import MetricsServer
-from infra.model_bucket import ModelBucket
+from infra.model_bucket import DEFAULT_SERVICE_ACCOUNT, ModelBucket
 from infra.model_bucket import validate as validate_bucket
 from infra.mpi_operator import MpiOperator
 from infra.network import Network, NetworkArgs
 from infra.network import validate as validate_network
+from infra.node_quarantine import NodeQuarantine
 from infra.nvidia_device_plugin import NvidiaDevicePlugin
 from infra.prometheus_monitoring import PrometheusMonitoring
 from infra.training_operator import OperatorKind, TrainingOperator
@@ -128,7 +129,8 @@ class TrainingPlatformArgs(TypedDict):
     managed_prometheus: NotRequired[bool]
     """With prometheus: also remote-write to a new Amazon Managed Service for Prometheus workspace."""
     node_health: NotRequired[bool]
-    """The EKS node monitoring agent and node auto-repair of the training nodes (default true)."""
+    """The EKS node monitoring agent, node auto-repair of the training nodes, and the right for GPU pods whose
+    pre-flight fails to taint their own node (NodeQuarantine) (default true)."""
     karpenter_node_repair: NotRequired[bool]
     """With Karpenter: let it replace nodes the node monitoring agent reports unhealthy (its alpha `nodeRepair` gate;
     default false: it terminates the node without a drain, so the training pods get no SIGTERM checkpoint)."""
@@ -397,6 +399,16 @@ class TrainingPlatform(pulumi.ComponentResource):
             )
         if args.get("metrics_server", True):
             MetricsServer(f"{name}-metrics-server", {"provider": self.provider}, opts=after(system))
+        if gpu_groups and args.get("node_health", True):
+            NodeQuarantine(
+                f"{name}-node-quarantine",
+                {
+                    "provider": self.provider,
+                    "namespace": self.training_namespace,
+                    "service_account": DEFAULT_SERVICE_ACCOUNT,
+                },
+                opts=after([namespace]),
+            )
         if args.get("node_health", True):
             # Reports GPU, EFA, kernel and runtime faults as node conditions, which node auto-repair acts on.
             aws.eks.Addon(

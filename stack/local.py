@@ -220,11 +220,12 @@ def run(stack: str, workdir: Path, project_dir: Path = stack_file.ROOT, override
         f"{SHARED_MOUNT} -> {shared}, rendezvous on 127.0.0.1, OMP_NUM_THREADS={processes[0].env['OMP_NUM_THREADS']}, "
         f"sockets on lo{', --device cuda -> ' + LOCAL_DEVICE if '--device' in processes[0].command else ''})"
     )
-    steps = [init_steps(pod, shared, skipped={"prepare-data", preflight.CONTAINER}) for pod in job.pods]
+    skipped = {"prepare-data", preflight.CONTAINER, preflight.QUARANTINE}
+    steps = [init_steps(pod, shared, skipped=skipped) for pod in job.pods]
     checked = any(c["name"] == preflight.CONTAINER for c in job.pods[0].get("initContainers", []))
     print(
         f"Init containers, side by side in {len(job.pods)} pods: {_describe(steps[0])}; prepare-data skipped "
-        f"(offline dataset){'; gpu-preflight skipped (no GPUs or EFA here)' if checked else ''}; "
+        f"(offline dataset){'; gpu-preflight and its quarantine skipped (no GPUs or EFA here)' if checked else ''}; "
         f"containers run as {user.describe()} on {shared} (owner uid {shared.stat().st_uid})"
     )
     if run_init_steps(steps, base, user):

@@ -3,56 +3,98 @@
 A bad GPU or a missing EFA device otherwise shows up as a hang at the first collective, up to the collective
 timeout later. The init container requests the pod's GPUs and EFA devices (Kubernetes hands an init
 container's devices on to the containers after it), runs `dcgmi diag -r 1` against a host engine it starts, and
-counts the uverbs devices the EFA device plugin mounted; it fails the pod with one line naming the node.
+counts the uverbs devices the EFA device plugin mounted.
+
+A failure is not retried in place (with `restartPolicy: OnFailure` that would burn the job's restart budget on one
+bad node): the check writes its verdict to a shared scratch volume and exits 0, and the next init container, in the
+job's own image, taints the node so the pod is evicted and goes elsewhere (infra.node_quarantine,
+workloads/scripts/quarantine_node.py).
 
 Image: NVIDIA/dcgm-exporter's ubuntu22.04 variant of the release the DCGM exporter chart runs (4.5.3-4.8.2;
 docker/Dockerfile installs datacenter-gpu-manager-4-core, which carries `dcgmi` and `nv-hostengine`; the Makefile
 tags it DCGM_VERSION-VERSION-ubuntu22.04). Not pulled here.
 """
 
+from pathlib import Path
 from typing import Any
 
+from infra.node_quarantine import TAINT_KEY
 from workloads.target import NodeTarget
 
 CONTAINER = "gpu-preflight"
+QUARANTINE = "quarantine-bad-node"
 IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-ubuntu22.04"
 EFA_DEVICES_DIR = "/dev/infiniband"
+VERDICT_VOLUME, VERDICT_DIR = "preflight", "/preflight"
+TOKEN_VOLUME, TOKEN_DIR = "quarantine-token", "/var/run/secrets/eks-ddp/quarantine"
+QUARANTINE_SCRIPT = (Path(__file__).parent / "scripts" / "quarantine_node.py").read_text()
 
 SCRIPT = """set -u
+verdict="$VERDICT_DIR/failed"
+rm -f "$verdict"
+fail() { echo "GPU PREFLIGHT FAILED on node $NODE_NAME: $1" >&2; echo "$1" >"$verdict"; exit 0; }
 nv-hostengine >/dev/null 2>&1 || true
 if ! dcgmi diag -r 1 >/tmp/dcgm-diag.txt 2>&1; then
   cat /tmp/dcgm-diag.txt >&2
-  echo "GPU PREFLIGHT FAILED on node $NODE_NAME: DCGM diagnostic level 1 failed (above);" \
-    "cordon it: kubectl cordon $NODE_NAME" >&2
-  exit 1
+  fail "DCGM diagnostic level 1 failed (above)"
 fi
 found=$(ls "${EFA_DEVICES_DIR:-/dev/infiniband}" 2>/dev/null | grep -c '^uverbs')
 if [ "$found" -lt "$EFA_EXPECTED" ]; then
-  echo "GPU PREFLIGHT FAILED on node $NODE_NAME: $found EFA devices, the pod was given $EFA_EXPECTED" >&2
-  exit 1
+  fail "$found EFA devices, the pod was given $EFA_EXPECTED"
 fi
 echo "GPU PREFLIGHT PASSED on node $NODE_NAME: DCGM diagnostic level 1, $found EFA devices"
 """
 
 
-def gpu_preflight(target: NodeTarget) -> dict[str, Any] | None:
-    """The init container for a GPU pod (None on CPU nodes)."""
+NODE_NAME_ENV = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+
+
+def volumes() -> list[dict[str, Any]]:
+    """The verdict's scratch space, and an API token for the quarantine container alone (a projected service
+    account token, bound to the pod and so naming its node; the trainer never sees it)."""
+    token = {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}
+    ca = {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
+    return [
+        {"name": VERDICT_VOLUME, "emptyDir": {"sizeLimit": "1Mi"}},
+        {"name": TOKEN_VOLUME, "projected": {"sources": [token, ca]}},
+    ]
+
+
+def init_containers(target: NodeTarget, image: object) -> list[dict[str, Any]]:
+    """The check, then the quarantine in the job's `image` (none on CPU nodes)."""
     if not target.instance.gpus:
-        return None
+        return []
     devices = {"nvidia.com/gpu": str(target.instance.gpus)}
     if target.efa_interfaces:
         devices["vpc.amazonaws.com/efa"] = str(target.efa_interfaces)
-    return {
+    verdict = {"name": VERDICT_VOLUME, "mountPath": VERDICT_DIR}
+    check = {
         "name": CONTAINER,
         "image": IMAGE,
         "command": ["bash", "-c", SCRIPT],
         "env": [
-            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            NODE_NAME_ENV,
             {"name": "EFA_EXPECTED", "value": str(target.efa_interfaces)},
+            {"name": "VERDICT_DIR", "value": VERDICT_DIR},
         ],
+        "volumeMounts": [verdict],
         "securityContext": {"runAsUser": 0, "runAsNonRoot": False},  # DCGM's host engine runs as root
         "resources": {
             "requests": {"cpu": "1", "memory": "1Gi", **devices},
             "limits": {"cpu": "1", "memory": "1Gi", **devices},
         },
     }
+    quarantine = {
+        "name": QUARANTINE,
+        "image": image,
+        "command": ["python", "-c", QUARANTINE_SCRIPT],
+        "env": [
+            NODE_NAME_ENV,
+            {"name": "TAINT_KEY", "value": TAINT_KEY},
+            {"name": "PREFLIGHT_VERDICT", "value": f"{VERDICT_DIR}/failed"},
+            {"name": "QUARANTINE_ACCOUNT", "value": TOKEN_DIR},
+        ],
+        "volumeMounts": [{**verdict, "readOnly": True}, {"name": TOKEN_VOLUME, "mountPath": TOKEN_DIR, "readOnly": True}],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "100m", "memory": "128Mi"}},
+    }
+    return [check, quarantine]

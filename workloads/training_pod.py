@@ -17,8 +17,8 @@ from typing import Any, NotRequired, TypedDict
 import pulumi
 
 from infra.shared_claim import SHARED_UID
+from workloads import preflight
 from workloads.fabric_env import collective_env
-from workloads.preflight import gpu_preflight
 from workloads.target import NodeTarget, resources
 
 SHARED_MOUNT = "/shared"
@@ -383,8 +383,10 @@ def pod_template(job: TrainingJob, target: NodeTarget, container: str) -> dict[s
     }
     if job.service_account:
         spec["serviceAccountName"] = job.service_account
-    check = gpu_preflight(target) if job.preflight else None
-    spec["initContainers"] = [*([check] if check else []), volume_permissions(job, run_id(job, target))]
+    checks = preflight.init_containers(target, job.image) if job.preflight else []
+    if checks:
+        spec["volumes"] = [*volumes, *preflight.volumes()]
+    spec["initContainers"] = [*checks, volume_permissions(job, run_id(job, target))]
     if job.code is None and job.dataset in DOWNLOADABLE_DATASETS:  # the user's image has no `trainer` to run
         # Pods may start before the DataPrepJob finishes (or have only scratch space): fetch or verify the data.
         spec["initContainers"].append(

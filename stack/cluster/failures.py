@@ -9,12 +9,23 @@ applied with the controller's comparison:
   them: up to one restart per replica.
 - JobSet v0.12.0 (kubernetes-sigs/jobset pkg/controllers/failure_policy.go): a failed child Job restarts the whole
   JobSet while its restart count is below `failurePolicy.maxRestarts`, and fails it once the count has reached it.
+
+A bad GPU node (the pre-flight fails) costs what a node loss costs: the pod taints its node NoExecute
+(workloads/scripts/quarantine_node.py) and is evicted, its controller recreates it, the other pods' torchrun restart.
+`bad_node` follows the evicted pods through the cluster rehearsal to where they go next.
 """
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-NODE_LOSS, CRASH = "node loss", "process crash"
+from infra.node_quarantine import TAINT_KEY
+from stack.cluster.placement import Cluster, Node, placed
+from stack.engine_rules.base import Deployment
+from workloads.preflight import QUARANTINE
+
+NODE_LOSS, CRASH, BAD_NODE = "node loss", "process crash", "bad GPU node"
+QUARANTINE_TAINT = {"key": TAINT_KEY, "value": "true", "effect": "NO_EXECUTE"}
 
 
 def restarts_per_event(replicas: int) -> int:
@@ -51,3 +62,41 @@ def outcome(manifest: dict[str, Any], events: Sequence[str]) -> int | None:
     if manifest["kind"] == "Job":
         return backoff_outcome(int(spec["backoffLimit"]), int(spec["parallelism"]), events)
     return jobset_outcome(int(spec["template"]["spec"]["failurePolicy"]["maxRestarts"]), events)
+
+
+@dataclass(frozen=True)
+class BadNode:
+    node: str
+    """The node whose pre-flight failed."""
+    moved: dict[str, str]
+    """Each evicted pod (`owner name`) and the node it runs on next, or why it waits."""
+    returned: list[str]
+    """Evicted pods placed on the bad node again: what the quarantine exists to prevent."""
+
+
+def _checked(cluster: Cluster) -> Node | None:
+    """The node of the first training pod whose pre-flight can quarantine it."""
+    for node in cluster.nodes:
+        for pod in node.pods:
+            if pod.training and any(c["name"] == QUARANTINE for c in pod.spec.get("initContainers", [])):
+                return node
+    return None
+
+
+def bad_node(deployment: Deployment) -> BadNode | None:
+    """The first node of a training pod with a pre-flight turns out bad: where its pods go (None without one)."""
+    cluster = placed(deployment)
+    node = _checked(cluster)
+    if node is None:
+        return None
+    evicted = cluster.taint(node, QUARANTINE_TAINT)
+    findings = len(cluster.findings)
+    for pod in sorted(evicted, key=lambda p: p.training):
+        cluster.place(pod)
+    waiting = {f.key: f.problem for f in cluster.findings[findings:]}
+    moved = {}
+    for pod in evicted:
+        now = cluster.node_of(pod)
+        moved[f"{pod.owner} {pod.name}"] = now.name if now else f"Pending: {waiting.get(pod.name, '?')}"
+    returned = [f"{pod.owner} {pod.name}" for pod in evicted if cluster.node_of(pod) is node]
+    return BadNode(node.name, moved, returned)

@@ -29,6 +29,7 @@ from stack.engine_rules.base import (
     located,
     node_sources,
     runtime_of,
+    tolerated,
 )
 from stack.engine_rules.pulumi_kubernetes import RUN_TO_COMPLETION as OPERATOR_JOBS
 from stack.engine_rules.pulumi_kubernetes import SKIP_AWAIT, WAIT_FOR
@@ -44,6 +45,11 @@ class Node:
     name: str
     free: dict[str, float]
     pods: list["Pod"] = field(default_factory=list)
+    taints: list[dict[str, Any]] = field(default_factory=list)
+    """Taints set on this node alone after it joined (the source's own are in `source.taints`)."""
+
+    def admits(self, pod: "Pod") -> bool:
+        return admits(self.source, pod.spec) and tolerated(self.taints, pod.spec.get("tolerations") or [])
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,8 @@ class Pod:
     """0: created with the stack; n: after the run-to-completion objects of phase n-1 it depends on finished."""
     completes: bool = False
     """Its object is awaited to completion: its room is free again for the next phase."""
+    daemon: bool = False
+    """A DaemonSet's: it belongs to its node and is never placed elsewhere."""
 
     def requests(self) -> dict[str, float]:
         return {"pods": 1, **pod_requests(self.spec)}
@@ -198,7 +206,7 @@ def _shortfall(node: Node, pod: Pod) -> str:
         for name, amount in pod.requests().items()
         if node.free.get(name, 0) < amount
     ]
-    held = ", ".join(sorted({f"{p.owner} {p.name}" for p in node.pods if not p.training} - {""}))[:160]
+    held = ", ".join(sorted({f"{p.owner} {p.name}".strip() for p in node.pods if not p.training} - {""}))[:160]
     return f"{node.name}: {', '.join(short) or 'one replica per node'}" + (f" (beside {held})" if held else "")
 
 
@@ -217,7 +225,7 @@ class Cluster:
             return None
         node = Node(source, f"{source.registration.name}-{len(launched) + 1}", offer)
         for daemon in (d for d in self.daemon_sets if admits(source, d.pod)):
-            pod = Pod(daemon.owner, daemon.name, daemon.pod)
+            pod = Pod(daemon.owner, daemon.name, daemon.pod, daemon=True)
             if not _fits(node, pod):
                 self.findings.append(
                     Finding("placement", daemon.owner, daemon.name, f"the DaemonSet does not fit {_shortfall(node, pod)}")
@@ -227,7 +235,7 @@ class Cluster:
         return node
 
     def place(self, pod: Pod) -> None:
-        fitting = [n for n in self.nodes if admits(n.source, pod.spec) and _fits(n, pod)]
+        fitting = [n for n in self.nodes if n.admits(pod) and _fits(n, pod)]
         if fitting:
             _take(fitting[0], pod)
             return
@@ -250,7 +258,7 @@ class Cluster:
             f"nodes ({s.instance_type})"
             for s in matching
         )
-        nodes = [_shortfall(n, pod) for n in self.nodes if admits(n.source, pod.spec)]
+        nodes = [_shortfall(n, pod) for n in self.nodes if n.admits(pod)]
         for source in matching if not nodes else []:
             probe = self.launch(source)  # a new node, with its DaemonSets: what it would lack
             if probe is not None:
@@ -258,13 +266,28 @@ class Cluster:
                 self.nodes.remove(probe)
         return f"needs {wanted}; {where}: {'; '.join(nodes) or 'no node can be added'}: it stays Pending"
 
+    def remove(self, node: Node, pod: Pod) -> None:
+        node.pods.remove(pod)
+        for name, amount in pod.requests().items():
+            node.free[name] += amount
+
     def finish(self, phase: int) -> None:
         """The run-to-completion pods of `phase` complete and give their room back."""
         for node in self.nodes:
             for pod in [p for p in node.pods if p.phase == phase and p.completes]:
-                node.pods.remove(pod)
-                for name, amount in pod.requests().items():
-                    node.free[name] += amount
+                self.remove(node, pod)
+
+    def taint(self, node: Node, taint: dict[str, Any]) -> list[Pod]:
+        """Taint one node; with NO_EXECUTE the taint manager evicts the pods that do not tolerate it. Returns the
+        evicted pods their controllers recreate elsewhere (the caller places them); a DaemonSet's are just gone."""
+        node.taints.append(taint)
+        evicted = [p for p in node.pods if not tolerated([taint], p.spec.get("tolerations") or [])]
+        for pod in evicted:
+            self.remove(node, pod)
+        return [pod for pod in evicted if not pod.daemon]
+
+    def node_of(self, pod: Pod) -> Node | None:
+        return next((n for n in self.nodes if pod in n.pods), None)
 
 
 def pods_of(deployment: Deployment, workloads: list[Workload]) -> list[Pod]:
@@ -279,6 +302,11 @@ def pods_of(deployment: Deployment, workloads: list[Workload]) -> list[Pod]:
 
 def rehearse_placement(deployment: Deployment) -> list[Finding]:
     """Every pod placed, phase by phase, training pods last in each: one finding per pod that stays Pending."""
+    return list(dict.fromkeys(placed(deployment).findings))
+
+
+def placed(deployment: Deployment) -> Cluster:
+    """The cluster once every pod of the stack has been placed (its findings: the pods that stay Pending)."""
     workloads = addon_workloads(deployment)
     cluster = Cluster(deployment, [w for w in workloads if w.kind == "DaemonSet"])
     for source in cluster.sources:  # a managed group starts at its minSize
@@ -289,4 +317,4 @@ def rehearse_placement(deployment: Deployment) -> list[Finding]:
         for pod in sorted((p for p in pods if p.phase == phase), key=lambda p: p.training):
             cluster.place(pod)
         cluster.finish(phase)
-    return list(dict.fromkeys(cluster.findings))
+    return cluster

@@ -1,9 +1,17 @@
 """A job with `survivesNodeLosses: N` survives exactly N node losses or crashes, in each engine's own counting."""
 
+import copy
+from datetime import date
+from typing import Any
+
 import pytest
 
 from infra.catalogue import EFA_INSTANCE_TYPES
-from stack.cluster.failures import CRASH, NODE_LOSS, backoff_outcome, outcome
+from stack import stack_file
+from stack.cluster.failures import BAD_NODE, CRASH, NODE_LOSS, BadNode, backoff_outcome, bad_node, outcome
+from stack.config import parse
+from stack.engine_rules import Deployment
+from stack.mocked import run_under_mocks
 from workloads import indexed_job, pytorchjob, trainjob
 from workloads.target import NodeTarget
 from workloads.training_pod import TrainingJob
@@ -35,3 +43,46 @@ def test_the_old_budget_failed_on_the_last_loss_it_claimed_to_survive() -> None:
     job = TrainingJob(name="mnist", namespace="training", image="img:1", replicas=2, node_losses=1)
     assert backoff_outcome(job.node_losses * job.replicas, job.replicas, [NODE_LOSS]) == 1
     assert outcome(pytorchjob.render(job, TARGET), [NODE_LOSS]) is None
+
+
+def _bad_node(stack: str, **overrides: Any) -> BadNode | None:
+    values, region = stack_file.load(stack)
+    registrations = run_under_mocks(parse({**values, **overrides}, region), stack=stack)
+    return bad_node(Deployment(registrations, region or "", "arn:aws:iam::123456789012:role/deployer", date.today()))
+
+
+def _gpu_groups(max_size: int) -> list[dict[str, Any]]:
+    values, _ = stack_file.load("gpu")
+    groups = copy.deepcopy(values["nodeGroups"])
+    for group in groups:
+        if group.get("role", "training") == "training" and "p4de" in group["instanceType"]:
+            group["maxSize"] = max_size
+    return groups
+
+
+@pytest.mark.parametrize("operator", ["v1", "v2", "none"])
+def test_a_bad_gpu_node_costs_what_a_node_loss_costs(operator: str) -> None:
+    job = TrainingJob(name="gpt", namespace="training", image="img:1", replicas=2, node_losses=1)
+    assert outcome(_rendered(operator, job), [BAD_NODE]) is None
+    assert outcome(_rendered(operator, job), [BAD_NODE, NODE_LOSS]) == 2
+
+
+def test_a_bad_gpu_node_is_not_used_again_and_the_pod_waits_for_its_replacement_at_max_size() -> None:
+    """Pulumi.gpu.yaml holds exactly its 2 reserved p4de nodes: the evicted pod waits, never on the bad node."""
+    outcome_ = _bad_node("gpu")
+    assert outcome_ is not None and outcome_.returned == []
+    training = {pod: where for pod, where in outcome_.moved.items() if pod.startswith("PyTorchJob")}
+    assert len(training) == 1
+    assert next(iter(training.values())).startswith("Pending: needs ") and "at 2 of 2 nodes" in str(training)
+
+
+@pytest.mark.parametrize("autoscaler", ["cluster-autoscaler", "karpenter"])
+def test_with_room_to_grow_the_evicted_pod_runs_on_a_new_node(autoscaler: str) -> None:
+    outcome_ = _bad_node("gpu", autoscaler=autoscaler, nodeGroups=_gpu_groups(3))
+    assert outcome_ is not None and outcome_.returned == []
+    training = [where for pod, where in outcome_.moved.items() if pod.startswith("PyTorchJob")]
+    assert len(training) == 1 and training[0] != outcome_.node and not training[0].startswith("Pending"), outcome_
+
+
+def test_cpu_stacks_have_no_preflight_to_fail() -> None:
+    assert _bad_node("dev") is None
