@@ -22,6 +22,7 @@ from pulumi.output import Unknown
 from infra.errors import InvalidArgument
 from infra.mocking import DEPLOYER_ROLE_ARN, Registration
 from stack import stack_file
+from stack.cluster.failures import rehearse_bad_node
 from stack.cluster.placement import rehearse_placement
 from stack.config import SYSTEM_GROUP, ConfigError, parse
 from stack.engine_rules import RULES, Deployment, check, unapplied_pod_changes
@@ -73,7 +74,7 @@ def rehearse_values(
     first, second = run_under_mocks(config, stack=stack), run_under_mocks(config, stack=stack)
     deployment = Deployment(first, config.region, DEPLOYER_ROLE_ARN, today or date.today(), read_network_cards())
     findings = [str(finding) for finding in check(deployment)] + differences(first, second)
-    placed = [str(finding) for finding in rehearse_placement(deployment)]
+    placed = [str(finding) for finding in [*rehearse_placement(deployment), *rehearse_bad_node(deployment)]]
     return findings + updates_applied(values, region, stack, deployment) + placed
 
 
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{stack}: {finding}")
         status = f"{len(findings)} broken rule(s)" if findings else "every rule holds"
         print(
-            f"stack {stack}: {len(RULES)} rules, idempotence, updates and placement under {len(VARIANTS)} variants, "
+            f"stack {stack}: {len(RULES)} rules, idempotence, updates, placement under {len(VARIANTS)} variants and a bad GPU node, "
             f"{status} ({time.perf_counter() - started:.1f} s)",
             file=sys.stderr,
         )

@@ -21,7 +21,7 @@ from typing import Any
 
 from infra.node_quarantine import TAINT_KEY
 from stack.cluster.placement import Cluster, Node, placed
-from stack.engine_rules.base import Deployment
+from stack.engine_rules.base import Deployment, Finding
 from workloads.preflight import QUARANTINE
 
 NODE_LOSS, CRASH, BAD_NODE = "node loss", "process crash", "bad GPU node"
@@ -71,7 +71,7 @@ class BadNode:
     moved: dict[str, str]
     """Each evicted pod (`owner name`) and the node it runs on next, or why it waits."""
     returned: list[str]
-    """Evicted pods placed on the bad node again: what the quarantine exists to prevent."""
+    """Training pods on the bad node afterwards (not evicted, or placed there again): what the quarantine prevents."""
 
 
 def _checked(cluster: Cluster) -> Node | None:
@@ -98,5 +98,14 @@ def bad_node(deployment: Deployment) -> BadNode | None:
     for pod in evicted:
         now = cluster.node_of(pod)
         moved[f"{pod.owner} {pod.name}"] = now.name if now else f"Pending: {waiting.get(pod.name, '?')}"
-    returned = [f"{pod.owner} {pod.name}" for pod in evicted if cluster.node_of(pod) is node]
+    returned = [f"{pod.owner} {pod.name}" for pod in node.pods if pod.training]
     return BadNode(node.name, moved, returned)
+
+
+def rehearse_bad_node(deployment: Deployment) -> list[Finding]:
+    """A finding for each pod that would be placed on the quarantined node again."""
+    outcome = bad_node(deployment)
+    return [
+        Finding("failures", pod, "bad GPU node", f"runs on {outcome.node} after its pre-flight failed")
+        for pod in (outcome.returned if outcome else [])
+    ]

@@ -8,7 +8,16 @@ import pytest
 
 from infra.catalogue import EFA_INSTANCE_TYPES
 from stack import stack_file
-from stack.cluster.failures import BAD_NODE, CRASH, NODE_LOSS, BadNode, backoff_outcome, bad_node, outcome
+from stack.cluster.failures import (
+    BAD_NODE,
+    CRASH,
+    NODE_LOSS,
+    BadNode,
+    backoff_outcome,
+    bad_node,
+    outcome,
+    rehearse_bad_node,
+)
 from stack.config import parse
 from stack.engine_rules import Deployment
 from stack.mocked import run_under_mocks
@@ -86,3 +95,16 @@ def test_with_room_to_grow_the_evicted_pod_runs_on_a_new_node(autoscaler: str) -
 
 def test_cpu_stacks_have_no_preflight_to_fail() -> None:
     assert _bad_node("dev") is None
+
+
+def test_the_rehearsal_reports_a_pod_that_tolerates_the_quarantine() -> None:
+    """A training pod that tolerated every NoExecute taint would stay on the bad node: the rehearsal says so."""
+    values, region = stack_file.load("gpu")
+    registrations = run_under_mocks(parse({**values, "nodeGroups": _gpu_groups(3)}, region), stack="gpu")
+    for registration in registrations:
+        if registration.inputs.get("kind") == "PyTorchJob":
+            for replica in registration.inputs["spec"]["pytorchReplicaSpecs"].values():
+                replica["template"]["spec"]["tolerations"].append({"operator": "Exists", "effect": "NoExecute"})
+    deployment = Deployment(registrations, region or "", "arn:aws:iam::123456789012:role/deployer", date.today())
+    findings = rehearse_bad_node(deployment)
+    assert findings and "runs on eks-ddp-gpu-nodes-1 after its pre-flight failed" in str(findings[0])
