@@ -146,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{stack}: {finding}")
         status = f"{len(findings)} broken rule(s)" if findings else "every rule holds"
         print(
-            f"stack {stack}: {len(RULES)} rules, idempotence, updates, placement under {len(VARIANTS)} variants and a bad GPU node, "
-            f"{status} ({time.perf_counter() - started:.1f} s)",
+            f"stack {stack}: {len(RULES)} rules, idempotence, updates, placement under {len(VARIANTS)} variants and "
+            f"a bad GPU node, {status} ({time.perf_counter() - started:.1f} s)",
             file=sys.stderr,
         )
         broken += bool(findings)

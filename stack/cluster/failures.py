@@ -105,7 +105,7 @@ def bad_node(deployment: Deployment) -> BadNode | None:
 def rehearse_bad_node(deployment: Deployment) -> list[Finding]:
     """A finding for each pod that would be placed on the quarantined node again."""
     outcome = bad_node(deployment)
-    return [
-        Finding("failures", pod, "bad GPU node", f"runs on {outcome.node} after its pre-flight failed")
-        for pod in (outcome.returned if outcome else [])
-    ]
+    if outcome is None:
+        return []
+    problem = f"runs on {outcome.node} after its pre-flight failed"
+    return [Finding("failures", pod, "bad GPU node", problem) for pod in outcome.returned]
