@@ -12,7 +12,8 @@ applied with the controller's comparison:
 
 A bad GPU node (the pre-flight fails) costs what a node loss costs: the pod taints its node NoExecute
 (workloads/scripts/quarantine_node.py) and is evicted, its controller recreates it, the other pods' torchrun restart.
-`bad_node` follows the evicted pods through the cluster rehearsal to where they go next.
+`bad_node` follows the evicted pods through the cluster rehearsal to where they go next. A spot interruption costs
+what a node loss costs too; `spot_drain` says whether the pods get their SIGTERM checkpoint first.
 """
 
 from collections.abc import Sequence
@@ -20,11 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.node_quarantine import TAINT_KEY
-from stack.cluster.placement import Cluster, Node, placed
+from stack.cluster.placement import Cluster, Node, object_pods, placed
 from stack.engine_rules.base import Deployment, Finding
 from workloads.preflight import QUARANTINE
 
-NODE_LOSS, CRASH, BAD_NODE = "node loss", "process crash", "bad GPU node"
+NODE_LOSS, CRASH, BAD_NODE, SPOT = "node loss", "process crash", "bad GPU node", "spot interruption"
+SPOT_NOTICE_SECONDS = 120
+"""EC2's interruption warning comes two minutes before a Spot instance is reclaimed."""
 QUARANTINE_TAINT = {"key": TAINT_KEY, "value": "true", "effect": "NO_EXECUTE"}
 
 
@@ -109,3 +112,26 @@ def rehearse_bad_node(deployment: Deployment) -> list[Finding]:
         return []
     problem = f"runs on {outcome.node} after its pre-flight failed"
     return [Finding("failures", pod, "bad GPU node", problem) for pod in outcome.returned]
+
+
+@dataclass(frozen=True)
+class SpotDrain:
+    drained: bool
+    """Karpenter reads the interruption queue and drains the node: the pods get SIGTERM before the reclaim."""
+    grace_seconds: int
+    """The longest grace period of a training pod: its checkpoint must fit in the notice."""
+
+
+def spot_drain(deployment: Deployment) -> SpotDrain:
+    """Karpenter v1.14.1 drains a node on the interruption warning it reads from `settings.interruptionQueue`
+    (aws/karpenter-provider-aws pkg/controllers/interruption); a managed node group's Auto Scaling group, without
+    capacity rebalancing or a termination handler, does not: the node is lost without SIGTERM."""
+    charts = [r for r in deployment.of_type("kubernetes:helm.sh/v3:Release") if str(r.inputs.get("chart", "")).endswith(
+        "/karpenter")]
+    drained = any((r.inputs.get("values") or {}).get("settings", {}).get("interruptionQueue") for r in charts)
+    grace = [
+        int(spec.get("terminationGracePeriodSeconds", 30))
+        for r in deployment.kubernetes_objects()
+        for spec in (p.spec for p in object_pods(deployment, r, 0) if p.training)
+    ]
+    return SpotDrain(drained, max(grace, default=30))

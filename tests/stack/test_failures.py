@@ -12,11 +12,14 @@ from stack.cluster.failures import (
     BAD_NODE,
     CRASH,
     NODE_LOSS,
+    SPOT,
+    SPOT_NOTICE_SECONDS,
     BadNode,
     backoff_outcome,
     bad_node,
     outcome,
     rehearse_bad_node,
+    spot_drain,
 )
 from stack.config import parse
 from stack.engine_rules import Deployment
@@ -108,3 +111,16 @@ def test_the_rehearsal_reports_a_pod_that_tolerates_the_quarantine() -> None:
     deployment = Deployment(registrations, region or "", "arn:aws:iam::123456789012:role/deployer", date.today())
     findings = rehearse_bad_node(deployment)
     assert findings and "runs on eks-ddp-gpu-nodes-1 after its pre-flight failed" in str(findings[0])
+
+
+@pytest.mark.parametrize("operator", ["v1", "v2", "none"])
+def test_a_spot_interruption_costs_a_node_loss_and_karpenter_drains_within_the_notice(operator: str) -> None:
+    job = TrainingJob(name="gpt", namespace="training", image="img:1", replicas=2, node_losses=1)
+    assert outcome(_rendered(operator, job), [SPOT]) is None
+    values, region = stack_file.load("dev")
+    for autoscaler, drained in (("karpenter", True), ("cluster-autoscaler", False)):
+        config = parse({**values, "autoscaler": autoscaler, "trainingOperator": operator}, region)
+        deployment = Deployment(run_under_mocks(config, stack="dev"), region or "", "arn:aws:iam::1:role/d", date.today())
+        drain = spot_drain(deployment)
+        assert drain.drained is drained
+        assert drain.grace_seconds <= SPOT_NOTICE_SECONDS  # the SIGTERM checkpoint fits in the two-minute notice
