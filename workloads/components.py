@@ -37,8 +37,12 @@ def placed_on(component: str, shape: NodeGroupShape) -> NodeTarget:
 # Objects that run to completion: `pulumi up` submits them and returns; they are watched with the
 # stack's exported commands. pulumi-kubernetes would otherwise wait up to 10 minutes for a Job to
 # complete (training, downloads and scale-from-zero take longer), or, under PULUMI_K8S_AWAIT_ALL,
-# for a Ready condition a PyTorchJob never has.
-SUBMITTED_NOT_AWAITED = {"pulumi.com/skipAwait": "true"}
+# for a Ready condition a PyTorchJob never has. A condition every object meets at once (pulumi-kubernetes
+# v4.32.0's own tests use it: provider/pkg/await/await_test.go withWaitFor) rather than `skipAwait`, which
+# for a batch/v1 Job also skips awaiting its deletion (metadata/overrides.go allowsSkipAwaitWithDelete): a Job
+# replaced by a change to its pods would then be created while the old one still stops, and fail AlreadyExists.
+SUBMITTED = "jsonpath={.metadata}"
+SUBMITTED_NOT_AWAITED = {"pulumi.com/waitFor": SUBMITTED}
 RUN_TO_COMPLETION = ("Job", pytorchjob.KIND, trainjob.KIND)
 # Kinds whose controllers never apply a change to pods they have made: a change to what defines the pods replaces
 # the object, and its name stays, so the old one goes first (pulumi-kubernetes would create the new one beside it,
@@ -71,8 +75,9 @@ def apply(
     if manifest["kind"] in REPLACED_NOT_UPDATED:
         opts = pulumi.ResourceOptions.merge(opts, REPLACED_NOT_UPDATED[manifest["kind"]])
     metadata, spec = cast(Any, dict(manifest["metadata"])), cast(Any, manifest["spec"])
-    if manifest["kind"] in RUN_TO_COMPLETION:
-        metadata["annotations"] = {**SUBMITTED_NOT_AWAITED, **metadata.get("annotations", {})}  # a gating check opts in
+    own = metadata.get("annotations", {})
+    if manifest["kind"] in RUN_TO_COMPLETION and not {"pulumi.com/skipAwait", "pulumi.com/waitFor"} & own.keys():
+        metadata["annotations"] = {**SUBMITTED_NOT_AWAITED, **own}  # a gating check states its own await
     if manifest["kind"] == "Job":
         return k8s.batch.v1.Job(name, metadata=metadata, spec=spec, opts=opts)
     if manifest["kind"] == "Service":

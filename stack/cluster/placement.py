@@ -34,6 +34,7 @@ from stack.engine_rules.base import (
 from stack.engine_rules.pulumi_kubernetes import RUN_TO_COMPLETION as OPERATOR_JOBS
 from stack.engine_rules.pulumi_kubernetes import SKIP_AWAIT, WAIT_FOR
 from stack.engine_rules.scheduling import pod_requests
+from workloads.components import SUBMITTED
 from workloads.training_pod import TRAINER_LABEL
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -166,6 +167,8 @@ def _awaited_to_completion(registration: Registration) -> bool:
     `pulumi.com/skipAwait: "true"` (provider/pkg/await)."""
     notes = annotations(registration)
     if notes.get(SKIP_AWAIT) == "true" or registration.inputs.get("kind") not in RUN_TO_COMPLETION:
+        return False
+    if notes.get(WAIT_FOR) == SUBMITTED:  # met as soon as the object exists
         return False
     return registration.inputs.get("kind") == "Job" or WAIT_FOR in notes
 

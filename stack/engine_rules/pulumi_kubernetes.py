@@ -11,6 +11,7 @@ from stack.engine_rules.base import (
     annotations,
     located,
 )
+from workloads.components import SUBMITTED
 
 SKIP_AWAIT, TIMEOUT_SECONDS, WAIT_FOR = "pulumi.com/skipAwait", "pulumi.com/timeoutSeconds", "pulumi.com/waitFor"
 RUN_TO_COMPLETION = {"PyTorchJob", "TrainJob", "MPIJob"}
@@ -56,7 +57,10 @@ def kubernetes_awaits(deployment: Deployment) -> Iterator[Finding]:
     resources are awaited for a Ready condition under PULUMI_K8S_AWAIT_ALL=true; a PyTorchJob
     has none; `pulumi.com/waitFor` (v4.18 and later) awaits any object for a condition or JSONPath value within
     `pulumi.com/timeoutSeconds`. A Service (await/service.go) waits for a ready endpoint unless it is headless.
-    `pulumi.com/skipAwait: "true"` opts any of them out. Helm releases
+    `pulumi.com/skipAwait: "true"` opts any of them out, and for a Job its deletion too
+    (metadata/overrides.go allowsSkipAwaitWithDelete): replaced for a change to its pods, the Job keeps its name, and
+    its successor is created while it still stops (foreground deletion) and fails AlreadyExists (await.go Creation);
+    `pulumi.com/waitFor: jsonpath={.metadata}` is met at once and leaves the deletion awaited. Helm releases
     (provider/pkg/provider/helm_release.go) wait 300 s unless `timeout` or `skipAwait` is set.
     """
     classes = {
@@ -64,9 +68,17 @@ def kubernetes_awaits(deployment: Deployment) -> Iterator[Finding]:
         for r in deployment.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
     }
     for registration in deployment.kubernetes_objects():
-        if annotations(registration).get(SKIP_AWAIT) == "true":
-            continue
         kind, spec = registration.inputs["kind"], registration.inputs.get("spec", {})
+        if kind == "Job" and annotations(registration).get(SKIP_AWAIT) == "true":
+            yield Finding(
+                "awaits",
+                located(registration),
+                "metadata.annotations",
+                f'{SKIP_AWAIT}: "true" also skips awaiting a Job\'s deletion: replaced for a change to its pods, '
+                f"the new Job fails AlreadyExists while the old one stops; set {WAIT_FOR}: {SUBMITTED} instead",
+            )
+        if annotations(registration).get(SKIP_AWAIT) == "true" or annotations(registration).get(WAIT_FOR) == SUBMITTED:
+            continue
         if kind == "Job":
             deadline = spec.get("activeDeadlineSeconds")
             limit = _await_limit(registration, 600)

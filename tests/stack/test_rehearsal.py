@@ -75,6 +75,11 @@ def _remove_skip_await(runs: list[Registration]) -> None:
     del _named(runs, "eks-ddp-data-job")["metadata"]["annotations"]
 
 
+def _skip_await_on_a_job(runs: list[Registration]) -> None:
+    """The annotation the stack used before: `pulumi up` then never waited for a replaced Job to go."""
+    _named(runs, "eks-ddp-data-job")["metadata"]["annotations"] = {"pulumi.com/skipAwait": "true"}
+
+
 def _bind_immediately(runs: list[Registration]) -> None:
     _named(runs, "eks-ddp-fsx-class")["volumeBindingMode"] = "Immediate"
 
@@ -156,6 +161,10 @@ def _old_ami_pin(runs: list[Registration]) -> None:
 
 DEFECTS: list[tuple[Callable[[list[Registration]], None], str]] = [
     (_remove_skip_await, "awaits: Job eks-ddp-data-job metadata.annotations: pulumi up waits for the Job to complete"),
+    (
+        _skip_await_on_a_job,
+        'awaits: Job eks-ddp-data-job metadata.annotations: pulumi.com/skipAwait: "true" also skips awaiting a Job',
+    ),
     (_bind_immediately, "awaits: PersistentVolumeClaim eks-ddp-fsx-claim spec.storageClassName: an Immediate claim"),
     (_default_helm_timeout, "awaits: Release eks-ddp-metrics-server-chart timeout: Helm waits"),
     (_service_with_a_cluster_ip, "awaits: Service eks-ddp-efa-check-service spec.clusterIP: pulumi up waits"),

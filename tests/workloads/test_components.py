@@ -43,7 +43,7 @@ def test_pytorchjob_waits_for_the_operator(pulumi_mocks: Recorded) -> None:
     assert job.type == "kubernetes:kubeflow.org/v1:PyTorchJob"
     assert pulumi_mocks.named("operator-manifests").urn in job.dependencies
     assert job.inputs["spec"]["nprocPerNode"] == "1"
-    assert job.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}  # submitted, then watched
+    assert job.inputs["metadata"]["annotations"] == {"pulumi.com/waitFor": "jsonpath={.metadata}"}  # submitted
     # The operator never recreates a pod whose template changed: what defines the pods replaces the job, old one first.
     assert job.replace_on_changes == list(pytorchjob.POD_FIELDS) and job.delete_before_replace
 
@@ -59,7 +59,8 @@ def test_batch_jobs_apply_their_objects(pulumi_mocks: Recorded) -> None:
     jobs = {r.name: r for r in pulumi_mocks.of_type("kubernetes:batch/v1:Job")}
     assert set(jobs) == {"data-job", "evaluate-job", "efa-check-job"}
     # pulumi up returns once they are submitted: a Job is otherwise awaited until Complete for 10 minutes.
-    assert all(jobs[n].inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"} for n in ("data-job", "evaluate-job"))
+    submitted = {"pulumi.com/waitFor": "jsonpath={.metadata}"}  # met at once; a replaced Job's deletion is awaited
+    assert all(jobs[n].inputs["metadata"]["annotations"] == submitted for n in ("data-job", "evaluate-job"))
     # the fabric check gates training: pulumi up waits for it, within the check's own deadline
     gate = jobs["efa-check-job"]
     assert gate.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "false", "pulumi.com/timeoutSeconds": "1800"}
