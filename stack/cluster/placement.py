@@ -209,7 +209,8 @@ def _shortfall(node: Node, pod: Pod) -> str:
         for name, amount in pod.requests().items()
         if node.free.get(name, 0) < amount
     ]
-    held = ", ".join(sorted({f"{p.owner} {p.name}".strip() for p in node.pods if not p.training} - {""}))[:160]
+    others = sorted({f"{p.owner} {p.name}".strip() for p in node.pods if not p.training} - {""})
+    held = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
     return f"{node.name}: {', '.join(short) or 'one replica per node'}" + (f" (beside {held})" if held else "")
 
 
