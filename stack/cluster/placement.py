@@ -6,8 +6,10 @@ to `maxSize`) and Karpenter NodePool (up to its CPU limit), with the allocatable
 PyTorchJob and MPIJob replicas, a TrainJob's runtime pods, add-on controllers) placed with kube-scheduler's filters
 (kubernetes v1.35 pkg/scheduler/framework/plugins: noderesources Fit, tainttoleration, nodeaffinity (nodeSelector and
 required terms), interpodaffinity (required anti-affinity on the hostname), nodeports aside). An effective request is
-the larger of the biggest init container's and the containers' sum (resource.PodRequests). Pods created together
-compete: the rehearsal places the training pods last, the scheduler's worst order for them. Pods that `pulumi up`
+the larger of the biggest init container's and the containers' sum (resource.PodRequests). Of the nodes that fit,
+a pod goes to the one with the larger free share (noderesources LeastAllocated, the default score), so add-ons
+without a node selector land on big training nodes as they would. Pods created together compete: the rehearsal
+places the training pods last, the scheduler's worst order for them. Pods that `pulumi up`
 creates only after an object it awaits to completion (a gating check) are placed after that object's pods finished.
 """
 
@@ -113,6 +115,13 @@ def _fits(node: Node, pod: Pod) -> bool:
 def _family(pod: Pod) -> tuple[str, str]:
     """Replicas of one workload share an owner and a name before their index."""
     return pod.owner, pod.name.rsplit("-", 1)[0]
+
+
+def _least_allocated(node: Node) -> float:
+    """kube-scheduler's default score (NodeResourcesFit, LeastAllocated, CPU and memory weighted alike): the node
+    with the larger share free wins, so a big empty training node draws the add-ons a system node would take."""
+    offer = node_offer(node.source)
+    return sum(node.free.get(name, 0) / offer[name] for name in ("cpu", "memory") if offer.get(name)) / 2
 
 
 def _take(node: Node, pod: Pod) -> None:
@@ -241,7 +250,7 @@ class Cluster:
     def place(self, pod: Pod) -> None:
         fitting = [n for n in self.nodes if n.admits(pod) and _fits(n, pod)]
         if fitting:
-            _take(fitting[0], pod)
+            _take(max(fitting, key=_least_allocated), pod)
             return
         for source in (s for s in self.sources if admits(s, pod.spec)):
             node = self.launch(source)

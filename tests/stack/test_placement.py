@@ -10,7 +10,7 @@ import pytest
 
 from infra.mocking import Registration
 from stack import stack_file
-from stack.cluster.placement import rehearse_placement
+from stack.cluster.placement import placed, rehearse_placement
 from stack.config import parse
 from stack.engine_rules import Deployment
 from stack.mocked import run_under_mocks
@@ -79,3 +79,13 @@ def test_checks_that_do_not_gate_compete_with_training_for_a_full_group() -> Non
     findings = rehearse_placement(_edited(_edited(deployment, "Job", "efa-check", submitted), "MPIJob", "", submitted))
     assert {f.resource for f in findings} >= {"PyTorchJob eks-ddp-train-job"}
     assert any("vpc.amazonaws.com/efa" in f.problem for f in findings)
+
+
+def test_add_ons_without_a_selector_land_on_a_big_training_node_and_training_still_fits() -> None:
+    """kube-scheduler scores the node with the larger free share first: on dev, CoreDNS and the training operator
+    go to the c7g.16xlarge worker beside the training pod, which the training pod's size leaves room for."""
+    cluster = placed(_deployment("dev"))
+    workers = [n for n in cluster.nodes if "workers" in n.name]
+    beside_training = {p.name.rsplit("-", 1)[0] for n in workers for p in n.pods if not p.daemon and not p.training}
+    assert {"coredns", "training-operator"} <= beside_training
+    assert cluster.findings == [] and sum(p.training for n in workers for p in n.pods) == 2
