@@ -10,9 +10,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pulumi.provider.experimental import component_provider_host  # noqa: E402
+from pulumi.provider import main  # noqa: E402
 
 from provider import COMPONENTS, PACKAGE, version  # noqa: E402
+from provider.wire_inputs import ComponentsProvider  # noqa: E402
 
 if __name__ == "__main__":
-    component_provider_host(COMPONENTS, PACKAGE, version=version())
+    # component_provider_host's own steps, with the provider that maps the wire format (provider/wire_inputs.py).
+    main(ComponentsProvider(COMPONENTS, PACKAGE, None, version()), sys.argv[1:])

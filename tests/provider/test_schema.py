@@ -3,7 +3,7 @@
 Pulumi infers the schema from the components' type hints (pulumi 3.272.0, provider/experimental/analyzer.py); these
 tests run that inference, start the plugin's entry point as Pulumi's language host would and ask it over gRPC, and
 hold the result to the components' TypedDicts and to the YAML example. Not run here: `pulumi package add` itself and
-SDK generation (no Pulumi CLI), and a Construct call (it needs the engine).
+SDK generation (no Pulumi CLI); test_construct.py constructs the components from the engine's wire format.
 """
 
 import collections.abc

@@ -1,0 +1,91 @@
+"""The plugin's components constructed from the wire format the engine sends, under the mocks.
+
+pulumi 3.272.0's provider server (provider/server.py Construct) gets a component's inputs as a protobuf Struct and
+deserializes them with rpc.deserialize_properties: every number arrives as a float. These tests send the YAML
+example's properties that way through the plugin's provider (provider/wire_inputs.py) and read what the
+components registered. Not run here: the engine itself (no Pulumi CLI).
+"""
+
+import re
+from pathlib import Path
+from typing import Any, cast
+
+import pulumi
+import pytest
+import yaml
+from google.protobuf import struct_pb2
+from pulumi.errors import InputPropertyError
+from pulumi.provider.experimental.component import ComponentProvider
+from pulumi.runtime import rpc
+
+from infra.mocking import Registration, run_offline
+from provider import COMPONENTS, PACKAGE, version
+from provider.wire_inputs import ComponentsProvider
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "yaml_platform" / "Pulumi.yaml"
+
+
+def _wire(properties: dict[str, Any]) -> dict[str, Any]:
+    """What the provider server hands to `construct`: the properties through a Struct, as the engine sends them."""
+    struct = struct_pb2.Struct()
+    struct.update(properties)
+    return rpc.deserialize_properties(struct, keep_unknowns=True)
+
+
+def _example() -> dict[str, Any]:
+    """The YAML example's resources, its variables substituted (references to other resources left as they are)."""
+    program = yaml.safe_load(EXAMPLE.read_text())
+    text = yaml.safe_dump(program["resources"])
+    for name, value in program["variables"].items():
+        text = text.replace(f"${{{name}}}", yaml.safe_dump(value, default_flow_style=True).strip())
+    return yaml.safe_load(text)
+
+
+def _constructed(provider: ComponentProvider, edit: Any = None) -> list[Registration]:
+    resources = _example()
+    if edit is not None:
+        edit(resources)
+
+    def program() -> None:
+        platform = provider.construct(
+            "platform", "eksddp:index:TrainingPlatform", _wire(resources["platform"]["properties"])
+        )
+        image = provider.construct("image", "eksddp:index:TrainerImage", _wire(resources["image"]["properties"]))
+        job = _wire({**resources["train"]["properties"], "provider": None})
+        job["provider"] = platform.state["provider"]  # a resource reference arrives as the resource
+        job["job"]["image"] = image.state["imageUri"]
+        provider.construct("train", "eksddp:index:PyTorchJob", job, pulumi.ResourceOptions())
+
+    return run_offline(program)
+
+
+def test_the_sdks_own_mapping_loses_whole_numbers_and_arrays_of_enums() -> None:
+    """Why the plugin has its own provider: pulumi 3.272.0's map_inputs, on the wire format of the example."""
+    plain = ComponentProvider(COMPONENTS, PACKAGE, None, version())
+    definitions = plain._component_defs
+    wired = {name: _wire(resource["properties"]) for name, resource in _example().items()}
+    train = cast(dict[str, Any], plain.map_inputs(wired["train"], definitions["PyTorchJob"]))
+    assert train["job"]["epochs"] == 10.0 and isinstance(train["job"]["epochs"], float)
+    image = cast(dict[str, Any], plain.map_inputs(wired["image"], definitions["TrainerImage"]))
+    assert image["architectures"] == [{}]
+
+
+def test_the_yaml_example_constructs_and_its_job_trains_ten_epochs() -> None:
+    provider = ComponentsProvider(COMPONENTS, PACKAGE, None, version())
+    registrations = _constructed(provider)
+    job = next(r for r in registrations if r.inputs.get("kind") == "PyTorchJob")
+    command = job.inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+    epochs = command[command.index("--epochs") + 1]
+    assert epochs == "10", command
+    builds = [r for r in registrations if r.type.startswith("docker-build:")]
+    assert builds and builds[0].inputs["platforms"] == ["linux/arm64"]
+    types = {r.type for r in registrations}
+    assert {"eksddp:index:TrainingPlatform", "eksddp:index:TrainerImage", "eksddp:index:PyTorchJob"} <= types
+
+
+def test_a_fractional_number_where_a_whole_one_is_declared_is_refused_naming_it() -> None:
+    provider = ComponentsProvider(COMPONENTS, PACKAGE, None, version())
+    properties = _example()["train"]["properties"]
+    train = _wire({**properties, "job": {**properties["job"], "epochs": 10.5}})
+    with pytest.raises(InputPropertyError, match=re.escape("job.epochs: 10.5 is not a whole number; use an integer")):
+        provider.map_inputs(train, provider._component_defs["PyTorchJob"])
