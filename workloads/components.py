@@ -14,6 +14,7 @@ from pulumi import ResourceOptions
 from infra import instance_facts
 from infra.catalogue import InstanceType
 from infra.efa_node_group import NodeGroupShape
+from infra.args import check_keys
 from infra.errors import InvalidArgument
 from infra.options import waits_for
 from workloads import (
@@ -135,8 +136,18 @@ def validate_job(component: str, job: TrainingJob, max_size: int, instance: Inst
         raise InvalidArgument(component, "node_group", instance.name, problem)
 
 
+JOB_MIGRATION = (
+    "since 0.3.0 `job` takes a TrainingJobSpec dict ({'name': ..., 'namespace': ..., 'image': ...}), not the "
+    "TrainingJob dataclass"
+)
+NODE_GROUP_MIGRATION = "since 0.3.0 `node_group` takes the group's shape (platform.node_groups[name].shape)"
+
+
 def resolved(component: str, args: TrainingJobArgs) -> tuple[TrainingJob, NodeTarget]:
     """The job with its defaults and the target it runs on, both checked."""
+    check_keys(component, "", args, TrainingJobArgs)
+    check_keys(component, "job.", args["job"], TrainingJobSpec, JOB_MIGRATION)
+    check_keys(component, "node_group.", args["node_group"], NodeGroupShape, NODE_GROUP_MIGRATION)
     job, target = training_pod.resolve(args["job"]), placed_on(component, args["node_group"])
     validate_job(component, job, args["node_group"].get("max_size", 2), target.instance)
     return job, target

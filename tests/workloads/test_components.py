@@ -1,6 +1,7 @@
 """Workload components under mocks: what they apply, what they wait for, what they refuse."""
 
 import json
+from typing import Any
 
 import pulumi_kubernetes as k8s
 import pytest
@@ -15,7 +16,7 @@ from tests.pulumi_harness import Recorded
 from workloads import pytorchjob
 from workloads.components import DataPrepJob, EvaluationJob, FabricCheckJob, PyTorchJob
 from workloads.image import CONTEXT, TrainerImage, content_tag, lifecycle_policy
-from workloads.training_pod import TrainingJobSpec
+from workloads.training_pod import TrainingJob, TrainingJobSpec
 
 GROUP: EfaNodeGroupArgs = {
     "cluster_name": "training", "vpc_id": "vpc-1", "cluster_security_group_id": "sg-1", "instance_type": "c7g.16xlarge",
@@ -85,6 +86,39 @@ def test_bad_jobs_are_refused_before_anything_is_applied(pulumi_mocks: Recorded,
         with pytest.raises(InvalidArgument) as raised:
             PyTorchJob("train", {"provider": provider, "node_group": SHAPE, "job": job})
         assert message in str(raised.value)
+
+    pulumi_mocks.run(program)
+    assert not [r for r in pulumi_mocks.monitor.registrations if r.type.startswith("kubernetes:kubeflow.org")]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda args: {**args, "depends_on": ["crd"]},
+            "PyTorchJob: depends_on=['crd'] is not allowed; TrainingJobArgs has no such key; removed in 0.3.0: "
+            "pass opts=pulumi.ResourceOptions(depends_on=[...]) instead",
+        ),
+        (
+            lambda args: {**args, "job": TrainingJob(name="mnist-ddp", namespace="training", image="img:1")},
+            "PyTorchJob: job='TrainingJob' is not allowed; since 0.3.0 `job` takes a TrainingJobSpec dict",
+        ),
+        (
+            lambda args: {**args, "job": {**JOB, "epoch": 3}},
+            "PyTorchJob: job.epoch=3 is not allowed; TrainingJobSpec has no such key; did you mean epochs?",
+        ),
+    ],
+)
+def test_an_earlier_releases_arguments_are_refused_naming_their_replacement(
+    pulumi_mocks: Recorded, edit: Any, message: str
+) -> None:
+    """0.2's args were accepted and ignored (`depends_on`), or failed with a bare AttributeError (the dataclass)."""
+
+    def program() -> None:
+        args = edit({"provider": k8s.Provider("k8s", kubeconfig="{}"), "node_group": SHAPE, "job": JOB})
+        with pytest.raises(InvalidArgument) as raised:
+            PyTorchJob("train", args)
+        assert str(raised.value).startswith(message)
 
     pulumi_mocks.run(program)
     assert not [r for r in pulumi_mocks.monitor.registrations if r.type.startswith("kubernetes:kubeflow.org")]
