@@ -24,6 +24,7 @@ from infra.efa_node_group import (
     validate_shape,
 )
 from infra.efs_storage import EfsStorage, EfsStorageArgs
+from infra.args import check_keys
 from infra.errors import InvalidArgument
 from infra.existing_fsx import (
     ExistingFsxOptions,
@@ -163,6 +164,9 @@ def validate(
 
     `describe` gives an instance type's facts: EC2's in a Pulumi program, the catalogue's offline.
     """
+    check_keys(COMPONENT, "", args, TrainingPlatformArgs)
+    for index, group in enumerate(args.get("node_groups", [])):
+        check_keys(COMPONENT, f"node_groups[{index}].", group, NodeGroupShape)
     network = args.get("network", {})
     validate_network(network)
     operators = [kind.value for kind in OperatorKind]

@@ -2,7 +2,7 @@ import pytest
 
 from infra.efa_node_group import TaintEffect
 from infra.errors import InvalidArgument
-from infra.platform import AutoscalerKind, StorageKind, TrainingPlatform, TrainingPlatformArgs
+from infra.platform import AutoscalerKind, StorageKind, TrainingPlatform, TrainingPlatformArgs, validate
 from infra.training_operator import OperatorKind
 from tests.pulumi_harness import Recorded
 
@@ -129,3 +129,23 @@ def test_what_runs_on_the_cluster_waits_for_the_nodes_and_the_namespace_it_needs
     karpenter = pulumi_mocks.named("ddp-karpenter-chart").urn
     node_classes = pulumi_mocks.of_type("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
     assert node_classes and all(karpenter in r.dependencies for r in node_classes)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            {"node_groups": [{"name": "workers", "instance_typ": "c7g.16xlarge"}]},
+            "TrainingPlatform: node_groups[0].instance_typ='c7g.16xlarge' is not allowed; NodeGroupShape has no such "
+            "key; did you mean instance_type?",
+        ),
+        (
+            {"depends_on": []},
+            "TrainingPlatform: depends_on=[] is not allowed; TrainingPlatformArgs has no such key; removed in 0.3.0",
+        ),
+    ],
+)
+def test_a_key_the_platform_does_not_take_is_refused_by_name(args: dict, message: str) -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        validate("ddp", args)  # type: ignore[arg-type]
+    assert str(raised.value).startswith(message)
