@@ -16,20 +16,20 @@ CONFIG ?=
 $(STAMP): pyproject.toml requirements.txt requirements-dev.txt trainer/requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[infra,dev]'
+	$(BIN)/python -m pip install --quiet -r requirements.txt -e '.[trainer,dev]'
 	touch $@
 
 ## demo: run a stack's rendered PyTorchJob and EvaluationJob on this machine (default the dev stack: 2 replicas)
 demo: $(STAMP)
-	$(BIN)/python -m stack.local --stack $(STACK) $(addprefix --config ,$(CONFIG))
+	$(BIN)/python -m eks_ddp.stack.local --stack $(STACK) $(addprefix --config ,$(CONFIG))
 
 ## preview: what `pulumi up` would create for a stack (default dev), offline, with its hourly cost
 preview: $(STAMP)
-	$(BIN)/python -m stack.preview --stack $(STACK) $(addprefix --config ,$(CONFIG))
+	$(BIN)/python -m eks_ddp.stack.preview --stack $(STACK) $(addprefix --config ,$(CONFIG))
 
 ## rehearse: every stack file's first `pulumi up` against the engines' rules, offline (also part of `make test`)
 rehearse: $(STAMP)
-	$(BIN)/python -m stack.rehearsal
+	$(BIN)/python -m eks_ddp.stack.rehearsal
 
 ## test: type-check everything, then run the whole test suite
 test: typecheck unit
@@ -46,7 +46,7 @@ bench: $(STAMP)
 
 ## watch-picture: the training dashboard's panels from a real local run's scraped metrics (docs/watch-training.png)
 watch-picture: $(STAMP)
-	$(BIN)/python -m stack.watch_picture --output docs/watch-training.png
+	$(BIN)/python -m eks_ddp.stack.watch_picture --output docs/watch-training.png
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -1,14 +1,16 @@
 """The eks-ddp stack: config -> typed objects -> TrainingPlatform + workloads -> exports."""
 
+from pathlib import Path
+
 import pulumi
 
-from infra import instance_facts
-from stack.config import parse
-from stack.program import build, job_commands
-from stack.project_config import PROJECT, check_declared, configured_keys, declarations
+from eks_ddp.infra.facts import instance_facts
+from eks_ddp.stack.config import parse
+from eks_ddp.stack.program import build, job_commands
+from eks_ddp.stack.project_config import PROJECT, check_declared, configured_keys, declarations
 
 config = pulumi.Config()
-declared = declarations()
+declared = declarations(Path(__file__).resolve().parent)  # this program's Pulumi.yaml
 # Every key the CLI passed (it applies Pulumi.yaml's defaults and type checks first): a misspelled one is refused.
 check_declared(pulumi.get_stack(), configured_keys(), declared)
 readers = {"string": config.get, "integer": config.get_int, "boolean": config.get_bool}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.idx import write_idx
-from trainer.sources import MNIST
+from eks_ddp.trainer.idx import write_idx
+from eks_ddp.trainer.sources import MNIST
 
 TEST_IMAGES = 1000
 

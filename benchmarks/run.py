@@ -22,7 +22,8 @@ from typing import Any
 import torch
 
 from benchmarks.mnist_subset import write_mnist_subset
-from trainer import precision
+from eks_ddp.trainer import precision
+from eks_ddp.workloads.training_pod import TRAINER_MODULE
 
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -39,7 +40,7 @@ def _torchrun(nproc: int, module: str, args: list[str]) -> float:
 
 
 def _trainer(nproc: int, output: Path, args: list[str]) -> dict[str, Any]:
-    wall = _torchrun(nproc, "trainer", ["train", *args, "--output-dir", str(output), "--checkpoint-every", "0"])
+    wall = _torchrun(nproc, TRAINER_MODULE, ["train", *args, "--output-dir", str(output), "--checkpoint-every", "0"])
     return {**json.loads((output / "summary.json").read_text()), "process_wall_seconds": wall}
 
 

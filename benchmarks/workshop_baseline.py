@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from trainer import datasets, models
-from trainer.training import warmup_cosine
+from eks_ddp.trainer import datasets, models
+from eks_ddp.trainer.training import warmup_cosine
 
 
 def main() -> None:

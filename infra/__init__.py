@@ -1,4 +1,9 @@
-"""Pulumi components for the AWS side (VPC, EKS, EFA node groups, add-ons, storage).
+"""Pulumi components for the platform, grouped by concern.
 
-Not written yet: issue 3 fills this package. Nothing here deploys anything.
+- `platform`: TrainingPlatform, the whole platform from one args dict;
+- `aws`: AWS resources (the VPC, the EKS cluster, EFA node groups and their launch template, IAM, the model bucket);
+- `addons`: what runs in the cluster (device plugins, autoscalers, operators, monitoring, node quarantine, charts);
+- `storage`: shared volumes (FSx for Lustre, EFS, an existing FSx file system) and the claim jobs mount;
+- `facts`: what the components know offline (instance types, allocatable, pinned versions);
+- `args`, `options`, `errors`: how every component takes its args, waits and refuses bad input.
 """

@@ -9,7 +9,7 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from infra.errors import InvalidArgument
+from eks_ddp.infra.errors import InvalidArgument
 
 REMOVED = {
     "depends_on": "removed in 0.3.0: pass opts=pulumi.ResourceOptions(depends_on=[...]) instead",

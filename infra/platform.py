@@ -3,51 +3,51 @@
 import re
 from collections.abc import Callable, Sequence
 from enum import Enum
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from infra import instance_facts, versions
-from infra.catalogue import InstanceType
-from infra.cloudwatch_observability import CloudWatchObservability
-from infra.cluster import Cluster, ClusterArgs, ClusterOptions
-from infra.cluster import validate as validate_cluster
-from infra.cluster_autoscaler import ClusterAutoscaler
-from infra.efa_device_plugin import EfaDevicePlugin
-from infra.efa_node_group import (
+from eks_ddp.infra.addons.cloudwatch_observability import CloudWatchObservability
+from eks_ddp.infra.addons.cluster_autoscaler import ClusterAutoscaler
+from eks_ddp.infra.addons.efa_device_plugin import EfaDevicePlugin
+from eks_ddp.infra.addons.karpenter import Karpenter
+from eks_ddp.infra.addons.karpenter_nodes import KarpenterNodePool, KarpenterNodePoolArgs
+from eks_ddp.infra.addons.karpenter_nodes import validate as validate_karpenter_shape
+from eks_ddp.infra.addons.kubeflow_trainer import KubeflowTrainer
+from eks_ddp.infra.addons.metrics_server import MetricsServer
+from eks_ddp.infra.addons.mpi_operator import MpiOperator
+from eks_ddp.infra.addons.node_quarantine import NodeQuarantine
+from eks_ddp.infra.addons.nvidia_device_plugin import NvidiaDevicePlugin
+from eks_ddp.infra.addons.prometheus_monitoring import PrometheusMonitoring
+from eks_ddp.infra.addons.training_operator import OperatorKind, TrainingOperator
+from eks_ddp.infra.args import check_keys
+from eks_ddp.infra.aws.cluster import Cluster, ClusterArgs, ClusterOptions
+from eks_ddp.infra.aws.cluster import validate as validate_cluster
+from eks_ddp.infra.aws.efa_node_group import (
     EfaNodeGroup,
     EfaNodeGroupArgs,
     NodeGroupShape,
     TrainingNodes,
     validate_shape,
 )
-from infra.efs_storage import EfsStorage, EfsStorageArgs
-from infra.args import check_keys
-from infra.errors import InvalidArgument
-from infra.existing_fsx import (
+from eks_ddp.infra.aws.model_bucket import DEFAULT_SERVICE_ACCOUNT, ModelBucket
+from eks_ddp.infra.aws.model_bucket import validate as validate_bucket
+from eks_ddp.infra.aws.network import Network, NetworkArgs
+from eks_ddp.infra.aws.network import validate as validate_network
+from eks_ddp.infra.errors import InvalidArgument
+from eks_ddp.infra.facts import instance_facts, versions
+from eks_ddp.infra.facts.catalogue import InstanceType
+from eks_ddp.infra.storage.efs import EfsStorage, EfsStorageArgs
+from eks_ddp.infra.storage.existing_fsx import (
     ExistingFsxOptions,
     ExistingFsxVolume,
     ExistingFsxVolumeArgs,
 )
-from infra.existing_fsx import validate as validate_existing_fsx
-from infra.fsx_storage import FsxLustreStorage, FsxLustreStorageArgs, FsxOptions
-from infra.fsx_storage import validate as validate_fsx
-from infra.karpenter import Karpenter
-from infra.karpenter_nodes import KarpenterNodePool, KarpenterNodePoolArgs
-from infra.karpenter_nodes import validate as validate_karpenter_shape
-from infra.kubeflow_trainer import KubeflowTrainer
-from infra.metrics_server import MetricsServer
-from infra.model_bucket import DEFAULT_SERVICE_ACCOUNT, ModelBucket
-from infra.model_bucket import validate as validate_bucket
-from infra.mpi_operator import MpiOperator
-from infra.network import Network, NetworkArgs
-from infra.network import validate as validate_network
-from infra.node_quarantine import NodeQuarantine
-from infra.nvidia_device_plugin import NvidiaDevicePlugin
-from infra.prometheus_monitoring import PrometheusMonitoring
-from infra.training_operator import OperatorKind, TrainingOperator
+from eks_ddp.infra.storage.existing_fsx import validate as validate_existing_fsx
+from eks_ddp.infra.storage.fsx import FsxLustreStorage, FsxLustreStorageArgs, FsxOptions
+from eks_ddp.infra.storage.fsx import validate as validate_fsx
 
 COMPONENT = "TrainingPlatform"
 NODE_AGENT = "eks-node-monitoring-agent"
@@ -96,7 +96,7 @@ class TrainingPlatformArgs(TypedDict):
     cluster_name: NotRequired[str]
     """EKS cluster name (default: the component's name)."""
     kubernetes_version: NotRequired[str]
-    """Kubernetes minor version (default infra.versions.DEFAULT_KUBERNETES_VERSION)."""
+    """Kubernetes minor version (default infra.facts.versions.DEFAULT_KUBERNETES_VERSION)."""
     admin_principal_arns: NotRequired[Sequence[str]]
     """IAM principals given cluster-admin."""
     private_endpoint_only: NotRequired[bool]
@@ -271,12 +271,33 @@ class TrainingPlatform(pulumi.ComponentResource):
     def __init__(self, name: str, args: TrainingPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate(name, args)
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
-        child = pulumi.ResourceOptions(parent=self)
-
-        def after(resources: Sequence[pulumi.Resource]) -> pulumi.ResourceOptions:
-            return pulumi.ResourceOptions(parent=self, depends_on=list(resources))
-
         tags = dict(args.get("tags", {}))
+        self._build_network_and_cluster(name, args, tags)
+        system = [self.cluster.system_node_group]
+        self._build_karpenter(name, args, tags, system)
+        self._build_node_groups(name, args, tags)
+        self.training_namespace = args.get("training_namespace", "training")
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata={"name": self.training_namespace, "labels": TRAINING_LABELS},
+            opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
+        )
+        self._build_node_add_ons(name, args, tags, system, namespace)
+        self._build_monitoring(name, args, tags, system)
+        self._build_operators(name, args, system)
+        self._build_storage(name, args, tags, system, namespace)
+        self._build_bucket(name, args, tags, namespace)
+        self.register_outputs({"kubeconfig": self.kubeconfig, "bucket_name": self.bucket_name})
+
+    def _after(self, resources: Sequence[pulumi.Resource]) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self, depends_on=list(resources))
+
+    def _oidc(self) -> dict[str, Any]:
+        return {"oidc_provider_arn": self.cluster.oidc_provider_arn, "oidc_issuer": self.cluster.oidc_issuer}
+
+    def _build_network_and_cluster(self, name: str, args: TrainingPlatformArgs, tags: dict[str, str]) -> None:
+        """The VPC, then the EKS cluster with its system node group in the VPC's subnets."""
+        child = pulumi.ResourceOptions(parent=self)
         network_args: NetworkArgs = {
             **args.get("network", {}),
             "tags": {**tags, **args.get("network", {}).get("tags", {})},
@@ -306,14 +327,14 @@ class TrainingPlatform(pulumi.ComponentResource):
             self.cluster.cluster_name,
             self.cluster.kubeconfig,
         )
-        system = [self.cluster.system_node_group]
-        provided = pulumi.ResourceOptions(parent=self, provider=self.provider)
 
-        oidc = {"oidc_provider_arn": self.cluster.oidc_provider_arn, "oidc_issuer": self.cluster.oidc_issuer}
-        autoscaler = args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER)
+    def _build_karpenter(
+        self, name: str, args: TrainingPlatformArgs, tags: dict[str, str], system: Sequence[pulumi.Resource]
+    ) -> None:
+        """The Karpenter controller on the system nodes, when it launches the training nodes."""
         self.karpenter: Karpenter | None = None
         """The Karpenter controller (None unless `autoscaler` is karpenter)."""
-        if autoscaler == AutoscalerKind.KARPENTER:
+        if args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER) == AutoscalerKind.KARPENTER:
             self.karpenter = Karpenter(
                 f"{name}-karpenter",
                 {
@@ -322,10 +343,13 @@ class TrainingPlatform(pulumi.ComponentResource):
                     "tags": tags,
                     "system_node_count": args.get("system_node_count", 2),
                     "node_repair": args.get("karpenter_node_repair", False),
-                    **oidc,  # type: ignore[typeddict-item]
+                    **self._oidc(),  # type: ignore[typeddict-item]
                 },
-                opts=after(system),
+                opts=self._after(system),
             )
+
+    def _build_node_groups(self, name: str, args: TrainingPlatformArgs, tags: dict[str, str]) -> None:
+        """Each training group as a managed node group, or as a Karpenter node pool, in its zone's subnet."""
         self.node_groups: dict[str, TrainingNodes] = {}
         """Training node groups (or Karpenter node pools) by name: facts, labels, taints, EFA devices, shape."""
         for shape in args.get("node_groups", []):
@@ -344,7 +368,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                     "provider": self.provider,  # type: ignore[typeddict-item]
                     "node_role_name": self.karpenter.node_role_name,
                 }
-                pool = KarpenterNodePool(f"{name}-{group_name}", pool_args, opts=after([self.karpenter.release]))
+                pool = KarpenterNodePool(f"{name}-{group_name}", pool_args, opts=self._after([self.karpenter.release]))
                 self.node_groups[group_name] = pool
                 continue
             group_args: EfaNodeGroupArgs = {
@@ -359,34 +383,42 @@ class TrainingPlatform(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
             )
 
-        self.training_namespace = args.get("training_namespace", "training")
-        namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace", metadata={"name": self.training_namespace, "labels": TRAINING_LABELS}, opts=provided
-        )
-        efa_groups = [group for group in self.node_groups.values() if group.efa_interfaces]
-        efa_taints = [taint for group in efa_groups for taint in group.taints]
+    def _efa_groups(self) -> list[TrainingNodes]:
+        return [group for group in self.node_groups.values() if group.efa_interfaces]
+
+    def _gpu_groups(self) -> list[TrainingNodes]:
+        return [group for group in self.node_groups.values() if group.instance.is_gpu]
+
+    def _build_node_add_ons(
+        self,
+        name: str,
+        args: TrainingPlatformArgs,
+        tags: dict[str, str],
+        system: Sequence[pulumi.Resource],
+        namespace: pulumi.Resource,
+    ) -> None:
+        """What the nodes need: the device plugins, the Cluster Autoscaler, metrics-server and node health."""
+        efa_groups, gpu_groups = self._efa_groups(), self._gpu_groups()
         if efa_groups and args.get("efa_device_plugin", True):
             EfaDevicePlugin(
                 f"{name}-efa-device-plugin",
                 {
                     "provider": self.provider,
-                    "node_taints": efa_taints,
+                    "node_taints": [taint for group in efa_groups for taint in group.taints],
                     "instance_types": [g.instance_type for g in efa_groups],
                 },
-                opts=after(system),
+                opts=self._after(system),
             )
-        gpu_groups = [group for group in self.node_groups.values() if group.instance.is_gpu]
-        gpu_taints = [taint for group in gpu_groups for taint in group.taints]
         if gpu_groups and args.get("nvidia_device_plugin", True):
             NvidiaDevicePlugin(
                 f"{name}-nvidia-device-plugin",
                 {
                     "provider": self.provider,
-                    "node_taints": gpu_taints,
+                    "node_taints": [taint for group in gpu_groups for taint in group.taints],
                 },
-                opts=after(system),
+                opts=self._after(system),
             )
-        if autoscaler == AutoscalerKind.CLUSTER_AUTOSCALER:
+        if args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER) == AutoscalerKind.CLUSTER_AUTOSCALER:
             region = aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self)).region
             ClusterAutoscaler(
                 f"{name}-autoscaler",
@@ -399,10 +431,10 @@ class TrainingPlatform(pulumi.ComponentResource):
                     "oidc_issuer": self.cluster.oidc_issuer,
                     "tags": tags,
                 },
-                opts=after(system),
+                opts=self._after(system),
             )
         if args.get("metrics_server", True):
-            MetricsServer(f"{name}-metrics-server", {"provider": self.provider}, opts=after(system))
+            MetricsServer(f"{name}-metrics-server", {"provider": self.provider}, opts=self._after(system))
         if gpu_groups and args.get("node_health", True):
             NodeQuarantine(
                 f"{name}-node-quarantine",
@@ -411,7 +443,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                     "namespace": self.training_namespace,
                     "service_account": DEFAULT_SERVICE_ACCOUNT,
                 },
-                opts=after([namespace]),
+                opts=self._after([namespace]),
             )
         if args.get("node_health", True):
             # Reports GPU, EFA, kernel and runtime faults as node conditions, which node auto-repair acts on.
@@ -425,20 +457,28 @@ class TrainingPlatform(pulumi.ComponentResource):
                 tags=tags,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=system),
             )
+
+    def _build_monitoring(
+        self, name: str, args: TrainingPlatformArgs, tags: dict[str, str], system: Sequence[pulumi.Resource]
+    ) -> None:
+        """Prometheus and Grafana with the GPU and EFA exporters, or CloudWatch Container Insights."""
         self.prometheus: pulumi.Resource | None = None
         """kube-prometheus-stack, which PodMonitors wait for (None unless `monitoring` is prometheus)."""
         monitoring = args.get("monitoring", MonitoringKind.NONE)
+        efa_groups, gpu_groups = self._efa_groups(), self._gpu_groups()
         if monitoring == MonitoringKind.PROMETHEUS:
             self.prometheus = PrometheusMonitoring(
                 f"{name}-monitoring",
                 {  # type: ignore[typeddict-item]
                     "provider": self.provider,
-                    **({"gpu_node_taints": gpu_taints} if gpu_groups else {}),
-                    **({"efa_node_taints": efa_taints} if efa_groups else {}),
+                    **({"gpu_node_taints": [t for g in gpu_groups for t in g.taints]} if gpu_groups else {}),
+                    **({"efa_node_taints": [t for g in efa_groups for t in g.taints]} if efa_groups else {}),
                     **({"efa_exporter_image": args["efa_exporter_image"]} if "efa_exporter_image" in args else {}),
-                    **({"managed_prometheus": {**oidc, "tags": tags}} if args.get("managed_prometheus") else {}),
+                    **(
+                        {"managed_prometheus": {**self._oidc(), "tags": tags}} if args.get("managed_prometheus") else {}
+                    ),
                 },
-                opts=after(system),
+                opts=self._after(system),
             ).release
         elif monitoring == MonitoringKind.CLOUDWATCH:
             CloudWatchObservability(
@@ -446,13 +486,17 @@ class TrainingPlatform(pulumi.ComponentResource):
                 {
                     "cluster_name": self.cluster_name,
                     "tags": tags,
-                    **oidc,  # type: ignore[typeddict-item]
+                    **self._oidc(),  # type: ignore[typeddict-item]
                 },
-                opts=after(system),
+                opts=self._after(system),
             )
+
+    def _build_operators(self, name: str, args: TrainingPlatformArgs, system: Sequence[pulumi.Resource]) -> None:
+        """The training operator v1 or Kubeflow Trainer v2, and the MPI operator for GPU groups' NCCL check."""
         # The GPU workshop's NCCL check is an MPIJob v2beta1: the MPI operator then owns mpijobs.kubeflow.org,
         # and the training operator is installed without its own MPIJob v1 CRD and controller.
-        with_mpi = args.get("mpi_operator", any(group.instance.is_gpu and group.efa_interfaces for group in gpu_groups))
+        gpu_efa = any(group.efa_interfaces for group in self._gpu_groups())
+        with_mpi = args.get("mpi_operator", gpu_efa)
         self.training_operator: TrainingOperator | None = None
         """The training operator v1 (None unless `training_operator` is v1)."""
         self.job_operator: pulumi.Resource | None = None
@@ -465,28 +509,39 @@ class TrainingPlatform(pulumi.ComponentResource):
                     "provider": self.provider,
                     "mpi_jobs": not with_mpi,
                 },
-                opts=after(system),
+                opts=self._after(system),
             )
             self.job_operator = self.training_operator.manifests
         elif operator == OperatorKind.V2:
-            trainer = KubeflowTrainer(f"{name}-kubeflow-trainer", {"provider": self.provider}, opts=after(system))
+            trainer = KubeflowTrainer(f"{name}-kubeflow-trainer", {"provider": self.provider}, opts=self._after(system))
             self.job_operator = trainer.release
         self.mpi_operator: MpiOperator | None = None
         """The MPI operator v2: MPIJobs must depend on it (None when not installed)."""
         if with_mpi:
             mpi_after = [*system, *([self.training_operator.manifests] if self.training_operator else [])]
-            self.mpi_operator = MpiOperator(f"{name}-mpi-operator", {"provider": self.provider}, opts=after(mpi_after))
+            self.mpi_operator = MpiOperator(
+                f"{name}-mpi-operator", {"provider": self.provider}, opts=self._after(mpi_after)
+            )
 
+    def _build_storage(
+        self,
+        name: str,
+        args: TrainingPlatformArgs,
+        tags: dict[str, str],
+        system: Sequence[pulumi.Resource],
+        namespace: pulumi.Resource,
+    ) -> None:
+        """The shared file system and the claim every training pod mounts: FSx for Lustre, an existing one, or EFS."""
         self.storage_claim_name = None
         storage = args.get("storage", StorageKind.FSX)
-        in_namespace = after([*system, namespace])
+        in_namespace = self._after([*system, namespace])
         storage_base = {
             "provider": self.provider,
             "vpc_id": self.network.vpc_id,
             "node_security_group_id": self.cluster.cluster_security_group_id,
             "namespace": self.training_namespace,
             "tags": tags,
-            **oidc,
+            **self._oidc(),
         }
         if storage == StorageKind.FSX:
             zone = args.get("node_groups", [])[0]["availability_zone"]
@@ -504,22 +559,26 @@ class TrainingPlatform(pulumi.ComponentResource):
             efs_args: EfsStorageArgs = {**storage_base, "subnet_ids": subnets}  # type: ignore[typeddict-item]
             self.storage_claim_name = EfsStorage(f"{name}-efs", efs_args, opts=in_namespace).claim_name
 
+    def _build_bucket(
+        self, name: str, args: TrainingPlatformArgs, tags: dict[str, str], namespace: pulumi.Resource
+    ) -> None:
+        """The model bucket and the service account whose role may use it."""
         self.bucket_name = self.service_account_name = None
-        if args.get("model_bucket", True):
-            bucket = ModelBucket(
-                f"{name}-models",
-                {  # type: ignore[arg-type]
-                    "provider": self.provider,
-                    "namespace": self.training_namespace,
-                    "tags": tags,
-                    **oidc,
-                    **(
-                        {"checkpoint_expiry_days": args["checkpoint_expiry_days"]}
-                        if "checkpoint_expiry_days" in args
-                        else {}
-                    ),
-                },
-                opts=after([namespace]),
-            )
-            self.bucket_name, self.service_account_name = bucket.bucket_name, bucket.service_account_name
-        self.register_outputs({"kubeconfig": self.kubeconfig, "bucket_name": self.bucket_name})
+        if not args.get("model_bucket", True):
+            return
+        bucket = ModelBucket(
+            f"{name}-models",
+            {  # type: ignore[arg-type]
+                "provider": self.provider,
+                "namespace": self.training_namespace,
+                "tags": tags,
+                **self._oidc(),
+                **(
+                    {"checkpoint_expiry_days": args["checkpoint_expiry_days"]}
+                    if "checkpoint_expiry_days" in args
+                    else {}
+                ),
+            },
+            opts=self._after([namespace]),
+        )
+        self.bucket_name, self.service_account_name = bucket.bucket_name, bucket.service_account_name

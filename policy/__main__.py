@@ -2,6 +2,6 @@
 
 from pulumi_policy import PolicyPack
 
-from policy.pack import POLICIES
+from eks_ddp.policy.pack import POLICIES
 
 PolicyPack(name="eks-ddp", policies=POLICIES)

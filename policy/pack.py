@@ -11,7 +11,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policy.rules import RESOURCE_RULES, ResourceRule, StackResource, efa_groups_consistent
+from eks_ddp.policy.rules import RESOURCE_RULES, ResourceRule, StackResource, efa_groups_consistent
 
 
 def resource_validation(rule: ResourceRule) -> Callable[[ResourceValidationArgs, ReportViolation], None]:

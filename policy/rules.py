@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra import catalogue
+from eks_ddp.infra.facts import catalogue
 
 Props = Mapping[str, Any]
 NODE_CLASS, NODE_POOL = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "kubernetes:karpenter.sh/v1:NodePool"

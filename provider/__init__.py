@@ -9,6 +9,7 @@ would go undescribed: they stay Python-only for now.
 """
 
 import tomllib
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,8 @@ import pulumi
 from pulumi.provider.experimental.analyzer import Analyzer
 from pulumi.provider.experimental.schema import generate_schema
 
-from infra.platform import TrainingPlatform
-from workloads.components import (
+from eks_ddp.infra.platform import TrainingPlatform
+from eks_ddp.workloads.components import (
     DataPrepJob,
     EvaluationJob,
     FabricCheckJob,
@@ -26,11 +27,15 @@ from workloads.components import (
     PyTorchJob,
     TrainJob,
 )
-from workloads.image import TrainerImage
+from eks_ddp.workloads.image import TrainerImage
 
 # The package's name is its components' type prefix (`eksddp:index:TrainingPlatform`): the engine constructs a
 # component by that token and the component registers itself under it.
 PACKAGE = "eksddp"
+# Set, so every source gives the SDK one name (`@eks-ddp/eksddp`, Python `eks_ddp_eksddp`): left empty, Pulumi
+# takes a git source's owner, lower-cased (pulumi/pulumi pkg/cmd/pulumi/packages/packages.go setSpecNamespace,
+# v3.259), and `@pulumi` for a local path, so forks and clones would each get another package name.
+NAMESPACE = "eks-ddp"
 COMPONENTS: list[type[pulumi.ComponentResource]] = [
     TrainingPlatform,
     PyTorchJob,
@@ -45,10 +50,13 @@ COMPONENTS: list[type[pulumi.ComponentResource]] = [
 
 
 def version() -> str:
-    """The package's version, which the generated SDKs carry: pyproject.toml's (the plugin runs from source, not
-    installed)."""
-    with open(Path(__file__).resolve().parent.parent / "pyproject.toml", "rb") as project:
-        return tomllib.load(project)["project"]["version"]
+    """The package's version, which the generated SDKs carry: pyproject.toml's where the plugin runs from a source
+    checkout (`pulumi package add` clones the repository and installs nothing of it), else the installed wheel's."""
+    source = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    if source.is_file():
+        with open(source, "rb") as project:
+            return tomllib.load(project)["project"]["version"]
+    return metadata.version("eks-ddp")
 
 
 def schema() -> dict[str, Any]:
@@ -58,7 +66,7 @@ def schema() -> dict[str, Any]:
     return generate_schema(
         PACKAGE,
         version(),
-        None,
+        NAMESPACE,
         inferred["component_definitions"],
         inferred["type_definitions"],
         dependencies,

@@ -12,9 +12,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pulumi.provider import main  # noqa: E402
 
-from provider import COMPONENTS, PACKAGE, version  # noqa: E402
-from provider.wire_inputs import ComponentsProvider  # noqa: E402
+from eks_ddp.provider import COMPONENTS, NAMESPACE, PACKAGE, version  # noqa: E402
+from eks_ddp.provider.wire_inputs import ComponentsProvider  # noqa: E402
 
 if __name__ == "__main__":
     # component_provider_host's own steps, with the provider that maps the wire format (provider/wire_inputs.py).
-    main(ComponentsProvider(COMPONENTS, PACKAGE, None, version()), sys.argv[1:])
+    main(ComponentsProvider(COMPONENTS, PACKAGE, NAMESPACE, version()), sys.argv[1:])

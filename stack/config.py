@@ -12,16 +12,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from infra import instance_facts, platform
-from infra.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
-from infra.catalogue import Architecture, InstanceType
-from infra.efa_node_group import NodeGroupShape
-from infra.errors import InvalidArgument
-from infra.platform import AutoscalerKind, MonitoringKind, StorageKind, TrainingPlatformArgs
-from infra.training_operator import OperatorKind
-from stack.project_config import PROJECT, closest
-from workloads.target import too_small
-from workloads.training_pod import (
+from eks_ddp.infra import platform
+from eks_ddp.infra.addons.training_operator import OperatorKind
+from eks_ddp.infra.aws.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
+from eks_ddp.infra.aws.efa_node_group import NodeGroupShape
+from eks_ddp.infra.errors import InvalidArgument
+from eks_ddp.infra.facts import instance_facts
+from eks_ddp.infra.facts.catalogue import Architecture, InstanceType
+from eks_ddp.infra.platform import AutoscalerKind, MonitoringKind, StorageKind, TrainingPlatformArgs
+from eks_ddp.stack.project_config import PROJECT, closest
+from eks_ddp.workloads.target import too_small
+from eks_ddp.workloads.training_pod import (
     DATASETS,
     DOWNLOADABLE_DATASETS,
     TrainingJob,
@@ -455,7 +456,7 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     """Typed stack configuration from the `eks-ddp:*` values (keys without the project prefix).
 
     `describe` gives an instance type's facts: the catalogue's (or a stated guess) offline, EC2's in
-    `pulumi up` (`__main__.py` passes infra.instance_facts.describe).
+    `pulumi up` (`__main__.py` passes infra.facts.instance_facts.describe).
     """
     top = _fields(dict(values), PROJECT, TOP_LEVEL)
     if not region:

@@ -1,16 +1,22 @@
-"""What a stack costs per hour while it runs, from the catalogue's list prices.
+"""What a program's resources cost per hour while its job runs, from the catalogue's list prices.
 
-On-demand, us-east-1, USD, as published around infra.catalogue.PRICES_AS_OF (not re-read from the
-AWS price list here): verify before quoting. Data transfer, storage I/O, S3 and
-CloudWatch usage are not included.
+Read from what the program registers, not from eks-ddp's config, so a user's own program is priced the same way:
+EKS control planes, NAT gateways, FSx for Lustre (a file system, or a claim on an FSx StorageClass), and each node
+source's nodes: a managed group at its desired size, or more where the cluster rehearsal (stack.cluster.placement)
+needs more for the program's pods, which the Cluster Autoscaler would add; a Karpenter NodePool at the nodes those
+pods need, since it keeps none idle. On-demand, us-east-1, USD, as published around
+infra.facts.catalogue.PRICES_AS_OF (not re-read from the AWS price list here): verify before quoting. Data
+transfer, storage I/O, S3 and CloudWatch usage are not included.
 """
 
+from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
-from infra.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
-from infra.instance_facts import offline
-from infra.network import NatGateways
-from infra.platform import AutoscalerKind, StorageKind, TrainingPlatformArgs
+from eks_ddp.infra.facts.allocatable import NodeLauncher
+from eks_ddp.infra.facts.instance_facts import offline
+from eks_ddp.stack.cluster.placement import Cluster, launcher_of, placed
+from eks_ddp.stack.engine_rules.base import Deployment, NodeSource, located
 
 HOURS_PER_MONTH = 730
 EKS_CONTROL_PLANE_HOURLY = 0.10  # standard support
@@ -22,6 +28,9 @@ FSX_GIB_MONTH = {
     ("PERSISTENT_2", 500): 0.340,
     ("PERSISTENT_2", 1000): 0.600,
 }
+FSX_PROVISIONER = "fsx.csi.aws.com"
+CONTROL_PLANES = ("eks:index:Cluster", "aws:eks/cluster:Cluster")
+GIB = {"Gi": 1, "Ti": 1024}
 
 
 @dataclass(frozen=True)
@@ -35,29 +44,70 @@ class Line:
         return self.quantity * self.unit_hourly
 
 
-def estimate(platform: TrainingPlatformArgs) -> list[Line]:
-    """One line per priced item: nodes at desired size, control plane, NAT gateways, FSx; a type the
-    catalogue does not price gets a line that says so."""
-    system_type = platform.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE)
-    lines = [Line("EKS control plane", 1, EKS_CONTROL_PLANE_HOURLY)]
-    nodes = [(f"system nodes ({system_type})", system_type, platform.get("system_node_count", 2))]
-    # Karpenter keeps no idle nodes: its nodes cost only while pods need them, counted here at the desired size.
-    karpenter = platform.get("autoscaler") == AutoscalerKind.KARPENTER
-    counted = "Karpenter, only while pods need them; desired size" if karpenter else "desired size"
-    for group in platform.get("node_groups", []):
-        desired, instance_type = group.get("desired_size", group.get("min_size", 0)), group["instance_type"]
-        nodes.append((f"{group.get('name')} nodes ({instance_type}, {counted})", instance_type, desired))
-    for item, instance_type, count in nodes:
-        price = offline(instance_type).hourly_usd
+def estimate(deployment: Deployment) -> list[Line]:
+    """One line per priced item; a type the catalogue does not price, or an FSx kind it does not know, gets a line
+    that says so and counts as 0."""
+    clusters = sum(len(deployment.of_type(type_)) for type_ in CONTROL_PLANES)
+    lines = [Line("EKS control plane", clusters, EKS_CONTROL_PLANE_HOURLY)] if clusters else []
+    lines += _nodes(deployment, placed(deployment))
+    gateways = len(deployment.of_type("aws:ec2/natGateway:NatGateway"))
+    lines += [Line("NAT gateways", gateways, NAT_GATEWAY_HOURLY)] if gateways else []
+    return lines + _fsx(deployment)
+
+
+def _nodes(deployment: Deployment, cluster: Cluster) -> list[Line]:
+    launched = Counter(node.source.registration.urn for node in cluster.nodes)
+    lines = []
+    for source in cluster.sources:
+        count, how = _node_count(source, launched[source.registration.urn])
+        price = offline(source.instance_type).hourly_usd
+        item = f"{located(source.registration)} ({source.instance_type}, {how})"
         lines.append(Line(item if price is not None else f"{item}: price unknown, counted as 0", count, price or 0.0))
-    network = platform.get("network", {})
-    zones = len(network.get("availability_zones", [])) or network.get("availability_zone_count", 2)
-    if "existing_vpc_id" not in network:
-        gateways = zones if network.get("nat_gateways") == NatGateways.ONE_PER_ZONE else 1
-        lines.append(Line("NAT gateways", gateways, NAT_GATEWAY_HOURLY))
-    if platform.get("storage", StorageKind.FSX) == StorageKind.FSX:
-        fsx = platform.get("fsx", {})
-        kind = fsx.get("deployment_type", "SCRATCH_2")
-        per_gib = FSX_GIB_MONTH[(kind, fsx.get("per_unit_storage_throughput") if kind == "PERSISTENT_2" else None)]
-        lines.append(Line(f"FSx for Lustre {kind} (GiB)", fsx.get("capacity_gib", 1200), per_gib / HOURS_PER_MONTH))
     return lines
+
+
+def _node_count(source: NodeSource, needed: int) -> tuple[int, str]:
+    if launcher_of(source) == NodeLauncher.KARPENTER:
+        return needed, "Karpenter, while pods need them"
+    desired = int((source.registration.inputs.get("scalingConfig") or {}).get("desiredSize", 0))
+    return (needed, "scaled up for the pods") if needed > desired else (desired, "desired size")
+
+
+def _fsx(deployment: Deployment) -> list[Line]:
+    """Dynamically provisioned file systems (a claim on an FSx StorageClass) and ones the program creates."""
+    classes = {
+        r.inputs["metadata"].get("name"): r.inputs.get("parameters") or {}
+        for r in deployment.kubernetes_objects()
+        if r.inputs["kind"] == "StorageClass" and r.inputs.get("provisioner") == FSX_PROVISIONER
+    }
+    volumes = [
+        (classes[spec["storageClassName"]], _gib(spec["resources"]["requests"]["storage"]))
+        for claim in deployment.kubernetes_objects()
+        if claim.inputs["kind"] == "PersistentVolumeClaim"
+        for spec in [claim.inputs.get("spec", {})]
+        if spec.get("storageClassName") in classes
+    ]
+    volumes += [
+        ({"deploymentType": r.inputs.get("deploymentType"), "perUnitStorageThroughput": r.inputs.get(
+            "perUnitStorageThroughput")}, float(r.inputs.get("storageCapacity", 0)))
+        for r in deployment.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")
+    ]
+    return [_fsx_line(parameters, gib) for parameters, gib in volumes]
+
+
+def _fsx_line(parameters: dict[str, Any], gib: float) -> Line:
+    kind = str(parameters.get("deploymentType") or "SCRATCH_2")
+    throughput = parameters.get("perUnitStorageThroughput")
+    per_gib = FSX_GIB_MONTH.get((kind, int(throughput) if kind == "PERSISTENT_2" and throughput else None))
+    item = f"FSx for Lustre {kind} (GiB)"
+    if per_gib is None:
+        return Line(f"{item}: price unknown, counted as 0", gib, 0.0)
+    return Line(item, gib, per_gib / HOURS_PER_MONTH)
+
+
+def _gib(quantity: str) -> float:
+    """A claim's storage request (`1200Gi`, `2.4Ti`) in GiB."""
+    for suffix, factor in GIB.items():
+        if quantity.endswith(suffix):
+            return float(quantity.removesuffix(suffix)) * factor
+    raise ValueError(f"storage request {quantity!r}: give Gi or Ti")

@@ -7,9 +7,9 @@ for NVIDIA GPU groups (CUDA, NCCL and the EFA plugin NCCL needs).
 
 from dataclasses import dataclass
 
-from infra.catalogue import Architecture, InstanceType
-from stack.config import StackConfig
-from workloads.image import DOCKERFILES, PLATFORMS, Accelerator
+from eks_ddp.infra.facts.catalogue import Architecture, InstanceType
+from eks_ddp.stack.config import StackConfig
+from eks_ddp.workloads.image import DOCKERFILES, PLATFORMS, Accelerator
 
 
 @dataclass(frozen=True)

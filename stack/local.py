@@ -1,4 +1,4 @@
-"""`python -m stack.local --stack dev`: the stack's training job, run on this machine.
+"""`python -m eks_ddp.stack.local --stack dev`: the stack's training job, run on this machine.
 
 The job is rendered by the same functions its component applies (a PyTorchJob, a
 TrainJob on its runtime, or an Indexed Job, per `eks-ddp:trainingOperator`); each
@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.errors import InvalidArgument
-from infra.instance_facts import offline
-from infra.training_operator import OperatorKind
-from stack import stack_file
-from stack.config import ConfigError, parse
-from stack.local_pods import (
+from eks_ddp.infra.addons.training_operator import OperatorKind
+from eks_ddp.infra.errors import InvalidArgument
+from eks_ddp.infra.facts.instance_facts import offline
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.config import ConfigError, parse
+from eks_ddp.stack.local_pods import (
     InitStep,
     init_steps,
     localize,
@@ -45,10 +45,10 @@ from stack.local_pods import (
     user_home,
     wait_for_pods,
 )
-from stack.project_config import StackFileError
-from workloads import batch_jobs, indexed_job, preflight, pytorchjob, trainjob
-from workloads.target import NodeTarget, target_of
-from workloads.training_pod import COMPLETION_INDEX, SHARED_MOUNT, TrainingJob
+from eks_ddp.stack.project_config import StackFileError
+from eks_ddp.workloads import batch_jobs, indexed_job, preflight, pytorchjob, trainjob
+from eks_ddp.workloads.target import NodeTarget, target_of
+from eks_ddp.workloads.training_pod import COMPLETION_INDEX, SHARED_MOUNT, TrainingJob
 
 OFFLINE_DATASET = "digits"
 LOCAL_DEVICE = "auto"
@@ -269,7 +269,7 @@ def _describe(steps: list[InitStep]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m stack.local", description="Run a stack's PyTorchJob and EvaluationJob on this machine."
+        prog="python -m eks_ddp.stack.local", description="Run a stack's PyTorchJob and EvaluationJob on this machine."
     )
     parser.add_argument("--stack", default="dev")
     parser.add_argument(

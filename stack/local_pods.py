@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workloads.training_pod import SHARED_MOUNT
+from eks_ddp.workloads.training_pod import SHARED_MOUNT
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def pod_user(pod: dict[str, Any], workdir: Path) -> ContainerUser:
         sys.executable,
         "-c",
         (
-            f"import os, subprocess, sys, trainer.cli; assert sys.version == {sys.version!r}; "
+            f"import os, subprocess, sys, eks_ddp.trainer.cli; assert sys.version == {sys.version!r}; "
             f"subprocess.run([sys.executable, '-c', ''], check=True); os.listdir({str(workdir.resolve())!r})"
         ),
     ]

@@ -1,8 +1,8 @@
 """The stack program under the Pulumi SDK's mocks: what it registers, without a CLI or an account."""
 
-from infra.mocking import Registration, run_offline
-from stack.config import StackConfig
-from stack.program import build
+from eks_ddp.stack.config import StackConfig
+from eks_ddp.stack.mocking import Registration, run_offline
+from eks_ddp.stack.program import build
 
 
 def run_under_mocks(config: StackConfig, project: str = "eks-ddp", stack: str = "dev") -> list[Registration]:

@@ -1,17 +1,17 @@
 """What a reviewer checks per node group before `pulumi up`: type, capacity, EFA, GPUs and the jobs' image.
 
-Facts are the offline ones (infra.catalogue, or a stated guess for a type it lacks); `pulumi up` takes
+Facts are the offline ones (infra.facts.catalogue, or a stated guess for a type it lacks); `pulumi up` takes
 EC2's. The image line follows the same plan the program builds from (stack.images).
 """
 
 from typing import Any
 
-from infra.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
-from infra.efa_node_group import CapacityType
-from infra.instance_facts import offline
-from infra.platform import AutoscalerKind
-from stack import images
-from stack.config import SYSTEM_GROUP, StackConfig
+from eks_ddp.infra.aws.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
+from eks_ddp.infra.aws.efa_node_group import CapacityType
+from eks_ddp.infra.facts.instance_facts import offline
+from eks_ddp.infra.platform import AutoscalerKind
+from eks_ddp.stack import images
+from eks_ddp.stack.config import SYSTEM_GROUP, StackConfig
 
 
 def node_groups(config: StackConfig) -> list[dict[str, Any]]:

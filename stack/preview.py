@@ -1,8 +1,8 @@
-"""`python -m stack.preview --stack dev`: what `pulumi up` would create, before you have credentials.
+"""`python -m eks_ddp.stack.preview --stack dev`: what `pulumi up` would create, before you have credentials.
 
-Runs the stack program under the Pulumi SDK's mocks with the stack file's config
-(no Pulumi CLI, no AWS account) and shows the resource tree, counts per type, an
-hourly cost estimate, and every Kubernetes object the stack would apply (as YAML).
+Runs a Pulumi program (`--program`: eks-ddp's own stack, or yours) under the Pulumi SDK's mocks with its stack
+file's config (no Pulumi CLI, no AWS account) and shows the resource tree, counts per type, an hourly cost
+estimate, and every Kubernetes object it would apply (as YAML).
 Mocks answer every resource; what AWS or the cluster would refuse is not tested.
 """
 
@@ -11,18 +11,21 @@ import json
 import sys
 import time
 from collections import Counter
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from infra.catalogue import PRICES_AS_OF
-from infra.errors import InvalidArgument
-from infra.mocking import Registration
-from stack import cost, node_facts, stack_file
-from stack.config import ConfigError, parse
-from stack.mocked import run_under_mocks
-from stack.project_config import StackFileError
+from eks_ddp.infra.errors import InvalidArgument
+from eks_ddp.infra.facts.catalogue import PRICES_AS_OF
+from eks_ddp.stack import cost, node_facts, project_config, stack_file
+from eks_ddp.stack.config import ConfigError, StackConfig, parse
+from eks_ddp.stack.engine_rules import Deployment
+from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
+from eks_ddp.stack.programs import DEFAULT_REGION, Program
+from eks_ddp.stack.project_config import PROJECT, StackFileError
+from eks_ddp.stack.reference_data import read_network_cards
 
 MANIFEST_KEYS = (
     "apiVersion",
@@ -92,16 +95,24 @@ def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path
     return written
 
 
+def _eks_ddp_config(program: Program, stack: str, override: dict[str, str]) -> StackConfig | None:
+    """eks-ddp's own stack config, parsed (its errors name the key) for the node facts; None for other programs."""
+    if program.project != PROJECT or "nodeGroups" not in project_config.declarations(program.directory):
+        return None
+    values, region = stack_file.load(stack, program.directory, override)
+    return parse(values, region)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m stack.preview", description=__doc__.split("\n", 1)[0] if __doc__ else None
+        prog="python -m eks_ddp.stack.preview", description=__doc__.split("\n", 1)[0] if __doc__ else None
     )
     parser.add_argument("--stack", default="dev", help="reads Pulumi.<stack>.yaml (default dev)")
     parser.add_argument(
-        "--project-dir",
+        "--program",
         type=Path,
-        default=stack_file.ROOT,
-        help="directory with Pulumi.yaml and the stack files (default: this repository)",
+        default=Path("."),
+        help="a Pulumi program: its directory (with Pulumi.yaml) or its Python file (default: this directory)",
     )
     parser.add_argument(
         "--manifests", type=Path, help="directory for the Kubernetes YAML (default runs/preview/<stack>)"
@@ -117,26 +128,30 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
-        values, region = stack_file.load(args.stack, args.project_dir, stack_file.overrides(args.config))
-        config = parse(values, region)
-        registrations = run_under_mocks(config, stack=args.stack)
+        program = Program.at(args.program)
+        override = stack_file.overrides(args.config)
+        config = _eks_ddp_config(program, args.stack, override)
+        registrations = program.run(args.stack, override)
     except (FileNotFoundError, ConfigError, InvalidArgument, StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     objects = kubernetes_objects(registrations)
     directory = args.manifests or Path("runs") / "preview" / args.stack
     written = write_manifests(objects, directory)
-    lines = cost.estimate(config.platform)
+    region = program.config(args.stack, override).get("aws:region") or DEFAULT_REGION
+    lines = cost.estimate(Deployment(registrations, region, DEPLOYER_ROLE_ARN, date.today(), read_network_cards()))
     total = sum(line.hourly for line in lines)
     counts = Counter(r.type for r in registrations)
+    groups = node_facts.node_groups(config) if config is not None else []
     seconds = time.perf_counter() - started
     if args.json:
         print(
             json.dumps(
                 {
+                    "program": program.project,
                     "stack": args.stack,
                     "resources": [{"type": r.type, "name": r.name, "parent": r.parent} for r in registrations],
-                    "node_groups": node_facts.node_groups(config),
+                    "node_groups": groups,
                     "counts": dict(sorted(counts.items())),
                     "cost": {
                         "prices_as_of": PRICES_AS_OF,
@@ -159,14 +174,18 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         return 0
-    print(f"Stack {args.stack}: {len(registrations)} resources (under mocks; nothing was sent to AWS)\n")
+    print(
+        f"Program {program.project}, stack {args.stack}: {len(registrations)} resources "
+        "(under mocks; nothing was sent to AWS)\n"
+    )
     print("\n".join(tree_lines(registrations)))
-    print("\nNode groups (offline facts: infra.catalogue; `pulumi up` takes EC2's):")
-    print("\n".join(node_facts.lines(node_facts.node_groups(config))))
+    if groups:
+        print("\nNode groups (offline facts: infra.facts.catalogue; `pulumi up` takes EC2's):")
+        print("\n".join(node_facts.lines(groups)))
     print("\nResources per type:")
     for type_, count in sorted(counts.items()):
         print(f"  {count:4d}  {type_}")
-    print(f"\nEstimated cost while running (USD per hour, list prices as of {PRICES_AS_OF}, data transfer excluded):")
+    print(f"\nEstimated cost while its job runs (USD per hour, list prices as of {PRICES_AS_OF}, data transfer excluded):")
     for line in lines:
         print(f"  {line.hourly:9.3f}  {line.item}: {line.quantity:g} x {line.unit_hourly:.4f}")
     print(f"  {total:9.3f}  total (about {total * 24:.0f} per day)")

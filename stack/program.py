@@ -4,14 +4,14 @@ from dataclasses import dataclass
 
 import pulumi
 
-from infra import instance_facts
-from infra.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
-from infra.platform import TrainingPlatform
-from infra.training_operator import OperatorKind
-from stack import images
-from stack.config import StackConfig
-from workloads.batch_jobs import default_fabric_image
-from workloads.components import (
+from eks_ddp.infra.addons.training_operator import OperatorKind
+from eks_ddp.infra.aws.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
+from eks_ddp.infra.facts import instance_facts
+from eks_ddp.infra.platform import TrainingPlatform
+from eks_ddp.stack import images
+from eks_ddp.stack.config import StackConfig
+from eks_ddp.workloads.batch_jobs import default_fabric_image
+from eks_ddp.workloads.components import (
     DataPrepJob,
     EvaluationJob,
     FabricCheckJob,
@@ -22,7 +22,7 @@ from workloads.components import (
     TrainingJobArgs,
     TrainJob,
 )
-from workloads.image import Accelerator, TrainerImage, TrainerImageArgs
+from eks_ddp.workloads.image import Accelerator, TrainerImage, TrainerImageArgs
 
 IMAGE_SUFFIX = {Accelerator.CPU: "image", Accelerator.CUDA: "image-cuda"}
 JOB_COMPONENTS = {OperatorKind.V1: PyTorchJob, OperatorKind.V2: TrainJob, OperatorKind.NONE: IndexedTrainingJob}

@@ -27,10 +27,26 @@ class StackFileError(ValueError):
     """A stack file the Pulumi CLI (or this program) would refuse: names the stack and the key."""
 
 
+def project_file(root: Path = ROOT) -> dict[str, Any]:
+    """A program's Pulumi.yaml."""
+    path = root / "Pulumi.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"--program {root}: no Pulumi.yaml there (a Pulumi program's directory has one)")
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def project_name(root: Path = ROOT) -> str:
+    return str(project_file(root).get("name", PROJECT))
+
+
 def declarations(root: Path = ROOT) -> dict[str, dict[str, Any]]:
-    """Pulumi.yaml's config declarations by key, without the project prefix."""
-    project = yaml.safe_load((root / "Pulumi.yaml").read_text()) or {}
-    return {key.removeprefix(f"{PROJECT}:"): spec or {} for key, spec in (project.get("config") or {}).items()}
+    """Pulumi.yaml's config declarations by key, without the project prefix (a bare value is a default)."""
+    project = project_file(root)
+    prefix = f"{project.get('name', PROJECT)}:"
+    return {
+        key.removeprefix(prefix): spec if isinstance(spec, dict) else {"default": spec}
+        for key, spec in (project.get("config") or {}).items()
+    }
 
 
 def closest(name: str, known: Iterable[str]) -> str:
@@ -68,27 +84,28 @@ def configured_keys() -> list[str]:
     return sorted({*runtime_config.get_config_env(), *runtime_config.CONFIG.get()})
 
 
-def check_declared(stack: str, keys: Iterable[str], declared: dict[str, dict[str, Any]]) -> None:
+def check_declared(stack: str, keys: Iterable[str], declared: dict[str, dict[str, Any]], project: str = PROJECT) -> None:
     """Refuse a project key Pulumi.yaml does not declare (`keys` with or without the project prefix)."""
     for key in sorted(keys):
-        if key.startswith(f"{PROJECT}:") or ":" not in key:
-            name = key.removeprefix(f"{PROJECT}:")
+        if key.startswith(f"{project}:") or ":" not in key:
+            name = key.removeprefix(f"{project}:")
             if name not in declared:
                 raise StackFileError(
-                    f"Stack '{stack}' sets {PROJECT}:{name}, which Pulumi.yaml does not declare"
+                    f"Stack '{stack}' sets {project}:{name}, which Pulumi.yaml does not declare"
                     f"{closest(name, declared)}; declared keys are {', '.join(sorted(declared))}"
                 )
 
 
 def check(stack: str, values: dict[str, Any], root: Path = ROOT) -> None:
     """Refuse what `pulumi up` would refuse for `stack`'s project keys (values without the prefix)."""
-    declared = declarations(root)
-    check_declared(stack, values, declared)
+    declared, project = declarations(root), project_name(root)
+    if declared:  # a program that declares no config reads whatever it is given
+        check_declared(stack, values, declared, project)
     for key, value in sorted(values.items()):
-        spec = declared[key]
+        spec = declared.get(key, {})
         if "type" in spec and not _matches(spec, value):
             raise StackFileError(
-                f"Stack '{stack}' with configuration key '{PROJECT}:{key}' must be of type "
+                f"Stack '{stack}' with configuration key '{project}:{key}' must be of type "
                 f"'{_full_type(spec)}' (got {value!r})"
             )
 

@@ -7,7 +7,7 @@ instance type takes, independent of our catalogue.
 
 from pathlib import Path
 
-from stack.project_config import ROOT
+from eks_ddp.stack.project_config import ROOT
 
 REFERENCE = ROOT.parent / "shared" / "reference"
 NETWORK_CARDS = REFERENCE / "network-cards.tsv"

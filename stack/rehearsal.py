@@ -1,15 +1,15 @@
-"""`python -m stack.rehearsal`: the first `pulumi up` of every stack, rehearsed against the engines' rules.
+"""`python -m eks_ddp.stack.rehearsal`: the first `pulumi up` of every stack, rehearsed against the engines' rules.
 
 Runs each `Pulumi.<stack>.yaml` through the stack program under mocks, twice, and
 applies stack.engine_rules to what it registers: one line per broken rule, exit 1.
 The two runs must register identical inputs (nothing derived from time or
 randomness), or the second `pulumi up` would change what the first one made.
 A third run with a change to the pods alone must change them through some engine.
-Use it on your own stacks with `--project-dir` (a directory with Pulumi.yaml and
-Pulumi.<stack>.yaml files for this program) or call `rehearse()`.
+Use it on your own program with `--program` (its directory or file), or call `rehearse()`.
 """
 
 import argparse
+import json
 import sys
 import time
 from dataclasses import replace
@@ -19,16 +19,17 @@ from typing import Any
 
 from pulumi.output import Unknown
 
-from infra.errors import InvalidArgument
-from infra.mocking import DEPLOYER_ROLE_ARN, Registration
-from stack import stack_file
-from stack.cluster.failures import rehearse_bad_node
-from stack.cluster.placement import rehearse_placement
-from stack.config import SYSTEM_GROUP, ConfigError, parse
-from stack.engine_rules import RULES, Deployment, check, unapplied_pod_changes
-from stack.mocked import run_under_mocks
-from stack.project_config import StackFileError
-from stack.reference_data import NETWORK_CARDS, read_network_cards
+from eks_ddp.infra.errors import InvalidArgument
+from eks_ddp.stack import project_config, stack_file
+from eks_ddp.stack.cluster.failures import rehearse_bad_node
+from eks_ddp.stack.cluster.placement import rehearse_placement
+from eks_ddp.stack.config import SYSTEM_GROUP, ConfigError, parse
+from eks_ddp.stack.engine_rules import RULES, Deployment, check, unapplied_pod_changes
+from eks_ddp.stack.mocked import run_under_mocks
+from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
+from eks_ddp.stack.programs import DEFAULT_REGION, Program
+from eks_ddp.stack.project_config import PROJECT, StackFileError
+from eks_ddp.stack.reference_data import NETWORK_CARDS, read_network_cards
 
 
 def _comparable(value: Any) -> Any:
@@ -60,22 +61,52 @@ def differences(first: list[Registration], second: list[Registration]) -> list[s
     return lines
 
 
-def rehearse(stack: str, root: Path = stack_file.ROOT, today: date | None = None) -> list[str]:
-    """One line per rule the stack breaks; empty when its first `pulumi up` would go through."""
-    values, region = stack_file.load(stack, root)
-    return rehearse_values(values, region, stack, today) + placement_elsewhere(values, region, stack)
+def findings_of(
+    first: list[Registration],
+    second: list[Registration],
+    region: str,
+    today: date,
+    changed: list[Registration] | None = None,
+) -> list[str]:
+    """The rules, idempotence (two runs), the updates (a run whose pods alone changed, where there is one), and the
+    cluster rehearsal with a bad GPU node, over what a program registered."""
+    deployment = Deployment(first, region, DEPLOYER_ROLE_ARN, today, read_network_cards())
+    findings = [str(finding) for finding in check(deployment)] + differences(first, second)
+    if changed is not None:
+        after = replace(deployment, registrations=changed)
+        findings += [str(finding) for finding in unapplied_pod_changes(deployment, after)]
+    return findings + [str(finding) for finding in [*rehearse_placement(deployment), *rehearse_bad_node(deployment)]]
+
+
+def configured_by_eks_ddp(program: Program) -> bool:
+    """A program that reads eks-ddp's stack keys (this repository's): its variants and pod change are config."""
+    return program.project == PROJECT and "nodeGroups" in project_config.declarations(program.directory)
+
+
+def rehearse(
+    stack: str, root: Path = stack_file.ROOT, today: date | None = None, override: dict[str, str] | None = None
+) -> list[str]:
+    """One line per rule the program at `root` (a directory or a file) breaks for `stack`; empty when its first
+    `pulumi up` would go through."""
+    program, override = Program.at(root), dict(override or {})
+    first, second = program.run(stack, override), program.run(stack, override)
+    region = program.config(stack, override).get("aws:region") or DEFAULT_REGION
+    if not configured_by_eks_ddp(program):
+        return findings_of(first, second, region, today or date.today())
+    values, _ = stack_file.load(stack, program.directory, override)
+    changed = program.run(stack, {**override, f"{PROJECT}:nodeGroups": json.dumps(with_pod_change(values)["nodeGroups"])})
+    findings = findings_of(first, second, region, today or date.today(), changed)
+    return findings + placement_elsewhere(program, stack, values, override)
 
 
 def rehearse_values(
     values: dict[str, Any], region: str | None, stack: str = "dev", today: date | None = None
 ) -> list[str]:
-    """The same for stack config values (`eks-ddp:*` keys without the prefix) and a region."""
+    """The same for eks-ddp's stack config values (`eks-ddp:*` keys without the prefix) and a region."""
     config = parse(values, region)
     first, second = run_under_mocks(config, stack=stack), run_under_mocks(config, stack=stack)
-    deployment = Deployment(first, config.region, DEPLOYER_ROLE_ARN, today or date.today(), read_network_cards())
-    findings = [str(finding) for finding in check(deployment)] + differences(first, second)
-    placed = [str(finding) for finding in [*rehearse_placement(deployment), *rehearse_bad_node(deployment)]]
-    return findings + updates_applied(values, region, stack, deployment) + placed
+    changed = run_under_mocks(parse(with_pod_change(values), region), stack=stack)
+    return findings_of(first, second, config.region, today or date.today(), changed)
 
 
 # Every autoscaler and operator a stack file could switch to: the cluster rehearsal places every pod under each.
@@ -86,9 +117,9 @@ VARIANTS = [
 ]
 
 
-def placement_elsewhere(values: dict[str, Any], region: str | None, stack: str) -> list[str]:
+def placement_elsewhere(program: Program, stack: str, values: dict[str, Any], override: dict[str, str]) -> list[str]:
     """The cluster rehearsal (stack.cluster.placement) of a stack file under every other VARIANT it can take (an
-    elastic job runs only under v1, so its other operators are not rehearsed); rehearse_values places it as written."""
+    elastic job runs only under v1, so its other operators are not rehearsed); rehearse places it as written."""
     findings: list[str] = []
     defaults = {"autoscaler": "cluster-autoscaler", "trainingOperator": "v1"}
     written = {key: values.get(key, default) for key, default in defaults.items()}
@@ -96,11 +127,11 @@ def placement_elsewhere(values: dict[str, Any], region: str | None, stack: str) 
     for variant in VARIANTS:
         if variant == written or (elastic and variant["trainingOperator"] != "v1"):
             continue
-        config = parse({**values, **variant}, region)
-        registrations = run_under_mocks(config, stack=stack)
+        keys = {f"{PROJECT}:{key}": value for key, value in variant.items()}
+        registrations = program.run(stack, {**override, **keys})
+        region = program.config(stack, override).get("aws:region") or DEFAULT_REGION
         label = ", ".join(f"{key} {value}" for key, value in variant.items())
-        deployment = Deployment(registrations, config.region, DEPLOYER_ROLE_ARN, date.today())
-        placed = rehearse_placement(deployment)
+        placed = rehearse_placement(Deployment(registrations, region, DEPLOYER_ROLE_ARN, date.today()))
         findings += [f"[{label}] {finding}" for finding in placed]
     return findings
 
@@ -119,41 +150,46 @@ def with_pod_change(values: dict[str, Any]) -> dict[str, Any]:
     return {**values, "nodeGroups": groups}
 
 
-def updates_applied(values: dict[str, Any], region: str | None, stack: str, before: Deployment) -> list[str]:
-    """`pulumi up` after a change to the pods alone: each object whose pods change is changed by an engine."""
-    after = run_under_mocks(parse(with_pod_change(values), region), stack=stack)
-    return [str(finding) for finding in unapplied_pod_changes(before, replace(before, registrations=after))]
-
-
 def main(argv: list[str] | None = None) -> int:
     summary = __doc__.split("\n", 1)[0] if __doc__ else None
-    parser = argparse.ArgumentParser(prog="python -m stack.rehearsal", description=summary)
+    parser = argparse.ArgumentParser(prog="python -m eks_ddp.stack.rehearsal", description=summary)
     parser.add_argument(
         "--stack", action="append", help="a stack to rehearse (repeatable; default every Pulumi.*.yaml)"
     )
-    parser.add_argument("--project-dir", type=Path, default=stack_file.ROOT, help="directory with Pulumi.yaml")
+    parser.add_argument(
+        "--program",
+        type=Path,
+        default=Path("."),
+        help="a Pulumi program: its directory (with Pulumi.yaml) or its Python file (default: this directory)",
+    )
     parser.add_argument("--on", type=date.fromisoformat, help="rehearse as of this date, YYYY-MM-DD (default today)")
     args = parser.parse_args(argv)
-    stacks = args.stack or stack_file.stacks(args.project_dir)
+    try:
+        program = Program.at(args.program)
+    except FileNotFoundError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    stacks = args.stack or program.stacks() or ["offline"]
+    steps = "updates, placement under 6 variants" if configured_by_eks_ddp(program) else "placement"
     broken = 0
     for stack in stacks:
         started = time.perf_counter()
         try:
-            findings = rehearse(stack, args.project_dir, args.on)
+            findings = rehearse(stack, program.entry if args.program.is_file() else program.directory, args.on)
         except (FileNotFoundError, ConfigError, InvalidArgument, StackFileError) as error:
             findings = [f"config: {error}"]
         for finding in findings:
             print(f"{stack}: {finding}")
         status = f"{len(findings)} broken rule(s)" if findings else "every rule holds"
         print(
-            f"stack {stack}: {len(RULES)} rules, idempotence, updates, placement under {len(VARIANTS)} variants and "
-            f"a bad GPU node, {status} ({time.perf_counter() - started:.1f} s)",
+            f"{program.project} {stack}: {len(RULES)} rules, idempotence, {steps} and a bad GPU node, {status} "
+            f"({time.perf_counter() - started:.1f} s)",
             file=sys.stderr,
         )
         broken += bool(findings)
     if not NETWORK_CARDS.exists():
-        print(f"note: {NETWORK_CARDS} is absent: EFA interfaces were checked against infra.catalogue", file=sys.stderr)
-    return 1 if broken or not stacks else 0
+        print(f"note: {NETWORK_CARDS} is absent: EFA interfaces were checked against infra.facts.catalogue", file=sys.stderr)
+    return 1 if broken else 0
 
 
 if __name__ == "__main__":

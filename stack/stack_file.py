@@ -5,14 +5,15 @@ CLI's own check of the stack's keys against Pulumi.yaml's config schema; used by
 offline preview, the local demo and the rehearsal (the real program reads pulumi.Config).
 """
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from stack import project_config
-from stack.project_config import PROJECT, ROOT
+from eks_ddp.stack import project_config
+from eks_ddp.stack.project_config import PROJECT, ROOT
 
 
 def stacks(root: Path = ROOT) -> list[str]:
@@ -41,14 +42,30 @@ def load(stack: str, root: Path = ROOT, override: dict[str, str] | None = None) 
         raise FileNotFoundError(
             f"--stack {stack}: {path.name} not found (stacks here: {', '.join(stacks(root)) or 'none'})"
         )
-    declared = project_config.declarations(root)
+    declared, project = project_config.declarations(root), project_config.project_name(root)
     stack_config = {**((yaml.safe_load(path.read_text()) or {}).get("config") or {}), **(override or {})}
     own = {
-        key.removeprefix(f"{PROJECT}:"): value for key, value in stack_config.items() if key.startswith(f"{PROJECT}:")
+        key.removeprefix(f"{project}:"): value
+        for key, value in stack_config.items()
+        if key.startswith(f"{project}:") or ":" not in key
     }
     project_config.check(stack, own, root)
     values = {key: spec.get("default") for key, spec in declared.items()} | own
     read = {
-        key: project_config.as_program_reads(declared[key], value) for key, value in values.items() if value is not None
+        key: project_config.as_program_reads(declared.get(key, {}), value)
+        for key, value in values.items()
+        if value is not None
     }
     return read, stack_config.get("aws:region")
+
+
+def cli_config(stack: str, root: Path = ROOT, override: dict[str, str] | None = None) -> dict[str, str]:
+    """Every key the Pulumi CLI gives the program for `stack` (its PULUMI_CONFIG): the project's keys with their
+    declared defaults, then every other namespace's keys of the stack file, then `override`; structured values as
+    JSON and scalars as strings, as the CLI sends them."""
+    values, _ = load(stack, root, override)
+    project = project_config.project_name(root)
+    stack_config = {**((yaml.safe_load((root / f"Pulumi.{stack}.yaml").read_text()) or {}).get("config") or {})}
+    others = {key: value for key, value in {**stack_config, **(override or {})}.items() if ":" in key}
+    merged = {**others, **{f"{project}:{key}": value for key, value in values.items()}}
+    return {key: value if isinstance(value, str) else json.dumps(value) for key, value in merged.items()}

@@ -1,7 +1,7 @@
-"""`python -m stack.watch_picture`: the training dashboard's first panels, drawn from a real local run's metrics.
+"""`python -m eks_ddp.stack.watch_picture`: the training dashboard's first panels, drawn from a real local run's metrics.
 
 Runs the bundled trainer under torchrun here (2 ranks, digits) with its metrics port on 127.0.0.1, scrapes it
-as Prometheus would every 0.2 s, evaluates the dashboard's own expressions (dashboards/training.json: one metric,
+as Prometheus would every 0.2 s, evaluates the dashboard's own expressions (infra/addons/dashboards/training.json: one metric,
 or one metric divided by another) on each scrape, and plots them with matplotlib. It is what Grafana shows for a
 job, made without Grafana or a cluster.
 """
@@ -20,8 +20,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from infra.prometheus_monitoring import dashboards  # noqa: E402
-from trainer.metrics_export import scrape  # noqa: E402
+from eks_ddp.infra.addons.prometheus_monitoring import dashboards  # noqa: E402
+from eks_ddp.trainer.metrics_export import scrape  # noqa: E402
+from eks_ddp.workloads.training_pod import TRAINER_MODULE  # noqa: E402
 
 PANELS = 4
 TRAIN = ["--dataset", "digits", "--epochs", "40", "--batch-size", "16", "--log-every", "2", "--checkpoint-every", "60"]
@@ -50,7 +51,7 @@ def record(seconds_limit: float = 240) -> list[tuple[float, dict[str, float]]]:
             "--nproc-per-node",
             "2",
             "-m",
-            "trainer",
+            TRAINER_MODULE,
             "train",
             *TRAIN,
             "--output-dir",
@@ -88,13 +89,13 @@ def draw(scrapes: list[tuple[float, dict[str, float]]], output: Path) -> None:
         axis.set_title(panel["title"])
         axis.set_xlabel("seconds")
         axis.grid(alpha=0.3)
-    figure.suptitle(f"dashboards/training.json, evaluated on {len(scrapes)} scrapes of a local 2-rank run")
+    figure.suptitle(f"infra/addons/dashboards/training.json, evaluated on {len(scrapes)} scrapes of a local 2-rank run")
     output.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(output, dpi=90)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stack.watch_picture", description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m eks_ddp.stack.watch_picture", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--output", type=Path, default=Path("docs/watch-training.png"))
     args = parser.parse_args(argv)
     scrapes = record()

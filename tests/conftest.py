@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from eks_ddp.workloads.training_pod import TRAINER_MODULE
+
 ROOT = Path(__file__).resolve().parent.parent
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 
@@ -22,10 +24,10 @@ def free_port() -> int:
 
 
 def trainer_command(args: list[str], nproc: int | None) -> list[str]:
-    """`python -m trainer ...` alone, or under `torchrun --standalone` with `nproc` ranks."""
+    """`python -m eks_ddp.trainer ...` alone, or under `torchrun --standalone` with `nproc` ranks."""
     if nproc is None:
-        return [sys.executable, "-m", "trainer", *args]
-    return [TORCHRUN, "--standalone", "--nproc-per-node", str(nproc), "--master-port", str(free_port()), "-m", "trainer", *args]
+        return [sys.executable, "-m", TRAINER_MODULE, *args]
+    return [TORCHRUN, "--standalone", "--nproc-per-node", str(nproc), "--master-port", str(free_port()), "-m", TRAINER_MODULE, *args]
 
 
 def trainer_env() -> dict[str, str]:

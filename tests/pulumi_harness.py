@@ -7,7 +7,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from infra.mocking import RecordingMocks, RecordingMonitor, Registration
+from eks_ddp.stack.mocking import RecordingMocks, RecordingMonitor, Registration
 
 
 class Recorded:

@@ -11,19 +11,19 @@ from typing import Any
 import pulumi_kubernetes as k8s
 import pytest
 
-from infra.cluster import Cluster
-from infra.efa_node_group import EfaNodeGroup, shape_of
-from infra.errors import InvalidArgument
-from infra.fsx_storage import FsxLustreStorage
-from infra.network import Network
-from infra.platform import TrainingPlatform
-from stack import stack_file
-from stack.config import ConfigError, parse
-from stack.project_config import StackFileError
+from eks_ddp.infra.aws.cluster import Cluster
+from eks_ddp.infra.aws.efa_node_group import EfaNodeGroup, shape_of
+from eks_ddp.infra.aws.network import Network
+from eks_ddp.infra.errors import InvalidArgument
+from eks_ddp.infra.platform import TrainingPlatform
+from eks_ddp.infra.storage.fsx import FsxLustreStorage
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.config import ConfigError, parse
+from eks_ddp.stack.project_config import StackFileError
+from eks_ddp.trainer import cli
+from eks_ddp.workloads.components import PyTorchJob
+from eks_ddp.workloads.training_pod import TrainingJobSpec
 from tests.pulumi_harness import Recorded
-from trainer import cli
-from workloads.components import PyTorchJob
-from workloads.training_pod import TrainingJobSpec
 
 DEV, REGION = stack_file.load("dev")
 GROUP = {"cluster_name": "c", "vpc_id": "v", "cluster_security_group_id": "s", "instance_type": "c7g.16xlarge", "availability_zone": "us-east-1a", "subnet_id": "n", "max_size": 2}

@@ -1,43 +1,88 @@
-"""The installed wheel, outside this repository, rehearses a stack as the checkout does.
+"""The installed wheel, in a project of a user's own, runs that project's program as the checkout does.
 
-A package the wheel leaves out still imports here through the checkout's editable install, so the rehearsal runs
-from a separate directory with the wheel's files first on the path and checks where each module came from.
+From the checkout every file is at hand (and a bare `import infra` finds this repository's), so the wheel is built
+from a clean copy, installed with its dependencies into a fresh virtual environment, and used from a copy of
+examples/own_program that has its own `infra/`, `stack/` and `policy/` packages, as many Pulumi projects do.
 """
 
+import json
 import shutil
 import subprocess
 import sys
+import venv
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "own_program"
+# What the program registered, and the files the wheel must carry for it.
+PROBE = (
+    "import json, eks_ddp; from pathlib import Path; from eks_ddp.stack.programs import Program;"
+    "from eks_ddp.infra.addons import prometheus_monitoring as m, training_operator as t;"
+    "from eks_ddp.infra.facts import allocatable as a; import infra, stack, policy;"
+    "registered = sorted([r.type, r.name] for r in Program.at(Path('.')).run('prod'));"
+    "print(json.dumps({'registered': registered, 'package': eks_ddp.__file__, 'own': [infra.__file__,"
+    " stack.__file__, policy.__file__], 'dashboards': len(m.dashboards()), 'files': [Path(t.WITHOUT_MPIJOB,"
+    " 'kustomization.yaml').is_file(), a.ENI_LIMITS.is_file()]}))"
+)
 
 
-@pytest.mark.slow
-def test_the_installed_wheel_rehearses_a_stack_from_its_own_files(tmp_path: Path) -> None:
-    source, wheels, site = tmp_path / "source", tmp_path / "wheels", tmp_path / "site"
-    # A copy without the checkout's build/ directory, whose leftovers setuptools would pack into the wheel.
+def _run(command: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{command}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
+    return done
+
+
+def build_wheel(tmp_path: Path) -> Path:
+    """The wheel of a clean copy (the checkout's build/ leftovers would be packed too)."""
+    source, wheels = tmp_path / "source", tmp_path / "wheels"
     ignored = shutil.ignore_patterns(".venv", "build", "*.egg-info", "runs", ".git", "__pycache__", ".pytest_cache")
     shutil.copytree(ROOT, source, ignore=ignored)
     pip = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", str(source), "-w", str(wheels)], check=True)
-    subprocess.run([*pip, "install", "--no-deps", "--target", str(site), *map(str, wheels.glob("*.whl"))], check=True)
-    probe = (
-        "import sys, stack.cluster.placement as p, stack.engine_rules as r, infra.allocatable as a;"
-        "print(p.__file__, r.__file__, a.ENI_LIMITS.exists());"
-        "from stack import rehearsal;"
-        f"sys.exit(rehearsal.main(['--stack', 'dev', '--project-dir', {str(ROOT)!r}]))"
-    )
-    run = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=tmp_path,
-        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    placement, rules, limits = run.stdout.split()[:3]
-    assert placement.startswith(str(site)) and rules.startswith(str(site)) and limits == "True"
-    assert "placement under 6 variants and a bad GPU node, every rule holds" in run.stderr
+    _run([*pip, "wheel", "--no-deps", "--no-build-isolation", str(source), "-w", str(wheels)], tmp_path)
+    (wheel,) = wheels.glob("eks_ddp-*.whl")
+    return wheel
+
+
+def users_project(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    shutil.copytree(EXAMPLE, project)
+    for own in ("stack", "policy"):
+        (project / own).mkdir()
+        (project / own / "__init__.py").write_text(f'"""This project\'s own {own} package."""\n')
+    return project
+
+
+def fresh_environment(tmp_path: Path) -> Path:
+    environment = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(environment)
+    return environment / "bin" / "python"
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_runs_a_users_own_program_previews_and_rehearses_it(tmp_path: Path) -> None:
+    wheel, project, python = build_wheel(tmp_path), users_project(tmp_path), fresh_environment(tmp_path)
+    pip = [str(python), "-m", "pip", "--quiet", "--disable-pip-version-check"]
+    _run([*pip, "install", str(wheel)], tmp_path)
+    _run([str(python), "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is not None)"], tmp_path)
+
+    installed = json.loads(_run([str(python), "-c", PROBE], project).stdout)
+    checkout = json.loads(_run([str(ROOT / ".venv" / "bin" / "python"), "-c", PROBE], project).stdout)
+    assert installed["package"].startswith(str(python.parent.parent)) and checkout["package"].startswith(str(ROOT))
+    assert all(path.startswith(str(project)) for path in installed["own"])  # the project's own packages, not ours
+    assert installed["registered"] == checkout["registered"] and len(installed["registered"]) > 100
+    assert installed["dashboards"] == 3 and installed["files"] == [True, True]
+    assert ["kubernetes:core/v1:ConfigMap", "research-monitoring-dashboard-training"] in installed["registered"]
+
+    manifests = tmp_path / "manifests"
+    preview = _run([str(python), "-m", "eks_ddp.stack.preview", "--stack", "prod", "--manifests", str(manifests)], project)
+    assert "Program research-training, stack prod:" in preview.stdout and "82.987  total" in preview.stdout
+    assert (manifests / "trainjob-training-llm.yaml").is_file()
+    rehearsal = _run([str(python), "-m", "eks_ddp.stack.rehearsal"], project)
+    assert "research-training prod: 18 rules, idempotence, placement and a bad GPU node, every rule holds" in rehearsal.stderr
+
+    _run([*pip, "install", f"{wheel}[trainer]"], tmp_path, timeout=900)
+    trainer = _run([str(python), "-m", "eks_ddp.trainer", "train", "--help"], tmp_path)
+    assert "--dataset" in trainer.stdout
+    _run([str(python), "-c", "import torch; assert torch.__version__.startswith('2.13.0')"], tmp_path)

@@ -1,5 +1,5 @@
-"""`python -m trainer ...` (and `torchrun -m trainer ...`)."""
+"""`python -m eks_ddp.trainer ...` (and `torchrun -m trainer ...`)."""
 
-from trainer.cli import main
+from eks_ddp.trainer.cli import main
 
 raise SystemExit(main())

@@ -30,10 +30,10 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, EndpointConnectionError
 
-from trainer.atomic import write_atomically
-from trainer.checkpoint import CheckpointManager
-from trainer.errors import UsageError
-from trainer.outputs import EVENTS_PREFIX, METRICS_FILE, TENSORBOARD_DIR
+from eks_ddp.trainer.atomic import write_atomically
+from eks_ddp.trainer.checkpoint import CheckpointManager
+from eks_ddp.trainer.errors import UsageError
+from eks_ddp.trainer.outputs import EVENTS_PREFIX, METRICS_FILE, TENSORBOARD_DIR
 
 log = logging.getLogger(__name__)
 

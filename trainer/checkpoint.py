@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from trainer.atomic import write_atomically
-from trainer.errors import CheckpointError
+from eks_ddp.trainer.atomic import write_atomically
+from eks_ddp.trainer.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 

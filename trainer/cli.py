@@ -1,4 +1,4 @@
-"""Command line: `python -m trainer {train,evaluate,prepare-data} ...`.
+"""Command line: `python -m eks_ddp.trainer {train,evaluate,prepare-data} ...`.
 
 Bad input ends with one line on stderr that names the flag or file, and a
 non-zero exit: 2 for input a retry cannot fix, RETRYABLE_EXIT_CODE after a
@@ -12,12 +12,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from trainer import datasets, distributed, models, outputs, precision
-from trainer.config import TrainConfig
-from trainer.distributed import Topology
-from trainer.errors import CheckpointError, DownloadError, PeerLost, UsageError
-from trainer.interrupt import RETRYABLE_EXIT_CODE, TerminationRequested
-from trainer.sources import SOURCES
+from eks_ddp.trainer import datasets, distributed, models, outputs, precision
+from eks_ddp.trainer.config import TrainConfig
+from eks_ddp.trainer.distributed import Topology
+from eks_ddp.trainer.errors import CheckpointError, DownloadError, PeerLost, UsageError
+from eks_ddp.trainer.interrupt import RETRYABLE_EXIT_CODE, TerminationRequested
+from eks_ddp.trainer.sources import SOURCES
 
 USAGE_EXIT_CODE = 2
 
@@ -54,7 +54,7 @@ def _shape(text: str) -> tuple[int, int, int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog="python -m trainer", description="The eks-ddp PyTorch DDP trainer.")
+    parser = _OneLineParser(prog="python -m eks_ddp.trainer", description="The eks-ddp PyTorch DDP trainer.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
 
     train = commands.add_parser("train", help="train a model with DDP (under torchrun) or in one process")
@@ -197,7 +197,7 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
 
 
 def _run_train(args: argparse.Namespace, topology: Topology) -> None:
-    from trainer.training import (
+    from eks_ddp.trainer.training import (
         train,  # imports torch.distributed machinery only when training
     )
 
@@ -229,10 +229,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "train":
             _run_train(args, topology)
         elif args.command == "evaluate":
-            from trainer import (
+            from eks_ddp.trainer import (
                 artifacts,  # boto3, only for evaluate (prepare-data starts without it)
             )
-            from trainer.evaluation import evaluate_command
+            from eks_ddp.trainer.evaluation import evaluate_command
 
             if args.model_uri:
                 artifacts.fetch(args.model_uri, args.model_file, args.wait_minutes)
@@ -251,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for path in (matrix, *([args.json] if args.json else [])):
                     artifacts.put(path, f"{folder}/{path.name}")
         else:
-            from trainer.prepare import prepare
+            from eks_ddp.trainer.prepare import prepare
 
             for line in prepare(SOURCES[args.dataset], args.data_dir, args.source):
                 print(line)

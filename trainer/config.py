@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.datasets import SyntheticShape
+from eks_ddp.trainer.datasets import SyntheticShape
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from trainer.errors import UsageError
-from trainer.idx import read_idx
-from trainer.sources import CIFAR10, MNIST
+from eks_ddp.trainer.errors import UsageError
+from eks_ddp.trainer.idx import read_idx
+from eks_ddp.trainer.sources import CIFAR10, MNIST
 
 DATASETS = ("digits", "mnist", "cifar10", "synthetic")
 CIFAR10_CLASSES = ("plane", "car", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
@@ -55,7 +55,7 @@ def load(name: str, data_dir: Path | None, synthetic: SyntheticShape | None = No
         raise UsageError(f"--data-dir is required for --dataset {name}")
     if not data_dir.is_dir():
         raise UsageError(
-            f"--data-dir {data_dir}: no such directory (run `python -m trainer prepare-data --dataset {name} --data-dir {data_dir}`)"
+            f"--data-dir {data_dir}: no such directory (run `python -m eks_ddp.trainer prepare-data --dataset {name} --data-dir {data_dir}`)"
         )
     if name == "mnist":
         return _mnist(data_dir)
@@ -106,7 +106,7 @@ def _find(data_dir: Path, file_name: str, dataset: str) -> Path:
             return candidate
     raise UsageError(
         f"--data-dir {data_dir}: {file_name} not found "
-        f"(run `python -m trainer prepare-data --dataset {dataset} --data-dir {data_dir}`)"
+        f"(run `python -m eks_ddp.trainer prepare-data --dataset {dataset} --data-dir {data_dir}`)"
     )
 
 

@@ -17,7 +17,7 @@ from typing import TypeVar
 import torch
 import torch.distributed as dist
 
-from trainer.errors import PeerLost, UsageError
+from eks_ddp.trainer.errors import PeerLost, UsageError
 
 T = TypeVar("T")
 

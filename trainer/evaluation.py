@@ -10,9 +10,9 @@ import torch
 from sklearn.metrics import confusion_matrix
 from torch import nn
 
-from trainer import datasets, models, plots, precision
-from trainer.errors import UsageError
-from trainer.outputs import load_model_file, write_json
+from eks_ddp.trainer import datasets, models, plots, precision
+from eks_ddp.trainer.errors import UsageError
+from eks_ddp.trainer.outputs import load_model_file, write_json
 
 log = logging.getLogger(__name__)
 

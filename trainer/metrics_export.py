@@ -7,7 +7,7 @@ except those in PER_POD; the run_info's `node_rank` label tells the pods apart. 
 
 One registry of our own (no default process collectors), served by prometheus_client's threaded HTTP server,
 so a scrape never waits for a training step. Names follow Prometheus' conventions: the `eksddp_trainer_` prefix,
-base units in the name (`_seconds`), `_total` on counters; dashboards/ queries only these names (a test checks).
+base units in the name (`_seconds`), `_total` on counters; infra/addons/dashboards/ queries only these names (a test checks).
 """
 
 import time

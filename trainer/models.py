@@ -5,7 +5,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from trainer.errors import UsageError
+from eks_ddp.trainer.errors import UsageError
 
 Shape = tuple[int, int, int]
 

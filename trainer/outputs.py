@@ -12,9 +12,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainer.atomic import write_atomically
-from trainer.checkpoint import encode
-from trainer.errors import UsageError
+from eks_ddp.trainer.atomic import write_atomically
+from eks_ddp.trainer.checkpoint import encode
+from eks_ddp.trainer.errors import UsageError
 
 MODEL_FILE = "model.pt"
 METRICS_FILE = "metrics.jsonl"

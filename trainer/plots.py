@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from sklearn.metrics import ConfusionMatrixDisplay  # noqa: E402
 
-from trainer.atomic import write_atomically  # noqa: E402
+from eks_ddp.trainer.atomic import write_atomically  # noqa: E402
 
 
 def _save(figure: Any, path: Path) -> None:

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from trainer.atomic import fsync_directory
-from trainer.errors import DownloadError, UsageError
-from trainer.sources import DatasetSource, RemoteFile
+from eks_ddp.trainer.atomic import fsync_directory
+from eks_ddp.trainer.errors import DownloadError, UsageError
+from eks_ddp.trainer.sources import DatasetSource, RemoteFile
 
 CHUNK = 1 << 20
 EXTRACTED_MARKER = ".verified-archive-sha256"

@@ -13,8 +13,8 @@ from typing import Any
 
 from torch.utils.tensorboard import SummaryWriter
 
-from trainer.atomic import write_atomically
-from trainer.outputs import EVENTS_PREFIX, METRICS_FILE, TENSORBOARD_DIR
+from eks_ddp.trainer.atomic import write_atomically
+from eks_ddp.trainer.outputs import EVENTS_PREFIX, METRICS_FILE, TENSORBOARD_DIR
 
 
 class RunLog:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from trainer.errors import UsageError
+from eks_ddp.trainer.errors import UsageError
 
 
 @dataclass(frozen=True)

@@ -27,15 +27,15 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from trainer import artifacts, datasets, distributed, evaluation, models, outputs, plots, precision
-from trainer.checkpoint import CheckpointManager, decode
-from trainer.config import TrainConfig
-from trainer.distributed import Topology
-from trainer.errors import CheckpointError, UsageError
-from trainer.interrupt import StopSignals, TerminationRequested
-from trainer.metrics_export import MetricsExport
-from trainer.run_log import RunLog
-from trainer.sampling import BatchPlan, GlobalBatchSampler, plan_batches
+from eks_ddp.trainer import artifacts, datasets, distributed, evaluation, models, outputs, plots, precision
+from eks_ddp.trainer.checkpoint import CheckpointManager, decode
+from eks_ddp.trainer.config import TrainConfig
+from eks_ddp.trainer.distributed import Topology
+from eks_ddp.trainer.errors import CheckpointError, UsageError
+from eks_ddp.trainer.interrupt import StopSignals, TerminationRequested
+from eks_ddp.trainer.metrics_export import MetricsExport
+from eks_ddp.trainer.run_log import RunLog
+from eks_ddp.trainer.sampling import BatchPlan, GlobalBatchSampler, plan_batches
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,2 @@
-"""Pulumi components that deploy PyTorchJobs and their helper Jobs.
-
-Not written yet: issue 4 fills this package. Nothing here deploys anything.
-"""
+"""Pulumi components that deploy training jobs (PyTorchJob, TrainJob, Indexed Job), their side Jobs and the trainer
+image; the manifests they send are built by pure functions beside them."""

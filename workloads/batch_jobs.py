@@ -2,12 +2,13 @@
 
 from typing import Any
 
-from infra.cluster import SYSTEM_LABEL
-from workloads.target import ARCHITECTURE_LABEL, NodeTarget
-from workloads.training_pod import (
+from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
+from eks_ddp.workloads.target import ARCHITECTURE_LABEL, NodeTarget
+from eks_ddp.workloads.training_pod import (
     DOWNLOADABLE_DATASETS,
     RUN_AS_TRAINER,
     SHARED_MOUNT,
+    TRAINER_MODULE,
     TrainingJob,
     prepare_data_command,
     run_id,
@@ -87,7 +88,7 @@ def evaluation_command(job: TrainingJob, target: NodeTarget) -> list[str]:
     command = [
         "python",
         "-m",
-        "trainer",
+        TRAINER_MODULE,
         "evaluate",
         "--model-file",
         f"{paths['output']}/model.pt",

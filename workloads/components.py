@@ -11,13 +11,13 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi import ResourceOptions
 
-from infra import instance_facts
-from infra.catalogue import InstanceType
-from infra.efa_node_group import NodeGroupShape
-from infra.args import check_keys
-from infra.errors import InvalidArgument
-from infra.options import waits_for
-from workloads import (
+from eks_ddp.infra.args import check_keys
+from eks_ddp.infra.aws.efa_node_group import NodeGroupShape
+from eks_ddp.infra.errors import InvalidArgument
+from eks_ddp.infra.facts import instance_facts
+from eks_ddp.infra.facts.catalogue import InstanceType
+from eks_ddp.infra.options import waits_for
+from eks_ddp.workloads import (
     batch_jobs,
     indexed_job,
     nccl_check,
@@ -25,8 +25,8 @@ from workloads import (
     training_pod,
     trainjob,
 )
-from workloads.target import NodeTarget, target_of, too_small
-from workloads.training_pod import TrainingJob, TrainingJobSpec
+from eks_ddp.workloads.target import NodeTarget, target_of, too_small
+from eks_ddp.workloads.training_pod import TrainingJob, TrainingJobSpec
 
 
 def placed_on(component: str, shape: NodeGroupShape) -> NodeTarget:

@@ -10,7 +10,7 @@ collectives of each rank and writes them out when the watchdog times out: what e
 
 from typing import Any
 
-from workloads.target import NodeTarget
+from eks_ddp.workloads.target import NodeTarget
 
 RDMA_READ_FAMILIES = ("p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200")
 FLIGHT_RECORDER_ENTRIES = 20000

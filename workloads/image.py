@@ -12,7 +12,7 @@ import pulumi_aws as aws
 import pulumi_docker_build as docker_build
 from docker.utils.build import exclude_paths
 
-from infra.catalogue import Architecture
+from eks_ddp.infra.facts.catalogue import Architecture
 
 # The build context: the trainer alone (its requirements.txt, Dockerfile and .dockerignore).
 CONTEXT = Path(__file__).resolve().parent.parent / "trainer"

@@ -12,8 +12,8 @@ pkg/controller/job/job_controller.go, manageJob): an Indexed Job's pod `i` is na
 
 from typing import Any
 
-from workloads.target import NodeTarget
-from workloads.training_pod import (
+from eks_ddp.workloads.target import NodeTarget
+from eks_ddp.workloads.training_pod import (
     TrainingJob,
     pod_labels,
     pod_template,

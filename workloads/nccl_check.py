@@ -9,9 +9,9 @@ in NCCL CHECK PASSED or FAILED against the floor for the instance type.
 from dataclasses import dataclass
 from typing import Any
 
-from workloads.batch_jobs import GATE_SECONDS, gate_annotations, side_step_selector
-from workloads.fabric_env import rdma_read
-from workloads.target import NodeTarget, resources
+from eks_ddp.workloads.batch_jobs import GATE_SECONDS, gate_annotations, side_step_selector
+from eks_ddp.workloads.fabric_env import rdma_read
+from eks_ddp.workloads.target import NodeTarget, resources
 
 API_VERSION, KIND = "kubeflow.org/v2beta1", "MPIJob"
 NODES = 2

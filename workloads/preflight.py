@@ -7,7 +7,7 @@ counts the uverbs devices the EFA device plugin mounted.
 
 A failure is not retried in place (with `restartPolicy: OnFailure` that would burn the job's restart budget on one
 bad node): the check writes its verdict to a shared scratch volume and exits 0, and the next init container, in the
-job's own image, taints the node so the pod is evicted and goes elsewhere (infra.node_quarantine,
+job's own image, taints the node so the pod is evicted and goes elsewhere (infra.addons.node_quarantine,
 workloads/scripts/quarantine_node.py).
 
 Image: NVIDIA/dcgm-exporter's ubuntu22.04 variant of the release the DCGM exporter chart runs (4.5.3-4.8.2;
@@ -18,8 +18,8 @@ tags it DCGM_VERSION-VERSION-ubuntu22.04). Not pulled here.
 from pathlib import Path
 from typing import Any
 
-from infra.node_quarantine import TAINT_KEY
-from workloads.target import NodeTarget
+from eks_ddp.infra.addons.node_quarantine import TAINT_KEY
+from eks_ddp.workloads.target import NodeTarget
 
 CONTAINER = "gpu-preflight"
 QUARANTINE = "quarantine-bad-node"

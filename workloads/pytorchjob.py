@@ -6,8 +6,8 @@ The pod is workloads.training_pod's; this module wraps it in Master and Worker r
 import copy
 from typing import Any
 
-from workloads.target import NodeTarget
-from workloads.training_pod import (
+from eks_ddp.workloads.target import NodeTarget
+from eks_ddp.workloads.training_pod import (
     TrainingJob,
     pod_template,
     processes_per_pod,

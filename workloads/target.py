@@ -3,10 +3,10 @@
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.allocatable import Allocatable, NodeLauncher, allocatable
-from infra.catalogue import InstanceType
-from infra.efa_node_group import KUBERNETES_EFFECT, NodeGroupShape, TaintEffect, placement_facts
-from infra.karpenter_nodes import efa_only_on_card_zero
+from eks_ddp.infra.addons.karpenter_nodes import efa_only_on_card_zero
+from eks_ddp.infra.aws.efa_node_group import KUBERNETES_EFFECT, NodeGroupShape, TaintEffect, placement_facts
+from eks_ddp.infra.facts.allocatable import Allocatable, NodeLauncher, allocatable
+from eks_ddp.infra.facts.catalogue import InstanceType
 
 ARCHITECTURE_LABEL = "kubernetes.io/arch"
 KUBERNETES_ARCH = {"arm64": "arm64", "x86_64": "amd64"}

@@ -16,10 +16,10 @@ from typing import Any, NotRequired, TypedDict
 
 import pulumi
 
-from infra.shared_claim import SHARED_UID
-from workloads import preflight
-from workloads.fabric_env import collective_env
-from workloads.target import NodeTarget, resources
+from eks_ddp.infra.storage.shared_claim import SHARED_UID
+from eks_ddp.workloads import preflight
+from eks_ddp.workloads.fabric_env import collective_env
+from eks_ddp.workloads.target import NodeTarget, resources
 
 SHARED_MOUNT = "/shared"
 CHECKPOINT_GRACE_SECONDS = 120
@@ -43,6 +43,8 @@ RENDEZVOUS_TIMEOUT_SECONDS = 1800
 # declares under this name for the PodMonitor, which selects every pod of the job: every scrape target is up.
 METRICS_PORT, METRICS_PORT_NAME = 9300, "metrics"
 # The trainer's `train --dataset` and `prepare-data --dataset` choices (workloads know its command line, not its code).
+# The bundled trainer's module, run by `python -m` and `torchrun -m` in every pod that runs it.
+TRAINER_MODULE = "eks_ddp.trainer"
 DATASETS = ("digits", "mnist", "cifar10", "synthetic")
 DOWNLOADABLE_DATASETS = ("mnist", "cifar10")
 
@@ -255,7 +257,7 @@ def trainer_command(job: TrainingJob, target: NodeTarget) -> list[str]:
     return [
         "torchrun",
         "-m",
-        "trainer",
+        TRAINER_MODULE,
         "train",
         *run_arguments(job, target),
         "--data-dir",
@@ -337,7 +339,7 @@ def shared_volume(job: TrainingJob) -> dict[str, Any]:
 def prepare_data_command(job: TrainingJob) -> list[str]:
     """Idempotent: verified files are not fetched again."""
     data = f"{SHARED_MOUNT}/data/{job.dataset}"
-    return ["python", "-m", "trainer", "prepare-data", "--dataset", job.dataset, "--data-dir", data]
+    return ["python", "-m", TRAINER_MODULE, "prepare-data", "--dataset", job.dataset, "--data-dir", data]
 
 
 def processes_per_pod(target: NodeTarget) -> int:

@@ -18,8 +18,8 @@ import hashlib
 import json
 from typing import Any
 
-from workloads.target import NodeTarget
-from workloads.training_pod import (
+from eks_ddp.workloads.target import NodeTarget
+from eks_ddp.workloads.training_pod import (
     TrainingJob,
     pod_template,
     processes_per_pod,

@@ -8,7 +8,7 @@ table: the chart's own values (only what scheduling reads) and, per workload, wh
 renders each workload's pod. A pin that moves away from its table, or an add-on without one, raises AddonTableError:
 the new version's templates must be read first.
 
-Workload names assume the release is named after its chart, as infra.helm.release names every release.
+Workload names assume the release is named after its chart, as infra.addons.helm.release names every release.
 """
 
 import json
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.mocking import Registration
-from stack.engine_rules.base import Deployment, located
+from eks_ddp.stack.engine_rules.base import Deployment, located
+from eks_ddp.stack.mocking import Registration
 
 Values = Mapping[str, Any]
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -126,7 +126,7 @@ COMPUTE_TYPE = "eks.amazonaws.com/compute-type"
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 ARCH = _in("kubernetes.io/arch", "amd64", "arm64")
 
-# --- Helm charts the stack installs (infra.versions), by chart name ---------------------------------------------
+# --- Helm charts the stack installs (infra.facts.versions), by chart name ---------------------------------------------
 
 CLUSTER_AUTOSCALER = Chart(
     "cluster-autoscaler",
@@ -182,7 +182,7 @@ def _efa_plugin_affinity(values: Values) -> dict[str, Any]:
     if not labels or "values" not in labels:
         raise AddonTableError(
             "aws-efa-k8s-device-plugin: the chart's own supportedInstanceLabels list is not kept here; "
-            "set it (infra/efa_device_plugin.py sets it from the catalogue)"
+            "set it (infra/addons/efa_device_plugin.py sets it from the catalogue)"
         )
     terms = [{"matchExpressions": [_in(key, *labels["values"])]} for key in labels.get("keys", [])]
     if terms:
@@ -488,7 +488,7 @@ FSX_CSI_DRIVER = Chart(
     ),
 )
 
-# It has no `node.tolerateAllTaints` (the value infra/efs_storage.py sets is ignored); its node tolerations already
+# It has no `node.tolerateAllTaints` (the value infra/storage/efs.py sets is ignored); its node tolerations already
 # tolerate everything.
 EFS_CSI_DRIVER = Chart(
     "aws-efs-csi-driver",
@@ -991,7 +991,7 @@ def _manifest(registration: Registration, owner: str) -> tuple[Chart, Values]:
     """The manifest a kustomize directory or yaml file installs, by the release tag in its location (a local
     kustomization: in the resources it builds on)."""
     where = str(registration.inputs.get("directory") or registration.inputs.get("file") or "")
-    # A relative directory is the program's (infra.training_operator._stable_path), as pulumi-kubernetes reads it.
+    # A relative directory is the program's (infra.addons.training_operator._stable_path), as pulumi-kubernetes reads it.
     kustomization = Path(where) / "kustomization.yaml"
     text = kustomization.read_text() if kustomization.is_file() else where
     for pattern, chart in MANIFESTS:

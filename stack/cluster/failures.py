@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra.node_quarantine import TAINT_KEY
-from stack.cluster.placement import Cluster, Node, object_pods, placed
-from stack.engine_rules.base import Deployment, Finding
-from workloads.preflight import QUARANTINE
+from eks_ddp.infra.addons.node_quarantine import TAINT_KEY
+from eks_ddp.stack.cluster.placement import Cluster, Node, object_pods, placed
+from eks_ddp.stack.engine_rules.base import Deployment, Finding
+from eks_ddp.workloads.preflight import QUARANTINE
 
 NODE_LOSS, CRASH, BAD_NODE, SPOT = "node loss", "process crash", "bad GPU node", "spot interruption"
 SPOT_NOTICE_SECONDS = 120

@@ -2,7 +2,7 @@
 
 Each rule of stack.engine_rules reads one object; here the parts meet. Nodes come from every managed node group (up
 to `maxSize`) and Karpenter NodePool (up to its CPU limit), with the allocatable of the engine that launches them
-(infra.allocatable) less every DaemonSet that lands there (stack.cluster.addons). Pods are the stack's own (Jobs,
+(infra.facts.allocatable) less every DaemonSet that lands there (stack.cluster.addons). Pods are the stack's own (Jobs,
 PyTorchJob and MPIJob replicas, a TrainJob's runtime pods, add-on controllers) placed with kube-scheduler's filters
 (kubernetes v1.35 pkg/scheduler/framework/plugins: noderesources Fit, tainttoleration, nodeaffinity (nodeSelector and
 required terms), interpodaffinity (required anti-affinity on the hostname), nodeports aside). An effective request is
@@ -16,12 +16,11 @@ creates only after an object it awaits to completion (a gating check) are placed
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra import catalogue
-from infra.allocatable import NodeLauncher, allocatable
-from infra.karpenter_nodes import efa_only_on_card_zero
-from infra.mocking import Registration
-from stack.cluster.addons import Workload, addon_workloads
-from stack.engine_rules.base import (
+from eks_ddp.infra.addons.karpenter_nodes import efa_only_on_card_zero
+from eks_ddp.infra.facts import catalogue
+from eks_ddp.infra.facts.allocatable import NodeLauncher, allocatable
+from eks_ddp.stack.cluster.addons import Workload, addon_workloads
+from eks_ddp.stack.engine_rules.base import (
     GPU_RESOURCE,
     Deployment,
     Finding,
@@ -33,11 +32,12 @@ from stack.engine_rules.base import (
     runtime_of,
     tolerated,
 )
-from stack.engine_rules.pulumi_kubernetes import RUN_TO_COMPLETION as OPERATOR_JOBS
-from stack.engine_rules.pulumi_kubernetes import SKIP_AWAIT, WAIT_FOR
-from stack.engine_rules.scheduling import pod_requests
-from workloads.components import SUBMITTED
-from workloads.training_pod import TRAINER_LABEL
+from eks_ddp.stack.engine_rules.pulumi_kubernetes import RUN_TO_COMPLETION as OPERATOR_JOBS
+from eks_ddp.stack.engine_rules.pulumi_kubernetes import SKIP_AWAIT, WAIT_FOR
+from eks_ddp.stack.engine_rules.scheduling import pod_requests
+from eks_ddp.stack.mocking import Registration
+from eks_ddp.workloads.components import SUBMITTED
+from eks_ddp.workloads.training_pod import TRAINER_LABEL
 
 HOSTNAME = "kubernetes.io/hostname"
 

@@ -6,8 +6,8 @@ registrations of one stack run under mocks, names its source (repository, file, 
 or document), and reports the resource and the key it objects to.
 """
 
-from stack.engine_rules.base import Deployment, Finding, Rule
-from stack.engine_rules.eks import (
+from eks_ddp.stack.engine_rules.base import Deployment, Finding, Rule
+from eks_ddp.stack.engine_rules.eks import (
     efa_ami_releases,
     efa_interfaces_per_network_card,
     images_in_stack_region,
@@ -15,9 +15,13 @@ from stack.engine_rules.eks import (
     managed_node_group_launch_templates,
     no_access_entry_for_the_deployer,
 )
-from stack.engine_rules.karpenter import controller_schedules, efa_on_every_card, node_classes_admitted
-from stack.engine_rules.pulumi_kubernetes import immutable_specs_replaced, kubernetes_awaits, no_ttl_on_owned_objects
-from stack.engine_rules.scheduling import (
+from eks_ddp.stack.engine_rules.karpenter import controller_schedules, efa_on_every_card, node_classes_admitted
+from eks_ddp.stack.engine_rules.pulumi_kubernetes import (
+    immutable_specs_replaced,
+    kubernetes_awaits,
+    no_ttl_on_owned_objects,
+)
+from eks_ddp.stack.engine_rules.scheduling import (
     crds_have_one_owner,
     efa_device_plugin_schedules,
     gpu_exporter_schedules,
@@ -25,7 +29,7 @@ from stack.engine_rules.scheduling import (
     pods_fit_node_templates,
     shared_volume_ownership,
 )
-from stack.engine_rules.updates import changed_pods, unapplied_pod_changes
+from eks_ddp.stack.engine_rules.updates import changed_pods, unapplied_pod_changes
 
 __all__ = ["RULES", "Deployment", "Finding", "changed_pods", "check", "unapplied_pod_changes"]
 

@@ -5,10 +5,10 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from infra import catalogue
-from infra.efa_node_group import KUBERNETES_EFFECT, TaintEffect
-from infra.mocking import Registration
-from workloads.target import KUBERNETES_ARCH
+from eks_ddp.infra.aws.efa_node_group import KUBERNETES_EFFECT, TaintEffect
+from eks_ddp.infra.facts import catalogue
+from eks_ddp.stack.mocking import Registration
+from eks_ddp.workloads.target import KUBERNETES_ARCH
 
 K8S_PREFIX = "kubernetes:"
 ARCHITECTURE = {"ARM_64": "arm64", "x86_64": "amd64"}

@@ -3,8 +3,8 @@
 import re
 from collections.abc import Iterator
 
-from infra import versions
-from stack.engine_rules.base import (
+from eks_ddp.infra.facts import versions
+from eks_ddp.stack.engine_rules.base import (
     Deployment,
     Finding,
     efa_interface_count,
@@ -90,7 +90,7 @@ def kubernetes_version_in_standard_support(deployment: Deployment) -> Iterator[F
     """A minor version past EKS standard support costs $0.60 instead of $0.10 per cluster hour.
 
     Source: EKS user guide "Understand the Kubernetes version lifecycle on EKS" (14 months of
-    standard support per minor); the end dates are in infra.versions.STANDARD_SUPPORT_ENDS.
+    standard support per minor); the end dates are in infra.facts.versions.STANDARD_SUPPORT_ENDS.
     """
     for cluster in deployment.of_type("eks:index:Cluster"):
         version = str(cluster.inputs.get("version", ""))

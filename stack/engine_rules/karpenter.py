@@ -2,9 +2,9 @@
 
 from collections.abc import Iterator
 
-from infra.cluster import SYSTEM_LABEL
-from infra.karpenter_nodes import interface_errors, label_errors
-from stack.engine_rules.base import Deployment, Finding, located
+from eks_ddp.infra.addons.karpenter_nodes import interface_errors, label_errors
+from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
+from eks_ddp.stack.engine_rules.base import Deployment, Finding, located
 
 NODE_CLASS, NODE_POOL = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "kubernetes:karpenter.sh/v1:NodePool"
 

@@ -4,14 +4,14 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from infra.mocking import Registration
-from stack.engine_rules.base import (
+from eks_ddp.stack.engine_rules.base import (
     Deployment,
     Finding,
     annotations,
     located,
 )
-from workloads.components import SUBMITTED
+from eks_ddp.stack.mocking import Registration
+from eks_ddp.workloads.components import SUBMITTED
 
 SKIP_AWAIT, TIMEOUT_SECONDS, WAIT_FOR = "pulumi.com/skipAwait", "pulumi.com/timeoutSeconds", "pulumi.com/waitFor"
 RUN_TO_COMPLETION = {"PyTorchJob", "TrainJob", "MPIJob"}

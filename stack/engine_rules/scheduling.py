@@ -3,9 +3,8 @@
 from collections.abc import Iterator
 from typing import Any
 
-from infra import versions
-from infra.mocking import Registration
-from stack.engine_rules.base import (
+from eks_ddp.infra.facts import versions
+from eks_ddp.stack.engine_rules.base import (
     K8S_PREFIX,
     Deployment,
     Finding,
@@ -15,6 +14,7 @@ from stack.engine_rules.base import (
     pod_specs,
     tolerated,
 )
+from eks_ddp.stack.mocking import Registration
 
 CORE_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
 
@@ -146,7 +146,7 @@ TRAINING_OPERATOR_CRDS = {
 }
 INSTALLED_CRDS = {
     versions.TRAINING_OPERATOR_OVERLAY.format(version=versions.TRAINING_OPERATOR_VERSION): TRAINING_OPERATOR_CRDS,
-    "infra/manifests/training-operator-without-mpijob": TRAINING_OPERATOR_CRDS - {"mpijobs.kubeflow.org"},
+    "infra/addons/manifests/training-operator-without-mpijob": TRAINING_OPERATOR_CRDS - {"mpijobs.kubeflow.org"},
     versions.MPI_OPERATOR_MANIFEST.format(version=versions.MPI_OPERATOR_VERSION): {"mpijobs.kubeflow.org"},
 }
 

@@ -24,9 +24,9 @@ name, that replacement needs `deleteBeforeReplace`, or the new object is created
 from collections.abc import Iterator
 from typing import Any
 
-from infra.mocking import Registration
-from stack.engine_rules.base import Deployment, Finding, located, pod_specs, runtime_of
-from workloads import trainjob
+from eks_ddp.stack.engine_rules.base import Deployment, Finding, located, pod_specs, runtime_of
+from eks_ddp.stack.mocking import Registration
+from eks_ddp.workloads import trainjob
 
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
 JOB_FORCE_NEW = ("spec.completions", "spec.parallelism", "spec.selector", "spec.template")

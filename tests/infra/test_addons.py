@@ -3,16 +3,16 @@ import json
 import pulumi_kubernetes as k8s
 import pytest
 
-from infra import versions
-from infra.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
-from infra.catalogue import EFA_INSTANCE_TYPES
-from infra.efa_device_plugin import EfaDevicePlugin
-from infra.efa_node_group import TaintEffect
-from infra.errors import InvalidArgument
-from infra.iam import irsa_trust
-from infra.metrics_server import MetricsServer
-from infra.mocking import ACCOUNT, OIDC_ISSUER
-from infra.training_operator import TrainingOperator
+from eks_ddp.infra.addons.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
+from eks_ddp.infra.addons.efa_device_plugin import EfaDevicePlugin
+from eks_ddp.infra.addons.metrics_server import MetricsServer
+from eks_ddp.infra.addons.training_operator import TrainingOperator
+from eks_ddp.infra.aws.efa_node_group import TaintEffect
+from eks_ddp.infra.aws.iam import irsa_trust
+from eks_ddp.infra.errors import InvalidArgument
+from eks_ddp.infra.facts import versions
+from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
+from eks_ddp.stack.mocking import ACCOUNT, OIDC_ISSUER
 from tests.pulumi_harness import Recorded
 
 PROVIDER_ARN = f"arn:aws:iam::{ACCOUNT}:oidc-provider/{OIDC_ISSUER}"
@@ -54,7 +54,7 @@ def test_efa_device_plugin_also_runs_on_the_stacks_efa_types_the_catalogue_lacks
 
 def test_nvidia_device_plugin_only_on_our_gpu_nodes_tolerating_their_taints(pulumi_mocks: Recorded) -> None:
     """The EKS AL2023 NVIDIA AMIs ship no device plugin: without one no pod gets nvidia.com/gpu."""
-    from infra.nvidia_device_plugin import CHART_TOLERATIONS, NvidiaDevicePlugin
+    from eks_ddp.infra.addons.nvidia_device_plugin import CHART_TOLERATIONS, NvidiaDevicePlugin
 
     taints = [{"key": "dedicated", "value": "llm", "effect": TaintEffect.NO_EXECUTE}]
     pulumi_mocks.run(lambda: NvidiaDevicePlugin("gpu", {"provider": _provider(), "node_taints": taints}))  # type: ignore[typeddict-item]

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.allocatable import Allocatable, NodeLauncher, allocatable, eni_pods, kube_reserved_millicores
-from infra.catalogue import INSTANCE_TYPES, Architecture, InstanceType
-from workloads.target import DAEMON_SETS_MIB, NodeTarget, daemon_sets_millicores, pod_room, resources
+from eks_ddp.infra.facts.allocatable import Allocatable, NodeLauncher, allocatable, eni_pods, kube_reserved_millicores
+from eks_ddp.infra.facts.catalogue import INSTANCE_TYPES, Architecture, InstanceType
+from eks_ddp.workloads.target import DAEMON_SETS_MIB, NodeTarget, daemon_sets_millicores, pod_room, resources
 
 REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "instance-types.tsv"
 
@@ -20,7 +20,7 @@ def _karpenter_table() -> list[dict[str, str]]:
 
 
 # Karpenter's table lists them, but neither its vpclimits.go nor a whole number of 50-address interfaces gives their
-# default card's interfaces: eks-ddp assumes 15 of 50 for them (infra.allocatable.UNKNOWN_ENIS).
+# default card's interfaces: eks-ddp assumes 15 of 50 for them (infra.facts.allocatable.UNKNOWN_ENIS).
 ENI_SPLIT_UNKNOWN = {f"{family}.metal-{size}xl" for family in ("c8ib", "m8ib", "m8idb", "m8idn", "m8in", "r8ib",
                      "r8idb", "r8idn", "r8in") for size in (48, 96)}
 

@@ -9,10 +9,10 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from infra.model_bucket import CHECKPOINTS_PREFIX, access_policy
+from eks_ddp.infra.aws.model_bucket import CHECKPOINTS_PREFIX, access_policy
+from eks_ddp.trainer.artifacts import ArtifactStore, Location
+from eks_ddp.trainer.checkpoint import CheckpointManager
 from tests.conftest import free_port
-from trainer.artifacts import ArtifactStore, Location
-from trainer.checkpoint import CheckpointManager
 
 # The IAM action each S3 API operation needs (AWS "Actions, resources, and condition keys for Amazon S3").
 ACTION = {

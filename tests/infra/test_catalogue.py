@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.catalogue import EFA_INSTANCE_TYPES, INSTANCE_TYPES
-from stack.reference_data import REFERENCE, read_network_cards
+from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES, INSTANCE_TYPES
+from eks_ddp.stack.reference_data import REFERENCE, read_network_cards
 
 # karpenter-provider-aws v1.14.1's generated VPC limits have no hpc7g rows; EC2's EFA
 # documentation and the device plugin's list (below) both name them, with one card.

@@ -1,7 +1,7 @@
 import pytest
 
-from infra.cluster import ADMIN_POLICY, Cluster, ClusterArgs
-from infra.errors import InvalidArgument
+from eks_ddp.infra.aws.cluster import ADMIN_POLICY, Cluster, ClusterArgs
+from eks_ddp.infra.errors import InvalidArgument
 from tests.pulumi_harness import Recorded
 
 
@@ -65,7 +65,7 @@ def test_invalid_arguments_are_refused_before_anything_exists(pulumi_mocks: Reco
 
 
 def test_a_pinned_vpc_cni_older_than_efa_only_support_is_refused(pulumi_mocks: Recorded, monkeypatch: pytest.MonkeyPatch) -> None:
-    from infra import versions
+    from eks_ddp.infra.facts import versions
 
     monkeypatch.setitem(versions.ADDON_VERSIONS, "vpc-cni", "v1.18.3-eksbuild.1")
     with pytest.raises(InvalidArgument, match=r"vpc-cni'\]='v1.18.3-eksbuild.1' is not allowed; efa-only interfaces need vpc-cni >= 1.18.4"):
@@ -77,7 +77,7 @@ def test_a_pinned_vpc_cni_older_than_efa_only_support_is_refused(pulumi_mocks: R
 
 def test_the_deploying_principal_gets_no_second_access_entry(pulumi_mocks: Recorded) -> None:
     """pulumi-eks already makes the creator an admin: a second entry would fail with ResourceInUseException."""
-    from infra.mocking import DEPLOYER_ROLE_ARN
+    from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN
 
     other = "arn:aws:iam::123456789012:role/platform-admin"
     pulumi_mocks.run(lambda: Cluster("training", _args(admin_principal_arns=[DEPLOYER_ROLE_ARN, other])))

@@ -1,7 +1,7 @@
 import pytest
 
-from infra.efa_node_group import CapacityType, EfaNodeGroup, EfaNodeGroupArgs, TaintEffect
-from infra.errors import InvalidArgument
+from eks_ddp.infra.aws.efa_node_group import CapacityType, EfaNodeGroup, EfaNodeGroupArgs, TaintEffect
+from eks_ddp.infra.errors import InvalidArgument
 from tests.pulumi_harness import Recorded
 
 

@@ -5,10 +5,10 @@ from typing import Any
 import pulumi
 import pytest
 
-from infra import instance_facts
-from infra.cluster import Cluster
-from infra.efa_node_group import EfaNodeGroup
-from infra.mocking import RecordingMocks
+from eks_ddp.infra.aws.cluster import Cluster
+from eks_ddp.infra.aws.efa_node_group import EfaNodeGroup
+from eks_ddp.infra.facts import instance_facts
+from eks_ddp.stack.mocking import RecordingMocks
 from tests.infra.test_efa_node_group import _args
 from tests.pulumi_harness import Recorded
 
@@ -18,7 +18,7 @@ def test_offline_facts_come_from_the_catalogue_or_a_guess_that_says_so() -> None
     guess = instance_facts.offline("r7i.8xlarge")
     facts = (guess.vcpus, guess.memory_gib, guess.architecture.value, guess.efa, guess.hourly_usd)
     assert facts == (32, 256, "x86_64", True, None)
-    assert guess.assumed.startswith("r7i.8xlarge is not in infra.catalogue: assumed 32 vCPUs, 256 GiB, x86_64")
+    assert guess.assumed.startswith("r7i.8xlarge is not in infra.facts.catalogue: assumed 32 vCPUs, 256 GiB, x86_64")
     small_arm = instance_facts.offline("m8g.xlarge")
     assert (small_arm.architecture.value, small_arm.efa) == ("arm64", False)  # EFA only on the largest sizes
     with pytest.raises(ValueError, match="give an EC2 instance type"):

@@ -7,9 +7,9 @@ import jsonschema
 import pytest
 import yaml
 
-from infra.catalogue import EFA_INSTANCE_TYPES, INSTANCE_TYPES
-from infra.efa_node_group import CapacityType, TaintEffect
-from infra.karpenter_nodes import interface_errors, network_interfaces, node_class, node_pool
+from eks_ddp.infra.addons.karpenter_nodes import interface_errors, network_interfaces, node_class, node_pool
+from eks_ddp.infra.aws.efa_node_group import CapacityType, TaintEffect
+from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES, INSTANCE_TYPES
 
 SCHEMAS = Path(__file__).resolve().parents[2].parent / "shared" / "schemas"
 

@@ -3,12 +3,12 @@ import json
 import pulumi_kubernetes as k8s
 import pytest
 
-from infra.errors import InvalidArgument
-from infra.iam import irsa_trust
-from infra.mocking import ACCOUNT, OIDC_ISSUER
-from infra.model_bucket import CHECKPOINTS_PREFIX, ModelBucket
+from eks_ddp.infra.aws.iam import irsa_trust
+from eks_ddp.infra.aws.model_bucket import CHECKPOINTS_PREFIX, ModelBucket
+from eks_ddp.infra.errors import InvalidArgument
+from eks_ddp.stack.mocking import ACCOUNT, OIDC_ISSUER
+from eks_ddp.workloads.training_pod import TrainingJob, artifact_arguments
 from tests.pulumi_harness import Recorded
-from workloads.training_pod import TrainingJob, artifact_arguments
 
 PROVIDER_ARN = f"arn:aws:iam::{ACCOUNT}:oidc-provider/{OIDC_ISSUER}"
 

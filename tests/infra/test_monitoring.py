@@ -11,14 +11,14 @@ import jsonschema
 import pytest
 import yaml
 
-from infra.mocking import Registration
-from infra.prometheus_monitoring import DCGM_COUNTERS, EFA_COUNTERS, dashboards, efa_exporter_values
-from stack import stack_file
-from stack.config import ConfigError, parse
-from stack.mocked import run_under_mocks
-from stack.rehearsal import rehearse_values
-from trainer.metrics_export import PER_POD, PREFIX, MetricsExport
-from workloads.training_pod import METRICS_PORT_NAME
+from eks_ddp.infra.addons.prometheus_monitoring import DCGM_COUNTERS, EFA_COUNTERS, dashboards, efa_exporter_values
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.config import ConfigError, parse
+from eks_ddp.stack.mocked import run_under_mocks
+from eks_ddp.stack.mocking import Registration
+from eks_ddp.stack.rehearsal import rehearse_values
+from eks_ddp.trainer.metrics_export import PER_POD, PREFIX, MetricsExport
+from eks_ddp.workloads.training_pod import METRICS_PORT_NAME
 
 SCHEMAS = Path(__file__).resolve().parents[2].parent / "shared" / "schemas"
 # PromQL words that are not metric names: functions, aggregations and their modifiers.
@@ -213,7 +213,7 @@ def test_bad_monitoring_input_is_one_line_naming_the_key(key: str, value: str, m
 
 
 def test_the_watch_picture_evaluates_the_dashboards_expressions_on_a_scrape() -> None:
-    from stack.watch_picture import PANELS, value
+    from eks_ddp.stack.watch_picture import PANELS, value
 
     samples = {"eksddp_trainer_step": 30.0, "eksddp_trainer_steps": 120.0, "eksddp_trainer_loss": 0.5}
     assert (

@@ -5,11 +5,12 @@ from pathlib import Path
 
 import yaml
 
-from infra import versions
-from infra.platform import TrainingPlatform
+from eks_ddp.infra.addons import training_operator
+from eks_ddp.infra.facts import versions
+from eks_ddp.infra.platform import TrainingPlatform
 from tests.pulumi_harness import Recorded
 
-KUSTOMIZATION = Path(versions.TRAINING_OPERATOR_WITHOUT_MPIJOB) / "kustomization.yaml"
+KUSTOMIZATION = Path(training_operator.WITHOUT_MPIJOB) / "kustomization.yaml"
 # kubeflow/trainer v1.9.4 cmd/training-operator.v1/main.go: the schemes `--enable-scheme` accepts, besides MPIJob.
 OTHER_SCHEMES = {"pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob"}
 
@@ -29,7 +30,7 @@ def test_a_gpu_efa_group_brings_the_mpi_operator_after_a_training_operator_witho
     args = {"network": {"availability_zones": ["us-east-1a", "us-east-1b"]}, "node_groups": [group], "storage": "none"}
     pulumi_mocks.run(lambda: TrainingPlatform("p", args))  # type: ignore[arg-type]
     training = pulumi_mocks.named("p-training-operator-manifests")
-    assert training.inputs["directory"] == "infra/manifests/training-operator-without-mpijob"
+    assert training.inputs["directory"] == "infra/addons/manifests/training-operator-without-mpijob"
     mpi = pulumi_mocks.named("p-mpi-operator-manifests")
     assert mpi.inputs["file"].endswith(f"/{versions.MPI_OPERATOR_VERSION}/deploy/v2beta1/mpi-operator.yaml")
     assert training.urn in mpi.dependencies

@@ -1,7 +1,7 @@
 import pytest
 
-from infra.errors import InvalidArgument
-from infra.network import NatGateways, Network, NetworkArgs, plan_subnets
+from eks_ddp.infra.aws.network import NatGateways, Network, NetworkArgs, plan_subnets
+from eks_ddp.infra.errors import InvalidArgument
 from tests.pulumi_harness import Recorded
 
 

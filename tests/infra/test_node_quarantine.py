@@ -7,11 +7,11 @@ from typing import Any
 import cel
 import pytest
 
-from infra.mocking import Registration
-from infra.node_quarantine import NAME, NODE_NAME_EXTRA, TAINT_KEY, admission_policy
-from stack import stack_file
-from stack.config import parse
-from stack.mocked import run_under_mocks
+from eks_ddp.infra.addons.node_quarantine import NAME, NODE_NAME_EXTRA, TAINT_KEY, admission_policy
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.config import parse
+from eks_ddp.stack.mocked import run_under_mocks
+from eks_ddp.stack.mocking import Registration
 
 USER = "system:serviceaccount:training:trainer"
 POLICY = admission_policy("training", "trainer")

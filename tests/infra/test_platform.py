@@ -1,9 +1,9 @@
 import pytest
 
-from infra.efa_node_group import TaintEffect
-from infra.errors import InvalidArgument
-from infra.platform import AutoscalerKind, StorageKind, TrainingPlatform, TrainingPlatformArgs, validate
-from infra.training_operator import OperatorKind
+from eks_ddp.infra.addons.training_operator import OperatorKind
+from eks_ddp.infra.aws.efa_node_group import TaintEffect
+from eks_ddp.infra.errors import InvalidArgument
+from eks_ddp.infra.platform import AutoscalerKind, StorageKind, TrainingPlatform, TrainingPlatformArgs, validate
 from tests.pulumi_harness import Recorded
 
 

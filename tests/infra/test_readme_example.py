@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from infra.mocking import run_offline
+from eks_ddp.stack.mocking import run_offline
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -3,10 +3,10 @@ import json
 import pulumi_kubernetes as k8s
 import pytest
 
-from infra.efs_storage import EfsStorage
-from infra.errors import InvalidArgument
-from infra.fsx_storage import FsxLustreStorage, valid_capacity
-from infra.mocking import ACCOUNT, OIDC_ISSUER
+from eks_ddp.infra.errors import InvalidArgument
+from eks_ddp.infra.storage.efs import EfsStorage
+from eks_ddp.infra.storage.fsx import FsxLustreStorage, valid_capacity
+from eks_ddp.stack.mocking import ACCOUNT, OIDC_ISSUER
 from tests.pulumi_harness import Recorded
 
 PROVIDER_ARN = f"arn:aws:iam::{ACCOUNT}:oidc-provider/{OIDC_ISSUER}"

@@ -6,9 +6,9 @@ import json
 import parliament
 import pytest
 
-from stack import stack_file
-from stack.config import parse
-from stack.program import build
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.config import parse
+from eks_ddp.stack.program import build
 from tests.pulumi_harness import Recorded
 
 BLOCKING = {"MEDIUM", "HIGH", "CRITICAL"}

@@ -5,12 +5,12 @@ import json
 import pytest
 from pulumi_policy import PolicyResourceOptions, ResourceValidationArgs
 
-from infra.iam import irsa_trust
-from policy.pack import POLICIES, resource_validation
-from policy.rules import RESOURCE_RULES, StackResource, efa_groups_consistent
-from stack import stack_file
-from stack.config import parse
-from stack.program import build
+from eks_ddp.infra.aws.iam import irsa_trust
+from eks_ddp.policy.pack import POLICIES, resource_validation
+from eks_ddp.policy.rules import RESOURCE_RULES, StackResource, efa_groups_consistent
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.config import parse
+from eks_ddp.stack.program import build
 from tests.pulumi_harness import Recorded
 
 RULES = {rule.name: rule for rule in RESOURCE_RULES}

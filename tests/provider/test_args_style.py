@@ -15,15 +15,14 @@ import pytest
 from pulumi.provider.experimental.analyzer import Analyzer
 from pulumi.provider.experimental.schema import generate_schema
 
-import infra
-import workloads
+from eks_ddp import infra, workloads
 
 
 def _components() -> list[type[pulumi.ComponentResource]]:
     found = {}
     for package in (infra, workloads):
-        for module in pkgutil.iter_modules(package.__path__):
-            loaded = importlib.import_module(f"{package.__name__}.{module.name}")
+        for module in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            loaded = importlib.import_module(module.name)
             for _, value in inspect.getmembers(loaded, inspect.isclass):
                 if issubclass(value, pulumi.ComponentResource) and value.__module__ == loaded.__name__:
                     if "__init__" in vars(value):  # a base such as TrainingNodes is not constructed itself

@@ -18,9 +18,9 @@ from pulumi.errors import InputPropertyError
 from pulumi.provider.experimental.component import ComponentProvider
 from pulumi.runtime import rpc
 
-from infra.mocking import Registration, run_offline
-from provider import COMPONENTS, PACKAGE, version
-from provider.wire_inputs import ComponentsProvider
+from eks_ddp.provider import COMPONENTS, NAMESPACE, PACKAGE, version
+from eks_ddp.provider.wire_inputs import ComponentsProvider
+from eks_ddp.stack.mocking import Registration, run_offline
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "yaml_platform" / "Pulumi.yaml"
 
@@ -71,7 +71,7 @@ def test_the_sdks_own_mapping_loses_whole_numbers_and_arrays_of_enums() -> None:
 
 
 def test_the_yaml_example_constructs_and_its_job_trains_ten_epochs() -> None:
-    provider = ComponentsProvider(COMPONENTS, PACKAGE, None, version())
+    provider = ComponentsProvider(COMPONENTS, PACKAGE, NAMESPACE, version())
     registrations = _constructed(provider)
     job = next(r for r in registrations if r.inputs.get("kind") == "PyTorchJob")
     command = job.inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
@@ -84,7 +84,7 @@ def test_the_yaml_example_constructs_and_its_job_trains_ten_epochs() -> None:
 
 
 def test_a_fractional_number_where_a_whole_one_is_declared_is_refused_naming_it() -> None:
-    provider = ComponentsProvider(COMPONENTS, PACKAGE, None, version())
+    provider = ComponentsProvider(COMPONENTS, PACKAGE, NAMESPACE, version())
     properties = _example()["train"]["properties"]
     train = _wire({**properties, "job": {**properties["job"], "epochs": 10.5}})
     with pytest.raises(InputPropertyError, match=re.escape("job.epochs: 10.5 is not a whole number; use an integer")):

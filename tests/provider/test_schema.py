@@ -26,7 +26,7 @@ from google.protobuf import empty_pb2
 from pulumi.provider.experimental.util import camel_case
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
-import provider
+from eks_ddp import provider
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = provider.schema()
@@ -67,7 +67,7 @@ def test_the_schema_has_no_any_and_describes_every_component_type_and_property()
         for value in item.get("enum", [])
         if not value.get("description")
     ] == []
-    assert SCHEMA["version"] == provider.version()
+    assert SCHEMA["version"] == provider.version() and SCHEMA["namespace"] == "eks-ddp"  # one SDK name from every source
     assert SCHEMA["dependencies"] == [{"name": "kubernetes", "version": "4.34.2"}]  # the provider input's package
 
 
@@ -206,5 +206,5 @@ def test_the_plugin_needs_only_what_requirements_txt_installs() -> None:
     """Pulumi installs requirements.txt for the plugin: the trainer's and the tests' packages must not be needed."""
     blocked = ["torch", "numpy", "sklearn", "matplotlib", "tensorboard", "boto3", "prometheus_client", "tqdm"]
     blocked += ["jsonschema", "kubernetes_validate", "moto", "pytest"]
-    script = f"import sys\nfor name in {blocked!r}: sys.modules[name] = None\nimport provider\nprovider.schema()\n"
+    script = f"import sys\nfor name in {blocked!r}: sys.modules[name] = None\nimport eks_ddp.provider as provider\nprovider.schema()\n"
     subprocess.run([sys.executable, "-c", script], cwd=ROOT, check=True, timeout=120)

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from infra.cluster import SYSTEM_LABEL
-from infra.mocking import Registration
-from stack import stack_file
-from stack.cluster.addons import AddonTableError, Workload, addon_workloads
-from stack.config import parse
-from stack.engine_rules.base import Deployment, node_sources, tolerated
-from stack.mocked import run_under_mocks
+from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.cluster.addons import AddonTableError, Workload, addon_workloads
+from eks_ddp.stack.config import parse
+from eks_ddp.stack.engine_rules.base import Deployment, node_sources, tolerated
+from eks_ddp.stack.mocked import run_under_mocks
+from eks_ddp.stack.mocking import Registration
 
 TODAY = date(2026, 11, 22)
 SYSTEM = {"cluster-autoscaler-aws-cluster-autoscaler", "metrics-server", "training-operator"}

@@ -12,13 +12,13 @@ import jsonschema
 import pytest
 import yaml
 
-from infra.mocking import DEPLOYER_ROLE_ARN, Registration
-from policy.rules import StackResource, efa_groups_consistent
-from stack import stack_file
-from stack.config import ConfigError, parse
-from stack.engine_rules import Deployment, check
-from stack.mocked import run_under_mocks
-from stack.rehearsal import rehearse_values
+from eks_ddp.policy.rules import StackResource, efa_groups_consistent
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.config import ConfigError, parse
+from eks_ddp.stack.engine_rules import Deployment, check
+from eks_ddp.stack.mocked import run_under_mocks
+from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
+from eks_ddp.stack.rehearsal import rehearse_values
 
 TODAY = date(2026, 11, 22)
 SCHEMAS = Path(__file__).resolve().parents[2].parent / "shared" / "schemas"
@@ -236,7 +236,7 @@ def test_an_unknown_autoscaler_is_one_line_naming_the_key() -> None:
 
 
 def test_the_preview_says_karpenter_launches_the_training_nodes_and_keeps_none_idle() -> None:
-    from stack import node_facts
+    from eks_ddp.stack import node_facts
 
     values, region = stack_file.load("gpu")
     records = {r["name"]: r for r in node_facts.node_groups(parse({**values, "autoscaler": "karpenter"}, region))}

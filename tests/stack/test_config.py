@@ -9,9 +9,9 @@ from pathlib import Path
 import pulumi
 import pytest
 
-from stack import stack_file
-from stack.config import ConfigError, parse
-from stack.project_config import PROJECT, StackFileError
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.config import ConfigError, parse
+from eks_ddp.stack.project_config import PROJECT, StackFileError
 from tests.pulumi_harness import Recorded
 
 DEV, REGION = stack_file.load("dev")
@@ -74,8 +74,8 @@ def test_missing_region_is_named() -> None:
 
 
 def test_pulumi_yaml_declares_exactly_the_keys_the_program_reads() -> None:
-    from stack.config import TOP_LEVEL
-    from stack.project_config import declarations
+    from eks_ddp.stack.config import TOP_LEVEL
+    from eks_ddp.stack.project_config import declarations
 
     assert set(declarations()) == set(TOP_LEVEL)
 

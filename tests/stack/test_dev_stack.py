@@ -8,13 +8,13 @@ from typing import Any
 import pulumi
 import pytest
 
-from stack import stack_file
-from stack.config import PROJECT, parse
-from stack.preview import kubernetes_objects
-from stack.program import build
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.config import PROJECT, parse
+from eks_ddp.stack.preview import kubernetes_objects
+from eks_ddp.stack.program import build
+from eks_ddp.workloads.pytorchjob import admission_errors
 from tests.pulumi_harness import Recorded
 from tests.workloads.schemas import validate_core, validate_pytorchjob
-from workloads.pytorchjob import admission_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE_KINDS = {"Namespace", "ServiceAccount", "StorageClass", "PersistentVolumeClaim", "Job", "Service"}

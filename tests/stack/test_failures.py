@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from infra.catalogue import EFA_INSTANCE_TYPES
-from stack import stack_file
-from stack.cluster.failures import (
+from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.cluster.failures import (
     BAD_NODE,
     CRASH,
     NODE_LOSS,
@@ -21,12 +21,12 @@ from stack.cluster.failures import (
     rehearse_bad_node,
     spot_drain,
 )
-from stack.config import parse
-from stack.engine_rules import Deployment
-from stack.mocked import run_under_mocks
-from workloads import indexed_job, pytorchjob, trainjob
-from workloads.target import NodeTarget
-from workloads.training_pod import TrainingJob
+from eks_ddp.stack.config import parse
+from eks_ddp.stack.engine_rules import Deployment
+from eks_ddp.stack.mocked import run_under_mocks
+from eks_ddp.workloads import indexed_job, pytorchjob, trainjob
+from eks_ddp.workloads.target import NodeTarget
+from eks_ddp.workloads.training_pod import TrainingJob
 
 TARGET = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1)
 

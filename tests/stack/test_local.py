@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.catalogue import EFA_INSTANCE_TYPES
-from stack import stack_file
-from stack.local import render_for, replicas
-from stack.local_pods import pod_user
+from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.local import render_for, replicas
+from eks_ddp.stack.local_pods import pod_user
+from eks_ddp.workloads.training_pod import TrainingJob
 from tests.conftest import ROOT, trainer_env
-from workloads.training_pod import TrainingJob
 
 pytestmark = pytest.mark.slow
 
@@ -36,9 +36,9 @@ def _tiny_project(tmp_path: Path) -> Path:
 def test_each_pod_gets_its_engines_variables_pointed_at_this_machine(tmp_path: Path, operator: str) -> None:
     """The variables each engine gives pod i (the training operator's, the Trainer's torch plugin's, the Indexed
     Job's own with its completion index), with only the rendezvous address and port made local."""
-    from infra.training_operator import OperatorKind
-    from stack.local import engine_job
-    from workloads.target import NodeTarget
+    from eks_ddp.infra.addons.training_operator import OperatorKind
+    from eks_ddp.stack.local import engine_job
+    from eks_ddp.workloads.target import NodeTarget
 
     target = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1, labels={})
     job = engine_job(OperatorKind(operator), TrainingJob(name="mnist-ddp", namespace="training", image="i:1"), target)
@@ -85,7 +85,7 @@ def test_tiny_stack_job_runs_locally_and_is_evaluated(tmp_path: Path, open_workd
     command = [
         sys.executable,
         "-m",
-        "stack.local",
+        "eks_ddp.stack.local",
         "--stack",
         "tiny",
         "--project-dir",
@@ -121,7 +121,7 @@ def test_tiny_stack_job_runs_locally_and_is_evaluated(tmp_path: Path, open_workd
 def test_a_missing_permissions_step_fails_the_demo_as_it_fails_the_cluster(
     tmp_path: Path, open_workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from stack import local
+    from eks_ddp.stack import local
 
     job, evaluation = render_for("dev")
     if os.geteuid() != 0:
@@ -134,7 +134,7 @@ def test_a_missing_permissions_step_fails_the_demo_as_it_fails_the_cluster(
 
 
 def test_init_containers_run_locally_with_the_claim_mapped(tmp_path: Path) -> None:
-    from stack.local_pods import init_steps
+    from eks_ddp.stack.local_pods import init_steps
 
     job, evaluation = render_for("dev")
     assert evaluation is not None
@@ -155,9 +155,9 @@ def test_a_gpu_jobs_processes_are_scaled_to_this_machine_and_the_output_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A p5 pod runs 8 torchrun workers; 2 such pods on 2 CPUs must not start 16 ranks while printing "2 replicas"."""
-    from infra.training_operator import OperatorKind
-    from stack.local import cluster_processes, describe_ranks, engine_job
-    from workloads.target import NodeTarget
+    from eks_ddp.infra.addons.training_operator import OperatorKind
+    from eks_ddp.stack.local import cluster_processes, describe_ranks, engine_job
+    from eks_ddp.workloads.target import NodeTarget
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     p5 = NodeTarget(EFA_INSTANCE_TYPES["p5.48xlarge"], efa_interfaces=32, labels={})

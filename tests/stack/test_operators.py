@@ -5,11 +5,11 @@ from datetime import date
 
 import pytest
 
-from infra.mocking import Registration
-from stack import stack_file
-from stack.config import parse
-from stack.mocked import run_under_mocks
-from stack.rehearsal import rehearse_values
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.config import parse
+from eks_ddp.stack.mocked import run_under_mocks
+from eks_ddp.stack.mocking import Registration
+from eks_ddp.stack.rehearsal import rehearse_values
 
 TODAY = date(2026, 11, 22)
 K8S = "kubernetes:"
@@ -64,8 +64,8 @@ def test_a_trainjob_updated_in_place_is_reported_by_the_rehearsal() -> None:
     """Its spec.trainer is immutable (the CRD's CEL rule): an in-place update of a changed TrainJob fails."""
     from dataclasses import replace
 
-    from infra.mocking import DEPLOYER_ROLE_ARN
-    from stack.engine_rules import Deployment, check
+    from eks_ddp.stack.engine_rules import Deployment, check
+    from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN
 
     values, region = stack_file.load("dev")
     registrations = run_under_mocks(parse({**values, "trainingOperator": "v2"}, region))

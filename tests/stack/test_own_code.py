@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from stack import stack_file
-from stack.config import ConfigError, parse
-from stack.mocked import run_under_mocks
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.config import ConfigError, parse
+from eks_ddp.stack.mocked import run_under_mocks
 from tests.conftest import ROOT
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/own-training:1"
@@ -96,7 +96,7 @@ def test_code_that_cannot_run_is_one_line_naming_the_key(change: dict[str, Any],
 
 
 def test_the_local_run_trains_the_example_script(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "stack.local", "--stack", "own-code", "--workdir", str(tmp_path)]
+    command = [sys.executable, "-m", "eks_ddp.stack.local", "--stack", "own-code", "--workdir", str(tmp_path)]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     line = next(line for line in result.stdout.splitlines() if line.startswith("own script: test accuracy"))
@@ -104,14 +104,3 @@ def test_the_local_run_trains_the_example_script(tmp_path: Path) -> None:
     assert accuracy >= 0.93, line
     assert list(tmp_path.glob("shared/runs/own-training/*/model.pt"))
     print(f"\n{line}")
-
-
-def test_a_stack_file_outside_the_repository_previews_and_rehearses_with_one_command(tmp_path: Path) -> None:
-    from stack import preview, rehearsal
-
-    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
-    (tmp_path / "Pulumi.mine.yaml").write_text((ROOT / "Pulumi.own-code.yaml").read_text())
-    manifests = tmp_path / "manifests"
-    assert preview.main(["--project-dir", str(tmp_path), "--stack", "mine", "--manifests", str(manifests)]) == 0
-    assert any(manifests.glob("pytorchjob-*.yaml"))
-    assert rehearsal.main(["--project-dir", str(tmp_path), "--stack", "mine", "--on", "2026-11-22"]) == 0

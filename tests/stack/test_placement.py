@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from infra.mocking import Registration
-from stack import stack_file
-from stack.cluster.placement import placed, rehearse_placement
-from stack.config import parse
-from stack.engine_rules import Deployment
-from stack.mocked import run_under_mocks
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.cluster.placement import placed, rehearse_placement
+from eks_ddp.stack.config import parse
+from eks_ddp.stack.engine_rules import Deployment
+from eks_ddp.stack.mocked import run_under_mocks
+from eks_ddp.stack.mocking import Registration
 
 
 def _deployment(stack: str, **overrides: Any) -> Deployment:

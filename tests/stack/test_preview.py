@@ -1,24 +1,32 @@
 import json
 import time
+from datetime import date
 from pathlib import Path
 
 import pytest
 import yaml
 
-from infra.platform import StorageKind, TrainingPlatformArgs
-from stack import cost, preview, stack_file
+from eks_ddp.stack import cost, preview, stack_file
+from eks_ddp.stack.engine_rules import Deployment
+from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN
+from eks_ddp.stack.programs import Program
 from tests.workloads.schemas import validate_pytorchjob
 
+ROOT = Path(__file__).resolve().parents[2]
 
-def test_cost_lines_for_the_workshop_shape() -> None:
-    platform: TrainingPlatformArgs = {
-        "network": {"availability_zones": ["us-east-1a", "us-east-1b"]},
-        "node_groups": [{"name": "workers", "instance_type": "c7g.16xlarge", "availability_zone": "us-east-1a", "desired_size": 2}],
-        "storage": StorageKind.FSX, "fsx": {"deployment_type": "PERSISTENT_2", "per_unit_storage_throughput": 250, "capacity_gib": 2400},
-    }
-    lines = {line.item: line for line in cost.estimate(platform)}
+
+def test_cost_lines_come_from_what_the_program_registers() -> None:
+    """Nodes at desired size, or as many as the job's pods need where the autoscaler would add them; FSx from the
+    claim on its StorageClass."""
+    storage = {"kind": "fsx", "deploymentType": "PERSISTENT_2", "perUnitStorageThroughput": 250, "capacityGiB": 2400}
+    job = {**stack_file.load("workshop")[0]["job"], "replicas": 3}
+    override = {"eks-ddp:storage": json.dumps(storage), "eks-ddp:job": json.dumps(job)}
+    registrations = Program.at(ROOT).run("workshop", override)
+    deployment = Deployment(registrations, "us-east-1", DEPLOYER_ROLE_ARN, date(2026, 11, 24))
+    lines = {line.item: line for line in cost.estimate(deployment)}
     assert lines["EKS control plane"].hourly == pytest.approx(0.10)
-    assert lines["workers nodes (c7g.16xlarge, desired size)"].hourly == pytest.approx(2 * 2.32)
+    assert lines["NodeGroup eks-ddp-cluster-system (m5.large, desired size)"].quantity == 2
+    assert lines["NodeGroup eks-ddp-cpu-nodes (c5.4xlarge, scaled up for the pods)"].hourly == pytest.approx(3 * 0.68)
     assert lines["NAT gateways"].quantity == 1
     assert lines["FSx for Lustre PERSISTENT_2 (GiB)"].hourly == pytest.approx(2400 * 0.210 / 730)
 

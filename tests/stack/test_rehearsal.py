@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from infra.mocking import DEPLOYER_ROLE_ARN, Registration
-from stack import rehearsal, stack_file
-from stack.config import parse
-from stack.engine_rules import Deployment, check
-from stack.mocked import run_under_mocks
+from eks_ddp.stack import rehearsal, stack_file
+from eks_ddp.stack.config import parse
+from eks_ddp.stack.engine_rules import Deployment, check
+from eks_ddp.stack.mocked import run_under_mocks
+from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
 
 DEV, REGION = stack_file.load("dev")
 TODAY = date(2026, 11, 22)
@@ -131,7 +131,7 @@ def _nvidia_plugin_with_the_charts_tolerations_only(runs: list[Registration]) ->
 
 
 def _training_operator_with_mpijob_v1(runs: list[Registration]) -> None:
-    from infra import versions
+    from eks_ddp.infra.facts import versions
 
     overlay = versions.TRAINING_OPERATOR_OVERLAY.format(version=versions.TRAINING_OPERATOR_VERSION)
     _named(runs, "eks-ddp-training-operator-manifests")["directory"] = overlay

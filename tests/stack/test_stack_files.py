@@ -5,10 +5,10 @@ from typing import Any
 
 import pytest
 
-from infra.mocking import Registration
-from stack import node_facts, preview, stack_file
-from stack.config import parse
-from stack.mocked import run_under_mocks
+from eks_ddp.stack import node_facts, preview, stack_file
+from eks_ddp.stack.config import parse
+from eks_ddp.stack.mocked import run_under_mocks
+from eks_ddp.stack.mocking import Registration
 from tests.workloads.schemas import validate_pytorchjob
 
 WORKSHOP_STACKS = {"dev", "workshop", "gpu", "gpu-existing", "cpu"}
@@ -78,14 +78,14 @@ def test_a_type_outside_the_catalogue_is_accepted_offline_and_the_preview_says_w
     values["nodeGroups"][1]["instanceType"] = "c8gn.48xlarge"
     config = parse(values, region)
     (_, group) = node_facts.node_groups(config)
-    assert group["assumed"].startswith("c8gn.48xlarge is not in infra.catalogue: assumed 192 vCPUs")
+    assert group["assumed"].startswith("c8gn.48xlarge is not in infra.facts.catalogue: assumed 192 vCPUs")
     assert "EC2's facts replace these in `pulumi up`" in group["assumed"]
     registrations = run_under_mocks(config)
     assert _named(registrations, "eks-ddp-workers-nodes")["instanceTypes"] == ["c8gn.48xlarge"]
 
 
 def test_the_gpu_workshop_shape_reuses_its_vpc_and_mounts_its_file_system_statically() -> None:
-    from stack.engine_rules import Deployment, check
+    from eks_ddp.stack.engine_rules import Deployment, check
     from tests.workloads.schemas import validate_core
 
     registrations = _run("gpu-existing")
@@ -125,7 +125,7 @@ def test_the_gpu_workshop_shape_reuses_its_vpc_and_mounts_its_file_system_static
     ],
 )
 def test_existing_file_system_settings_are_checked(storage: dict[str, Any], message: str) -> None:
-    from stack.config import ConfigError
+    from eks_ddp.stack.config import ConfigError
 
     values, region = stack_file.load("gpu-existing")
     values["storage"] = {**values["storage"], **storage}

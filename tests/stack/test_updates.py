@@ -10,11 +10,11 @@ from datetime import date
 
 import pytest
 
-from infra.mocking import DEPLOYER_ROLE_ARN, Registration
-from stack import rehearsal, stack_file
-from stack.config import parse
-from stack.engine_rules import Deployment, changed_pods, unapplied_pod_changes
-from stack.mocked import run_under_mocks
+from eks_ddp.stack import rehearsal, stack_file
+from eks_ddp.stack.config import parse
+from eks_ddp.stack.engine_rules import Deployment, changed_pods, unapplied_pod_changes
+from eks_ddp.stack.mocked import run_under_mocks
+from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
 
 TODAY = date(2026, 11, 22)
 TRAINING = {"v1": "PyTorchJob", "v2": "TrainJob", "none": "Job"}

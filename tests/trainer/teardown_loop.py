@@ -1,7 +1,7 @@
 """Under torchrun: train a tiny model many times in one process, through the real `train` and its teardown.
 
 Each run joins a new gloo group through its own key prefix in torchrun's store (`env://` would
-reuse the previous group's stale addresses); nothing else differs from `python -m trainer train`.
+reuse the previous group's stale addresses); nothing else differs from `python -m eks_ddp.trainer train`.
 """
 
 import functools
@@ -11,8 +11,8 @@ import tempfile
 
 import torch.distributed as dist
 
-from trainer import distributed
-from trainer.cli import main
+from eks_ddp.trainer import distributed
+from eks_ddp.trainer.cli import main
 
 RUN = ["train", "--dataset", "synthetic", "--synthetic-shape", "1x8x8", "--synthetic-size", "64", "--model", "mlp"]
 

@@ -18,11 +18,11 @@ import pytest
 from moto.server import ThreadedMotoServer
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from eks_ddp.trainer.artifacts import ArtifactStore, Location
+from eks_ddp.trainer.checkpoint import CheckpointManager
+from eks_ddp.trainer.errors import UsageError
 from tests.conftest import free_port, read_summary, run_trainer
 from tests.trainer.launch import start, wait_for_checkpoint
-from trainer.artifacts import ArtifactStore, Location
-from trainer.checkpoint import CheckpointManager
-from trainer.errors import UsageError
 
 BUCKET = "models"
 ARGS = ["train", "--dataset", "digits", "--epochs", "3", "--batch-size", "32", "--checkpoint-every", "20"]
@@ -145,7 +145,7 @@ def test_every_failed_upload_is_counted_by_kind_with_one_warning_line_per_kind(
     model.write_bytes(b"weights")
     local = CheckpointManager(tmp_path / "checkpoints", {"--run-name": "r"}, keep=3)
     store = ArtifactStore(Location("no-such-bucket", "runs/f"), None, keep=1, client=s3)
-    caplog.set_level(logging.WARNING, logger="trainer.artifacts")
+    caplog.set_level(logging.WARNING, logger="eks_ddp.trainer.artifacts")
     for step in (10, 20, 30):  # what the trainer queues at each checkpoint
         metrics.write_text(f'{{"step": {step}}}\n')
         store.upload(metrics, "metrics.jsonl")
@@ -157,7 +157,7 @@ def test_every_failed_upload_is_counted_by_kind_with_one_warning_line_per_kind(
     assert store.failures == {"metrics": 3, "checkpoints": 6, "model": 1}
     missing = "An error occurred (NoSuchBucket) when calling the PutObject operation: "
     missing += "The specified bucket does not exist"
-    assert [r.getMessage() for r in caplog.records if r.name == "trainer.artifacts"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "eks_ddp.trainer.artifacts"] == [
         f"could not upload {name} to s3://no-such-bucket/runs/f/{key} ({missing}), the local copy is kept; later "
         f"{kind} failures are only counted"
         for name, key, kind in [
@@ -179,14 +179,14 @@ def test_a_pod_that_cannot_get_the_history_back_leaves_the_longer_one_in_s3(
     output.mkdir()
     (output / "tensorboard").write_bytes(b"")  # a file where the events go: they cannot come back
     store = ArtifactStore(Location(BUCKET, "runs/g"), None, keep=1, client=s3)
-    caplog.set_level(logging.WARNING, logger="trainer.artifacts")
+    caplog.set_level(logging.WARNING, logger="eks_ddp.trainer.artifacts")
     store.restore_history(output)
     (output / "metrics.jsonl").write_text('{"step": 15}\n')  # only what this pod records from its checkpoint on
     store.upload(output / "metrics.jsonl", "metrics.jsonl")
     store.close(30)
     assert s3.get_object(Bucket=BUCKET, Key="runs/g/metrics.jsonl")["Body"].read() == history
     assert store.failures == {"metrics": 1}
-    restore, held, counted = (r.getMessage() for r in caplog.records if r.name == "trainer.artifacts")
+    restore, held, counted = (r.getMessage() for r in caplog.records if r.name == "eks_ddp.trainer.artifacts")
     assert restore.startswith(f"could not restore the run's history from s3://{BUCKET}/runs/g (")
     assert restore.endswith("this process does not upload metrics.jsonl, so the longer one there is kept")
     assert held.startswith("metrics.jsonl is not uploaded (the one in S3 holds more history)")

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer.checkpoint import CheckpointManager, decode
-from trainer.errors import CheckpointError
+from eks_ddp.trainer.checkpoint import CheckpointManager, decode
+from eks_ddp.trainer.errors import CheckpointError
 
 DEFINITION = {"--dataset": "digits", "--model": "mlp", "--lr": 0.003, "--batch-size": 64}
 

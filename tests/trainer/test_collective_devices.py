@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from eks_ddp.trainer.distributed import Topology, backend_for, pick_device, served_devices
+from eks_ddp.trainer.errors import UsageError
 from tests.conftest import ROOT, trainer_command, trainer_env
-from trainer.distributed import Topology, backend_for, pick_device, served_devices
-from trainer.errors import UsageError
 
 RECORDER = """
 import json, os

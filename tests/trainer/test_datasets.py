@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from trainer import datasets
-from trainer.errors import UsageError
+from eks_ddp.trainer import datasets
+from eks_ddp.trainer.errors import UsageError
 
 
 def test_digits_is_an_80_20_stratified_split_standardized_on_train() -> None:
@@ -24,7 +24,7 @@ def test_mnist_reads_the_official_idx_files(mnist_subset: Path) -> None:
 
 
 def test_mnist_names_the_missing_file_and_how_to_get_it(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match=r"--data-dir .*: train-images-idx3-ubyte.gz not found \(run `python -m trainer prepare-data --dataset mnist"):
+    with pytest.raises(UsageError, match=r"--data-dir .*: train-images-idx3-ubyte.gz not found \(run `python -m eks_ddp.trainer prepare-data --dataset mnist"):
         datasets.load("mnist", tmp_path)
 
 

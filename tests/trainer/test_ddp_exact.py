@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from eks_ddp.trainer import models
+from eks_ddp.trainer.checkpoint import decode
 from tests.conftest import run_trainer
-from trainer import models
-from trainer.checkpoint import decode
 
 pytestmark = pytest.mark.slow
 

@@ -24,7 +24,7 @@ def test_torch_pin_matches_the_requirements(dockerfile: str) -> None:
 
 @BOTH
 def test_runs_as_the_non_root_user_the_pods_and_the_volume_expect(dockerfile: str) -> None:
-    from infra.shared_claim import SHARED_UID
+    from eks_ddp.infra.storage.shared_claim import SHARED_UID
 
     users = re.findall(r"^USER (\S+)$", dockerfile, re.MULTILINE)
     assert users and users[-1] == f"{SHARED_UID}:{SHARED_UID}" and f"useradd --uid {SHARED_UID} " in dockerfile
@@ -48,15 +48,17 @@ def test_installs_the_trainer_set_only() -> None:
     assert not any(line.lower().startswith(("pulumi", "pyyaml", "docker")) for line in REQUIREMENTS)
     assert "pip install -r /opt/eks-ddp/requirements.txt" in DOCKERFILE and "pip install ." not in DOCKERFILE
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert project["tool"]["setuptools"]["dynamic"]["dependencies"] == {"file": ["trainer/requirements.txt"]}
-    infra = project["tool"]["setuptools"]["dynamic"]["optional-dependencies"]["infra"]
-    assert infra == {"file": ["requirements.txt"]}  # the Pulumi program's set, apart from the image's
+    assert project["tool"]["setuptools"]["dynamic"]["optional-dependencies"]["trainer"] == {
+        "file": ["trainer/requirements.txt"]
+    }
+    assert not any(dependency.startswith("torch") for dependency in project["project"]["dependencies"])
     assert any(line.startswith("pulumi==") for line in (ROOT / "requirements.txt").read_text().splitlines())
 
 
 def test_the_trainer_imports_nothing_outside_its_set() -> None:
-    """What `python -m trainer` loads: no Pulumi, no YAML, none of the program's packages."""
-    probe = ("import sys, trainer.cli, trainer.training, trainer.prepare, trainer.evaluation; "
-             "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))")
-    loaded = set(subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split())
-    assert loaded & {"pulumi", "pulumi_aws", "yaml", "docker", "infra", "workloads", "stack", "policy"} == set()
+    """What `python -m eks_ddp.trainer` loads: no Pulumi, no YAML, none of the program's packages."""
+    probe = ("import sys, eks_ddp.trainer.cli, eks_ddp.trainer.training, eks_ddp.trainer.prepare, "
+             "eks_ddp.trainer.evaluation; print(' '.join(sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    outside = ("pulumi", "pulumi_aws", "yaml", "docker", "eks_ddp.infra", "eks_ddp.workloads", "eks_ddp.stack")
+    assert [name for name in loaded if name.startswith(outside + ("eks_ddp.policy", "eks_ddp.provider"))] == []

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from eks_ddp.trainer.interrupt import RETRYABLE_EXIT_CODE
 from tests.conftest import read_summary, run_trainer
 from tests.trainer.launch import start, wait_for_checkpoint
-from trainer.interrupt import RETRYABLE_EXIT_CODE
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainer.idx import read_idx, write_idx
+from eks_ddp.trainer.idx import read_idx, write_idx
 
 
 @pytest.mark.parametrize("name", ["images-idx3-ubyte", "images-idx3-ubyte.gz"])

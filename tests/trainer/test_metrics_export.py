@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from stack.local import EngineJob, engine_job, local_job, replicas
+from eks_ddp.stack.local import EngineJob, engine_job, local_job, replicas
+from eks_ddp.trainer.metrics_export import PREFIX, MetricsExport, scrape
+from eks_ddp.workloads import pytorchjob
+from eks_ddp.workloads.training_pod import METRICS_PORT, pod_monitor
 from tests.conftest import ROOT, free_port, run_trainer, trainer_command, trainer_env
-from trainer.metrics_export import PREFIX, MetricsExport, scrape
-from workloads import pytorchjob
-from workloads.training_pod import METRICS_PORT, pod_monitor
 
 ARGS = ["train", "--dataset", "digits", "--epochs", "30", "--batch-size", "16", "--log-every", "2",
         "--checkpoint-every", "40", "--metrics-address", "127.0.0.1"]

@@ -2,8 +2,8 @@ import pytest
 import torch
 from torch import nn
 
-from trainer import models
-from trainer.errors import UsageError
+from eks_ddp.trainer import models
+from eks_ddp.trainer.errors import UsageError
 
 
 def test_workshop_cnn_has_the_workshop_layout() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, read_summary, run_trainer, trainer_env
+from tests.conftest import ROOT, TRAINER_MODULE, read_summary, run_trainer, trainer_env
 
 pytestmark = [
     pytest.mark.slow,
@@ -66,7 +66,7 @@ def _node(namespace: str, rank: int, output: Path, port: int) -> subprocess.Pope
         "MASTER_ADDR": MASTER_IP, "MASTER_PORT": str(port), "WORLD_SIZE": "2", "RANK": str(rank),
         "PET_MASTER_ADDR": MASTER_IP, "PET_MASTER_PORT": str(port), "PET_NNODES": "2", "PET_NODE_RANK": str(rank), "PET_NPROC_PER_NODE": "1",
     }
-    command = ["ip", "netns", "exec", namespace, TORCHRUN, "-m", "trainer", *ARGS, "--output-dir", str(output)]
+    command = ["ip", "netns", "exec", namespace, TORCHRUN, "-m", TRAINER_MODULE, *ARGS, "--output-dir", str(output)]
     return subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 

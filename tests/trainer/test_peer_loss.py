@@ -3,7 +3,7 @@
 import pytest
 import torch.distributed as dist
 
-from trainer.distributed import is_peer_loss
+from eks_ddp.trainer.distributed import is_peer_loss
 
 LOST = [
     "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.1.7]:40631",

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer import precision
+from eks_ddp.trainer import precision
 
 
 @pytest.mark.parametrize(

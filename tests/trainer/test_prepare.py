@@ -1,8 +1,8 @@
 """prepare-data against a real HTTP server on 127.0.0.1 serving generated files."""
 
 import hashlib
-import multiprocessing
 import io
+import multiprocessing
 import tarfile
 import threading
 from collections.abc import Iterator
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from eks_ddp.trainer.errors import DownloadError
+from eks_ddp.trainer.prepare import EXTRACTED_MARKER, file_url, prepare
+from eks_ddp.trainer.sources import MNIST, DatasetSource, RemoteFile
 from tests.conftest import run_trainer
-from trainer.errors import DownloadError
-from trainer.prepare import EXTRACTED_MARKER, file_url, prepare
-from trainer.sources import MNIST, DatasetSource, RemoteFile
 
 
 class Server:

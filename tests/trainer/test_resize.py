@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from eks_ddp.trainer.outputs import load_model_file
 from tests.conftest import read_summary, run_trainer
-from trainer.outputs import load_model_file
 
 pytestmark = pytest.mark.slow
 

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from trainer.errors import UsageError
-from trainer.sampling import GlobalBatchSampler, plan_batches
+from eks_ddp.trainer.errors import UsageError
+from eks_ddp.trainer.sampling import GlobalBatchSampler, plan_batches
 
 
 def _steps(

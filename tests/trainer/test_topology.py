@@ -1,7 +1,7 @@
 import pytest
 
-from trainer.distributed import Topology
-from trainer.errors import UsageError
+from eks_ddp.trainer.distributed import Topology
+from eks_ddp.trainer.errors import UsageError
 
 
 def test_no_torchrun_is_a_single_process() -> None:

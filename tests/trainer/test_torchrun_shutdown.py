@@ -16,15 +16,16 @@ from pathlib import Path
 
 import pytest
 
+from eks_ddp.workloads.training_pod import WORKER_SHUTDOWN_SECONDS
 from tests.conftest import (
     ROOT,
     TORCHRUN,
+    TRAINER_MODULE,
     free_port,
     read_summary,
     run_trainer,
     trainer_env,
 )
-from workloads.training_pod import WORKER_SHUTDOWN_SECONDS
 
 pytestmark = pytest.mark.slow
 SLOW_CHECKPOINT_SECONDS = 32
@@ -32,9 +33,9 @@ SLOW_WRITES = f"""
 import os, time
 from pathlib import Path
 
-import trainer.checkpoint
+import eks_ddp.trainer.checkpoint as checkpoint
 
-_write = trainer.checkpoint.write_atomically
+_write = checkpoint.write_atomically
 
 
 def _slow_once_signalled(path, data):
@@ -43,7 +44,7 @@ def _slow_once_signalled(path, data):
     _write(path, data)
 
 
-trainer.checkpoint.write_atomically = _slow_once_signalled
+checkpoint.write_atomically = _slow_once_signalled
 """
 ARGS = [
     "train",
@@ -70,7 +71,7 @@ def _terminate_during_a_slow_checkpoint(tmp_path: Path, shutdown_timeout: str | 
     env.update(PYTHONPATH=f"{hooks}:{ROOT}", SLOW_CHECKPOINTS_AFTER=str(marker))
     if shutdown_timeout is not None:
         env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = shutdown_timeout
-    command = [TORCHRUN, "--standalone", "--nproc-per-node", "2", "--master-port", str(free_port()), "-m", "trainer"]
+    command = [TORCHRUN, "--standalone", "--nproc-per-node", "2", "--master-port", str(free_port()), "-m", TRAINER_MODULE]
     torchrun = subprocess.Popen(
         [*command, *ARGS, "--output-dir", str(output)],
         env=env,

@@ -8,7 +8,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from infra.versions import DEFAULT_KUBERNETES_VERSION
+from eks_ddp.infra.facts.versions import DEFAULT_KUBERNETES_VERSION
 
 SCHEMAS = Path(__file__).resolve().parents[2].parent / "shared" / "schemas"
 PYTORCHJOB_CRD = SCHEMAS / "kubeflow.org_pytorchjobs-v1.9.4.yaml"

@@ -1,13 +1,13 @@
-from infra.catalogue import EFA_INSTANCE_TYPES
-from tests.workloads.schemas import validate_core
-from workloads.batch_jobs import (
+from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
+from eks_ddp.workloads.batch_jobs import (
     default_fabric_image,
     render_data_preparation,
     render_evaluation,
     render_fabric_check,
 )
-from workloads.target import NodeTarget
-from workloads.training_pod import TrainingJob, run_id, run_name
+from eks_ddp.workloads.target import NodeTarget
+from eks_ddp.workloads.training_pod import TrainingJob, run_id, run_name
+from tests.workloads.schemas import validate_core
 
 TARGET = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1, labels={"vpc.amazonaws.com/efa.present": "true"},
                     taints=[{"key": "training", "value": "true", "effect": "NO_SCHEDULE"}])
@@ -19,7 +19,7 @@ def test_data_preparation_job_writes_onto_the_claim() -> None:
     manifest = render_data_preparation(JOB, TARGET)
     validate_core(manifest)
     container = manifest["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"] == ["python", "-m", "trainer", "prepare-data", "--dataset", "mnist", "--data-dir", "/shared/data/mnist"]
+    assert container["command"] == ["python", "-m", "eks_ddp.trainer", "prepare-data", "--dataset", "mnist", "--data-dir", "/shared/data/mnist"]
     assert manifest["spec"]["template"]["spec"]["volumes"] == [{"name": "shared", "persistentVolumeClaim": {"claimName": "shared"}}]
 
 
@@ -27,7 +27,7 @@ def test_evaluation_job_reads_the_model_of_exactly_this_run() -> None:
     manifest = render_evaluation(JOB, TARGET)
     validate_core(manifest)
     command = manifest["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert command[:4] == ["python", "-m", "trainer", "evaluate"]
+    assert command[:4] == ["python", "-m", "eks_ddp.trainer", "evaluate"]
     assert command[command.index("--model-file") + 1] == f"/shared/runs/{RUN}/model.pt"
     assert command[command.index("--run-name") + 1] == run_name(JOB, TARGET) == f"training/{RUN}"
 
@@ -73,7 +73,7 @@ def test_the_default_fabric_image_comes_from_the_stacks_own_region() -> None:
 
 def test_every_pod_on_the_claim_gets_its_directories_from_a_root_step_and_runs_as_the_trainer() -> None:
     """A new Lustre file system's root is root's and fsGroup is never applied to it: mkdir as uid 1000 failed."""
-    from workloads.pytorchjob import render
+    from eks_ddp.workloads.pytorchjob import render
 
     pods = [render_data_preparation(JOB, TARGET)["spec"]["template"]["spec"], render_evaluation(JOB, TARGET)["spec"]["template"]["spec"]]
     pods += [replica["template"]["spec"] for replica in render(JOB, TARGET)["spec"]["pytorchReplicaSpecs"].values()]

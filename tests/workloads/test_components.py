@@ -3,20 +3,19 @@
 import json
 from typing import Any
 
+import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from infra.catalogue import Architecture
-import pulumi
-
-from infra.efa_node_group import EfaNodeGroup, EfaNodeGroupArgs, shape_of
-from infra.errors import InvalidArgument
-from infra.training_operator import TrainingOperator
+from eks_ddp.infra.addons.training_operator import TrainingOperator
+from eks_ddp.infra.aws.efa_node_group import EfaNodeGroup, EfaNodeGroupArgs, shape_of
+from eks_ddp.infra.errors import InvalidArgument
+from eks_ddp.infra.facts.catalogue import Architecture
+from eks_ddp.workloads import pytorchjob
+from eks_ddp.workloads.components import DataPrepJob, EvaluationJob, FabricCheckJob, PyTorchJob
+from eks_ddp.workloads.image import CONTEXT, TrainerImage, content_tag, lifecycle_policy
+from eks_ddp.workloads.training_pod import TrainingJob, TrainingJobSpec
 from tests.pulumi_harness import Recorded
-from workloads import pytorchjob
-from workloads.components import DataPrepJob, EvaluationJob, FabricCheckJob, PyTorchJob
-from workloads.image import CONTEXT, TrainerImage, content_tag, lifecycle_policy
-from workloads.training_pod import TrainingJob, TrainingJobSpec
 
 GROUP: EfaNodeGroupArgs = {
     "cluster_name": "training", "vpc_id": "vpc-1", "cluster_security_group_id": "sg-1", "instance_type": "c7g.16xlarge",

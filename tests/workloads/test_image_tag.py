@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.image import CONTEXT, content_tag, context_files
+from eks_ddp.workloads.image import CONTEXT, content_tag, context_files
 
 
 @pytest.fixture

@@ -2,11 +2,11 @@
 
 from dataclasses import replace
 
-from infra.catalogue import EFA_INSTANCE_TYPES
+from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
+from eks_ddp.workloads import indexed_job
+from eks_ddp.workloads.target import NodeTarget
+from eks_ddp.workloads.training_pod import TrainingJob
 from tests.workloads.schemas import validate_core
-from workloads import indexed_job
-from workloads.target import NodeTarget
-from workloads.training_pod import TrainingJob
 
 GRAVITON = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1, labels={"vpc.amazonaws.com/efa.present": "true"})
 JOB = TrainingJob(name="mnist-ddp", namespace="training", image="registry/eks-ddp-trainer:1", replicas=3)
@@ -26,7 +26,7 @@ def test_service_and_indexed_job_validate_and_find_pod_zero() -> None:
     # The Job controller names pod i's host `<job>-<i>`: pod 0 is `mnist-ddp-0.mnist-ddp` through the Service.
     assert env["PET_MASTER_ADDR"]["value"] == "mnist-ddp-0.mnist-ddp" and env["PET_NNODES"]["value"] == "3"
     assert env["PET_NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"].endswith("['batch.kubernetes.io/job-completion-index']")
-    assert pod["containers"][0]["command"][:4] == ["torchrun", "-m", "trainer", "train"]
+    assert pod["containers"][0]["command"][:4] == ["torchrun", "-m", "eks_ddp.trainer", "train"]
 
 
 def test_what_the_api_server_accepts_but_leaves_pod_zero_unfound_is_refused() -> None:

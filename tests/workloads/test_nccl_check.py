@@ -12,9 +12,9 @@ import jsonschema
 import pytest
 import yaml
 
-from infra.catalogue import INSTANCE_TYPES
-from workloads import nccl_check
-from workloads.target import NodeTarget
+from eks_ddp.infra.facts.catalogue import INSTANCE_TYPES
+from eks_ddp.workloads import nccl_check
+from eks_ddp.workloads.target import NodeTarget
 from tests.workloads.schemas import SCHEMAS
 
 P5 = NodeTarget(INSTANCE_TYPES["p5.48xlarge"], 32, {"nvidia.com/gpu.present": "true"},

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from infra.mocking import Registration
-from stack import stack_file
-from stack.config import parse
-from stack.mocked import run_under_mocks
-from workloads import preflight
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.config import parse
+from eks_ddp.stack.mocked import run_under_mocks
+from eks_ddp.stack.mocking import Registration
+from eks_ddp.workloads import preflight
 
 BASH = "/bin/bash"
 

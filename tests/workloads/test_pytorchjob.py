@@ -3,11 +3,11 @@ from dataclasses import replace
 import jsonschema
 import pytest
 
-from infra.catalogue import EFA_INSTANCE_TYPES
+from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
+from eks_ddp.workloads.pytorchjob import admission_errors, render
+from eks_ddp.workloads.target import NodeTarget
+from eks_ddp.workloads.training_pod import TrainingJob, run_id, trainer_command, validate_name
 from tests.workloads.schemas import validate_pytorchjob
-from workloads.pytorchjob import admission_errors, render
-from workloads.target import NodeTarget
-from workloads.training_pod import TrainingJob, run_id, trainer_command, validate_name
 
 GRAVITON = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1, labels={"vpc.amazonaws.com/efa.present": "true"},
                       taints=[{"key": "training", "value": "true", "effect": "NO_SCHEDULE"}])
@@ -26,7 +26,7 @@ def test_static_job_on_graviton_validates_and_is_shaped_for_cpu() -> None:
     assert spec["pytorchReplicaSpecs"]["Master"]["replicas"] == 1 and spec["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
     pod = spec["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["name"] == "pytorch" and container["command"][:4] == ["torchrun", "-m", "trainer", "train"]
+    assert container["name"] == "pytorch" and container["command"][:4] == ["torchrun", "-m", "eks_ddp.trainer", "train"]
     assert not any(flag in container["command"] for flag in ("--nnodes", "--master-addr", "--nproc-per-node"))
     assert container["resources"]["requests"] == container["resources"]["limits"] == {"cpu": "63", "memory": "109Gi", "vpc.amazonaws.com/efa": "1"}
     assert {"name": "OMP_NUM_THREADS", "value": "63"} in container["env"]
@@ -54,7 +54,7 @@ def test_gpu_job_runs_one_process_per_gpu_with_every_efa_interface() -> None:
 
 def test_rdma_only_where_efa_supports_rdma_read() -> None:
     """p3dn's and g5's EFA has no RDMA read: FI_EFA_USE_DEVICE_RDMA=1 there makes libfabric fail."""
-    from infra.catalogue import INSTANCE_TYPES
+    from eks_ddp.infra.facts.catalogue import INSTANCE_TYPES
 
     for name, expected in (("p3dn.24xlarge", False), ("g5.8xlarge", False), ("p4de.24xlarge", True), ("p5en.48xlarge", True)):
         target = NodeTarget(INSTANCE_TYPES[name], efa_interfaces=INSTANCE_TYPES[name].network_cards)
@@ -129,9 +129,9 @@ def test_a_deploy_that_redefines_the_run_starts_a_new_one_beside_the_old() -> No
 
 
 def test_dataset_choices_match_the_trainers_command_line() -> None:
-    from trainer.datasets import DATASETS as TRAINER_DATASETS
-    from trainer.sources import SOURCES
-    from workloads.training_pod import DATASETS, DOWNLOADABLE_DATASETS
+    from eks_ddp.trainer.datasets import DATASETS as TRAINER_DATASETS
+    from eks_ddp.trainer.sources import SOURCES
+    from eks_ddp.workloads.training_pod import DATASETS, DOWNLOADABLE_DATASETS
 
     assert DATASETS == TRAINER_DATASETS and DOWNLOADABLE_DATASETS == tuple(SOURCES)
 
@@ -140,7 +140,7 @@ def test_pods_fetch_or_verify_their_data_before_training() -> None:
     pod = render(JOB, GRAVITON)["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     permissions, init = pod["initContainers"]
     assert permissions["name"] == "volume-permissions"  # first: the directories exist and are the trainer's
-    assert init["command"] == ["python", "-m", "trainer", "prepare-data", "--dataset", "mnist", "--data-dir", "/shared/data/mnist"]
+    assert init["command"] == ["python", "-m", "eks_ddp.trainer", "prepare-data", "--dataset", "mnist", "--data-dir", "/shared/data/mnist"]
     offline = render(TrainingJob(name="d", namespace="training", image="img", dataset="digits"), GRAVITON)
     assert [c["name"] for c in offline["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["initContainers"]] == [
         "volume-permissions"
@@ -148,12 +148,12 @@ def test_pods_fetch_or_verify_their_data_before_training() -> None:
 
 
 def test_training_pods_fit_what_each_engine_leaves_them_with_a_whole_cpu() -> None:
-    """Sized from the node's allocatable (infra.allocatable) less the daemon sets: the CPU tutorial's 2-vCPU m5.large
+    """Sized from the node's allocatable (infra.facts.allocatable) less the daemon sets: the CPU tutorial's 2-vCPU m5.large
     gets 1 CPU and 5 GiB; c7g.16xlarge 114 GiB on a managed node but 109 on Karpenter's (its efa-only interface on
     card 0 leaves 688 ENI-limited pods to reserve for); a 2-GiB type is refused, never cpu "0"."""
-    from infra.allocatable import NodeLauncher
-    from infra.catalogue import INSTANCE_TYPES
-    from workloads.target import pod_room, too_small
+    from eks_ddp.infra.facts.allocatable import NodeLauncher
+    from eks_ddp.infra.facts.catalogue import INSTANCE_TYPES
+    from eks_ddp.workloads.target import pod_room, too_small
 
     m5 = INSTANCE_TYPES["m5.large"]  # 2000 - 70 - 400 m; (8192 - 615) - (11 x 29 + 255) - 100 - 768 MiB
     assert (pod_room(m5), too_small(m5)) == ((1, 5), None)

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import trustme
 
-from infra.node_quarantine import TAINT_KEY
-from workloads import preflight
+from eks_ddp.infra.addons.node_quarantine import TAINT_KEY
+from eks_ddp.workloads import preflight
 
 NODE = "ip-10-0-1-23.ec2.internal"
 TOKEN = "bound-token"

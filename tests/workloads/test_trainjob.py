@@ -2,11 +2,11 @@
 
 from dataclasses import replace
 
-from infra.catalogue import EFA_INSTANCE_TYPES
+from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
+from eks_ddp.workloads import trainjob
+from eks_ddp.workloads.target import NodeTarget
+from eks_ddp.workloads.training_pod import TrainingJob
 from tests.workloads.schemas import validate_custom
-from workloads import trainjob
-from workloads.target import NodeTarget
-from workloads.training_pod import TrainingJob
 
 GRAVITON = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1, labels={"vpc.amazonaws.com/efa.present": "true"},
                       taints=[{"key": "training", "value": "true", "effect": "NO_SCHEDULE"}])
@@ -26,7 +26,7 @@ def test_runtime_and_trainjob_validate_and_carry_what_the_pytorchjob_carries() -
     pod = trainjob.pod_spec(job, runtime)
     (container,) = pod["containers"]
     assert container["name"] == "node" and container["image"] == "registry/eks-ddp-trainer:1"
-    assert container["command"][:4] == ["torchrun", "-m", "trainer", "train"]
+    assert container["command"][:4] == ["torchrun", "-m", "eks_ddp.trainer", "train"]
     assert container["resources"]["limits"] == {"cpu": "63", "memory": "109Gi", "vpc.amazonaws.com/efa": "1"}
     assert pod["nodeSelector"] == {"vpc.amazonaws.com/efa.present": "true", "kubernetes.io/arch": "arm64"}
     assert pod["tolerations"] == [{"key": "training", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]

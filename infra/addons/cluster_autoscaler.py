@@ -1,0 +1,128 @@
+"""ClusterAutoscaler: scales the node groups, EFA groups from zero included."""
+
+import json
+from typing import Any, NotRequired, TypedDict
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from eks_ddp.infra.addons import helm
+from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
+from eks_ddp.infra.aws.iam import irsa_role, policy
+from eks_ddp.infra.errors import InvalidArgument
+from eks_ddp.infra.facts import versions
+from eks_ddp.infra.options import waits_for
+
+COMPONENT = "ClusterAutoscaler"
+NAMESPACE, SERVICE_ACCOUNT = "kube-system", "cluster-autoscaler"
+
+DESCRIBE_ACTIONS = [
+    "autoscaling:DescribeAutoScalingGroups",
+    "autoscaling:DescribeAutoScalingInstances",
+    "autoscaling:DescribeLaunchConfigurations",
+    "autoscaling:DescribeScalingActivities",
+    "autoscaling:DescribeTags",
+    "ec2:DescribeImages",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeLaunchTemplateVersions",
+    "ec2:GetInstanceTypesFromInstanceRequirements",
+]
+
+
+class ClusterAutoscalerArgs(TypedDict):
+    provider: k8s.Provider
+    """Kubernetes provider of the cluster."""
+    cluster_name: str
+    """The EKS cluster's name (auto-discovery and the IAM condition use it)."""
+    kubernetes_version: str
+    """The cluster's Kubernetes minor version: the autoscaler image must match it."""
+    oidc_provider_arn: pulumi.Input[str]
+    """The cluster's IAM OIDC provider."""
+    oidc_issuer: pulumi.Input[str]
+    """The cluster's OIDC issuer."""
+    region: pulumi.Input[str]
+    """AWS region of the cluster."""
+    tags: NotRequired[dict[str, str]]
+    """Tags for the IAM role."""
+
+
+def autoscaler_policy(cluster_name: str) -> dict[str, Any]:
+    """Describe anything; change only Auto Scaling groups this cluster owns."""
+    return policy(
+        [
+            {"Sid": "Describe", "Effect": "Allow", "Action": DESCRIBE_ACTIONS, "Resource": "*"},
+            {
+                "Sid": "DescribeOwnNodegroups",
+                "Effect": "Allow",
+                "Action": "eks:DescribeNodegroup",
+                "Resource": f"arn:aws:eks:*:*:nodegroup/{cluster_name}/*/*",
+            },
+            {
+                "Sid": "ScaleOwnedGroups",
+                "Effect": "Allow",
+                "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
+                "Resource": "*",
+                "Condition": {"StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}},
+            },
+        ]
+    )
+
+
+class ClusterAutoscaler(pulumi.ComponentResource):
+    release: k8s.helm.v3.Release
+    """Escape hatch: the Helm release."""
+    role_arn: pulumi.Output[str]
+    """The autoscaler's IRSA role."""
+
+    def __init__(self, name: str, args: ClusterAutoscalerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        image = versions.CLUSTER_AUTOSCALER_IMAGES.get(args["kubernetes_version"])
+        if image is None:
+            raise InvalidArgument(
+                COMPONENT,
+                "kubernetes_version",
+                args["kubernetes_version"],
+                f"an autoscaler image is pinned for {', '.join(versions.CLUSTER_AUTOSCALER_IMAGES)}",
+            )
+        super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
+        tags = args.get("tags", {})
+        role = irsa_role(
+            f"{name}-role", self, args["oidc_provider_arn"], args["oidc_issuer"], NAMESPACE, SERVICE_ACCOUNT, tags
+        )
+        aws.iam.RolePolicy(
+            f"{name}-policy",
+            role=role.id,
+            policy=json.dumps(autoscaler_policy(args["cluster_name"])),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        values = {
+            "autoDiscovery": {"clusterName": args["cluster_name"]},
+            "awsRegion": args["region"],
+            "image": {"tag": image},
+            "rbac": {
+                "serviceAccount": {
+                    "create": True,
+                    "name": SERVICE_ACCOUNT,
+                    "annotations": {"eks.amazonaws.com/role-arn": role.arn},
+                }
+            },
+            "nodeSelector": SYSTEM_LABEL,
+            # The workshop's flags.
+            "extraArgs": {
+                "expander": "least-waste",
+                "balance-similar-node-groups": True,
+                "skip-nodes-with-local-storage": False,
+                "skip-nodes-with-system-pods": False,
+            },
+        }
+        self.release = helm.release(
+            f"{name}-chart",
+            self,
+            args["provider"],
+            versions.CLUSTER_AUTOSCALER_CHART,
+            NAMESPACE,
+            values,
+            waits_for(opts),
+        )
+        self.role_arn = role.arn
+        self.register_outputs({"role_arn": self.role_arn})

@@ -1,0 +1,51 @@
+"""Installing a pinned Helm chart as one reviewable resource."""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from eks_ddp.infra.aws.efa_node_group import KUBERNETES_EFFECT, TaintEffect
+
+# Helm waits until every Deployment and DaemonSet of a release is ready (pulumi-kubernetes
+# provider/pkg/provider/helm_release.go: 300 s unless `timeout` is set). Our charts run on
+# nodes that already exist, but a DaemonSet that tolerates every taint (the CSI node
+# plugins) also waits for EFA nodes joining during the install: an instance boot, the
+# node joining and an image pull take up to about 6 minutes, so 10 minutes leaves margin.
+HELM_TIMEOUT_SECONDS = 600
+
+
+def release(
+    name: str,
+    parent: pulumi.Resource,
+    provider: k8s.Provider,
+    chart: tuple[str, str, str],
+    namespace: str,
+    values: Mapping[str, Any],
+    depends_on: Sequence[pulumi.Resource] = (),
+) -> k8s.helm.v3.Release:
+    """A helm.v3.Release: a plain resource whose chart, version and values show in previews."""
+    chart_name, version, repository = chart
+    # An OCI registry is named in the chart reference itself; Helm refuses it as a repository URL.
+    oci = repository.startswith("oci://")
+    return k8s.helm.v3.Release(
+        name,
+        name=chart_name,
+        chart=f"{repository}/{chart_name}" if oci else chart_name,
+        version=version,
+        repository_opts=None if oci else {"repo": repository},
+        namespace=namespace,
+        create_namespace=namespace != "kube-system",
+        values=dict(values),
+        atomic=True,
+        cleanup_on_fail=True,
+        timeout=HELM_TIMEOUT_SECONDS,
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=list(depends_on)),
+    )
+
+
+def tolerations(taints: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """Tolerate each taint by key and Kubernetes effect (whatever its value)."""
+    unique = {(taint["key"], KUBERNETES_EFFECT[TaintEffect(taint["effect"])]) for taint in taints}
+    return [{"key": key, "operator": "Exists", "effect": effect} for key, effect in sorted(unique)]

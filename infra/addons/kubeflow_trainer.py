@@ -1,0 +1,47 @@
+"""KubeflowTrainer: Kubeflow Trainer v2 and its JobSet controller, which run TrainJobs (trainer.kubeflow.org/v1alpha1)."""
+
+from typing import TypedDict
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from eks_ddp.infra.addons import helm
+from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
+from eks_ddp.infra.facts import versions
+from eks_ddp.infra.options import waits_for
+
+COMPONENT = "KubeflowTrainer"
+NAMESPACE = "kubeflow-system"
+
+
+class KubeflowTrainerArgs(TypedDict):
+    provider: k8s.Provider
+    """Kubernetes provider of the cluster."""
+
+
+class KubeflowTrainer(pulumi.ComponentResource):
+    """The chart (versions.KUBEFLOW_TRAINER_CHART) with its JobSet dependency, both controllers on the system nodes.
+
+    No built-in runtimes: each TrainJob of ours brings its own ClusterTrainingRuntime (workloads.trainjob).
+    """
+
+    release: k8s.helm.v3.Release
+    """The release; TrainJobs and runtimes must depend on it (it installs their CRDs and webhooks)."""
+
+    def __init__(self, name: str, args: KubeflowTrainerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
+        values = {
+            "manager": {"nodeSelector": SYSTEM_LABEL},
+            "jobset": {"install": True, "controller": {"nodeSelector": SYSTEM_LABEL}},
+            "runtimes": {"defaultEnabled": False},
+        }
+        self.release = helm.release(
+            f"{name}-chart",
+            self,
+            args["provider"],
+            versions.KUBEFLOW_TRAINER_CHART,
+            NAMESPACE,
+            values,
+            waits_for(opts),
+        )
+        self.register_outputs({})

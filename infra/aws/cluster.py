@@ -1,0 +1,258 @@
+"""Cluster: the EKS control plane, its managed add-ons, admin access and a system node group."""
+
+import re
+from collections.abc import Sequence
+from typing import NotRequired, TypedDict
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+import pulumi_kubernetes as k8s
+
+from eks_ddp.infra.aws.iam import node_role
+from eks_ddp.infra.aws.launch_template import secure_launch_template, template_reference
+from eks_ddp.infra.errors import InvalidArgument
+from eks_ddp.infra.facts import instance_facts, versions
+from eks_ddp.infra.facts.instance_facts import ami_type
+
+COMPONENT = "Cluster"
+LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+SYSTEM_LABEL = {"eks-ddp/node-group": "system"}
+DEFAULT_SYSTEM_INSTANCE_TYPE = "m7g.large"
+
+
+class ClusterOptions(TypedDict):
+    """The cluster's own settings, independent of the network it runs in (checked before anything exists)."""
+
+    cluster_name: NotRequired[str]
+    """The EKS cluster's name (default: the component's name)."""
+    kubernetes_version: NotRequired[str]
+    """Kubernetes minor version, one in EKS standard support (default versions.DEFAULT_KUBERNETES_VERSION)."""
+    admin_principal_arns: NotRequired[Sequence[str]]
+    """IAM roles or users given cluster-admin through EKS access entries."""
+    private_endpoint_only: NotRequired[bool]
+    """Serve the Kubernetes API only inside the VPC (default false)."""
+    public_access_cidrs: NotRequired[Sequence[str]]
+    """CIDRs allowed to reach a public API endpoint (default anywhere)."""
+    log_types: NotRequired[Sequence[str]]
+    """Control-plane log types sent to CloudWatch (default all five)."""
+    system_instance_type: NotRequired[str]
+    """Instance type of the system node group for operators, any architecture (default m7g.large)."""
+    system_node_count: NotRequired[int]
+    """Nodes in the system node group (default 2, one per zone for resilience)."""
+    tags: NotRequired[dict[str, str]]
+    """Tags for every taggable resource."""
+
+
+class ClusterArgs(ClusterOptions):
+    vpc_id: pulumi.Input[str]
+    """The VPC (from Network)."""
+    private_subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]]
+    """Private subnets for the control plane's interfaces and the system nodes."""
+    public_subnet_ids: NotRequired[pulumi.Input[Sequence[pulumi.Input[str]]]]
+    """Public subnets for internet-facing load balancers."""
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version.split("-")[0])[:3])
+
+
+def validate(name: str, args: ClusterOptions) -> None:
+    cluster_name = args.get("cluster_name", name)
+    if not re.fullmatch(r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}", cluster_name):
+        raise InvalidArgument(
+            COMPONENT,
+            "cluster_name",
+            cluster_name,
+            "use 1-100 letters, digits, '-' or '_', starting with a letter or digit",
+        )
+    version = args.get("kubernetes_version", versions.DEFAULT_KUBERNETES_VERSION)
+    if version not in versions.SUPPORTED_KUBERNETES_VERSIONS:
+        supported = ", ".join(versions.SUPPORTED_KUBERNETES_VERSIONS)
+        raise InvalidArgument(
+            COMPONENT, "kubernetes_version", version, f"use one of {supported} (EKS standard support)"
+        )
+    for arn in args.get("admin_principal_arns", []):
+        if not re.fullmatch(r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+", arn):
+            raise InvalidArgument(
+                COMPONENT,
+                "admin_principal_arns",
+                arn,
+                "give IAM role or user ARNs such as arn:aws:iam::123456789012:role/admin",
+            )
+    unknown = sorted(set(args.get("log_types", LOG_TYPES)) - set(LOG_TYPES))
+    if unknown:
+        raise InvalidArgument(COMPONENT, "log_types", unknown, f"use some of {', '.join(LOG_TYPES)}")
+    instance_facts.check_name(COMPONENT, "system_instance_type", args.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE))
+    count = args.get("system_node_count", 2)
+    if not 1 <= count <= 10:
+        raise InvalidArgument(COMPONENT, "system_node_count", count, "use 1 to 10")
+    if args.get("private_endpoint_only") and args.get("public_access_cidrs"):
+        raise InvalidArgument(
+            COMPONENT,
+            "public_access_cidrs",
+            list(args.get("public_access_cidrs", [])),
+            "a private-only endpoint has no public access",
+        )
+    pinned_cni = versions.ADDON_VERSIONS["vpc-cni"]
+    if pinned_cni is not None and _version_tuple(pinned_cni) < versions.MINIMUM_VPC_CNI:
+        raise InvalidArgument(
+            COMPONENT, "versions.ADDON_VERSIONS['vpc-cni']", pinned_cni, "efa-only interfaces need vpc-cni >= 1.18.4"
+        )
+
+
+def admins_besides_deployer(arns: Sequence[str], parent: pulumi.Resource) -> list[str]:
+    """The admin principals without the one running `pulumi up`.
+
+    pulumi-eks always makes the cluster's creator an admin
+    (`bootstrapClusterCreatorAdminPermissions`), so a second access entry for the
+    same principal fails with ResourceInUseException. The deployer's IAM role (with
+    its path) is the issuer of its STS session.
+    """
+    if not arns:
+        return []
+    invoke = pulumi.InvokeOptions(parent=parent)
+    caller = aws.get_caller_identity(opts=invoke).arn
+    deployer = aws.iam.get_session_context(arn=caller, opts=invoke).issuer_arn
+    if deployer in arns:
+        pulumi.log.warn(
+            f"eks-ddp: {deployer} deploys this stack and is already a cluster admin (pulumi-eks makes "
+            "the creator one); no second access entry is created for it",
+            parent,
+        )
+    return [arn for arn in arns if arn != deployer]
+
+
+class Cluster(pulumi.ComponentResource):
+    cluster: eks.Cluster
+    """Escape hatch: the pulumi-eks cluster."""
+    cluster_name: str
+    """The EKS cluster's name (plain: it names autoscaler tags)."""
+    kubernetes_version: str
+    """The control plane's Kubernetes minor version."""
+    provider: k8s.Provider
+    """Kubernetes provider for this cluster (server-side apply)."""
+    kubeconfig: pulumi.Output[str]
+    """Kubeconfig (secret); it runs `aws eks get-token`, so users need the AWS CLI."""
+    cluster_security_group_id: pulumi.Output[str]
+    """The EKS-managed cluster security group."""
+    oidc_provider_arn: pulumi.Output[str]
+    """The IAM OIDC provider, for IRSA roles."""
+    oidc_issuer: pulumi.Output[str]
+    """The OIDC issuer host and path (no scheme), for IRSA conditions."""
+    system_node_group: aws.eks.NodeGroup
+    """The system node group (operators, autoscaler, CoreDNS)."""
+
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        validate(name, args)
+        super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = dict(args.get("tags", {}))
+        self.cluster_name = args.get("cluster_name", name)
+        self.kubernetes_version = args.get("kubernetes_version", versions.DEFAULT_KUBERNETES_VERSION)
+
+        key = aws.kms.Key(
+            f"{name}-secrets",
+            description=f"EKS secrets encryption for {self.cluster_name}",
+            enable_key_rotation=True,
+            tags=tags,
+            opts=child,
+        )
+        private_only = args.get("private_endpoint_only", False)
+        self.cluster = eks.Cluster(
+            f"{name}-eks",
+            name=self.cluster_name,
+            version=self.kubernetes_version,
+            vpc_id=args["vpc_id"],
+            private_subnet_ids=args["private_subnet_ids"],
+            public_subnet_ids=args.get("public_subnet_ids"),
+            authentication_mode=eks.AuthenticationMode.API,
+            create_oidc_provider=True,
+            skip_default_node_group=True,
+            # Managed node groups use the EKS cluster security group; pulumi-eks's own node group would be unused.
+            skip_default_security_groups=True,
+            endpoint_private_access=True,
+            endpoint_public_access=not private_only,
+            public_access_cidrs=None if private_only else args.get("public_access_cidrs"),
+            enabled_cluster_log_types=list(args.get("log_types", LOG_TYPES)),
+            encryption_config_key_arn=key.arn,
+            # The add-ons below are EKS managed add-ons we create and pin ourselves.
+            bootstrap_self_managed_addons=False,
+            use_default_vpc_cni=True,
+            coredns_addon_options={"enabled": False},
+            kube_proxy_addon_options={"enabled": False},
+            tags=tags,
+            opts=child,
+        )
+        for index, arn in enumerate(admins_besides_deployer(args.get("admin_principal_arns", []), self)):
+            entry = aws.eks.AccessEntry(
+                f"{name}-admin-{index}",
+                cluster_name=self.cluster_name,
+                principal_arn=arn,
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
+            )
+            aws.eks.AccessPolicyAssociation(
+                f"{name}-admin-{index}",
+                cluster_name=self.cluster_name,
+                principal_arn=arn,
+                policy_arn=ADMIN_POLICY,
+                access_scope={"type": "cluster"},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
+            )
+        network_addons = [
+            aws.eks.Addon(
+                f"{name}-{addon}",
+                cluster_name=self.cluster_name,
+                addon_name=addon,
+                addon_version=versions.ADDON_VERSIONS[addon],
+                resolve_conflicts_on_create="OVERWRITE",
+                resolve_conflicts_on_update="OVERWRITE",
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
+            )
+            for addon in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+        ]
+        role = node_role(f"{name}-system-role", self, tags)
+        template = secure_launch_template(f"{name}-system-template", self, tags, hop_limit=1, volume_gib=50)
+        system_type = args.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE)
+        count = args.get("system_node_count", 2)
+        self.system_node_group = aws.eks.NodeGroup(
+            f"{name}-system",
+            cluster_name=self.cluster_name,
+            node_role_arn=role.arn,
+            subnet_ids=args["private_subnet_ids"],
+            instance_types=[system_type],
+            ami_type=ami_type(instance_facts.describe(system_type, pulumi.InvokeOptions(parent=self))),
+            scaling_config={"min_size": count, "max_size": count, "desired_size": count},
+            launch_template=template_reference(template),
+            labels=SYSTEM_LABEL,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=network_addons),
+        )
+        # CoreDNS needs nodes to schedule on, or the add-on stays degraded.
+        aws.eks.Addon(
+            f"{name}-coredns",
+            cluster_name=self.cluster_name,
+            addon_name="coredns",
+            addon_version=versions.ADDON_VERSIONS["coredns"],
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_node_group]),
+        )
+        self.kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig_json)
+        self.provider = k8s.Provider(
+            f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True, opts=child
+        )
+        self.cluster_security_group_id = self.cluster.cluster_security_group_id
+        self.oidc_provider_arn = self.cluster.oidc_provider_arn
+        self.oidc_issuer = self.cluster.oidc_issuer
+        self.register_outputs(
+            {
+                "kubeconfig": self.kubeconfig,
+                "cluster_security_group_id": self.cluster_security_group_id,
+                "oidc_provider_arn": self.oidc_provider_arn,
+            }
+        )

@@ -1,0 +1,206 @@
+"""ModelBucket: where models and checkpoints go, and the one role allowed to use it."""
+
+import json
+import re
+from typing import Any, NotRequired, TypedDict
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from eks_ddp.infra.aws.iam import irsa_role, policy
+from eks_ddp.infra.errors import InvalidArgument
+from eks_ddp.infra.options import waits_for
+
+COMPONENT = "ModelBucket"
+DEFAULT_SERVICE_ACCOUNT = "trainer"
+CHECKPOINTS_PREFIX = "checkpoints/"
+"""Where the stack's jobs put checkpoints (workloads.training_pod.artifact_arguments): the only deletable keys."""
+ABORT_INCOMPLETE_UPLOADS_DAYS = 1
+"""A multipart upload cut off by a lost pod leaves parts S3 bills for and no listing shows; a day is ample for one
+to finish (the trainer gives its uploads 60 s at the end)."""
+PRUNED_VERSIONS_DAYS = 1
+"""The bucket is versioned, so a checkpoint the trainer prunes (DeleteObject) stays as a noncurrent version:
+kept this long, in case one was deleted by mistake, then gone, so the checkpoints' storage stays bounded."""
+
+
+class BucketOptions(TypedDict):
+    """The bucket's own settings (checked before anything exists)."""
+
+    service_account_name: NotRequired[str]
+    """Name of the ServiceAccount training pods run as (default `trainer`)."""
+    checkpoint_expiry_days: NotRequired[int]
+    """Delete objects under `checkpoints/` older than this many days (default: keep; the trainer itself keeps its
+    newest `--keep-checkpoints`)."""
+    force_destroy: NotRequired[bool]
+    """Let `pulumi destroy` delete a non-empty bucket (default false: models are kept)."""
+
+
+class ModelBucketArgs(BucketOptions):
+    oidc_provider_arn: pulumi.Input[str]
+    """The cluster's IAM OIDC provider (Cluster.oidc_provider_arn)."""
+    oidc_issuer: pulumi.Input[str]
+    """The cluster's OIDC issuer (Cluster.oidc_issuer)."""
+    provider: k8s.Provider
+    """Kubernetes provider of the cluster (Cluster.provider)."""
+    namespace: str
+    """Training namespace the ServiceAccount lives in."""
+    tags: NotRequired[dict[str, str]]
+    """Tags for every taggable resource."""
+
+
+def tls_only_policy(bucket_arn: str) -> dict[str, Any]:
+    return policy(
+        [
+            {
+                "Sid": "DenyInsecureTransport",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": [bucket_arn, f"{bucket_arn}/*"],
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            }
+        ]
+    )
+
+
+def access_policy(bucket_arn: str) -> dict[str, Any]:
+    """Read, write and list this bucket only, and delete checkpoints only: nothing else in the account."""
+    return policy(
+        [
+            {"Sid": "ListCheckpoints", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": bucket_arn},
+            # What trainer/artifacts.py calls, and nothing more (tests/infra/test_bucket_access.py records it):
+            # uploads (multipart above 64 MiB, aborted by s3transfer when they fail), downloads of checkpoints and
+            # of the run's history, and the deletes of checkpoints older than the newest --keep-checkpoints.
+            {
+                "Sid": "ReadWriteObjects",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
+                "Resource": f"{bucket_arn}/*",
+            },
+            {
+                "Sid": "PruneCheckpoints",
+                "Effect": "Allow",
+                "Action": ["s3:DeleteObject"],
+                "Resource": f"{bucket_arn}/{CHECKPOINTS_PREFIX}*",
+            },
+        ]
+    )
+
+
+def lifecycle_rules(checkpoint_expiry_days: int | None) -> list[aws.s3.BucketLifecycleConfigurationRuleArgsDict]:
+    """Always: incomplete multipart uploads aborted, and the versions of checkpoints the trainer pruned expired.
+    When asked: checkpoints expired by age too."""
+    checkpoints: aws.s3.BucketLifecycleConfigurationRuleArgsDict = {
+        "id": "checkpoints",
+        "status": "Enabled",
+        "filter": {"prefix": CHECKPOINTS_PREFIX},
+        "noncurrent_version_expiration": {"noncurrent_days": PRUNED_VERSIONS_DAYS},
+    }
+    if checkpoint_expiry_days is not None:
+        checkpoints["expiration"] = {"days": checkpoint_expiry_days}
+    return [
+        {
+            "id": "abort-incomplete-uploads",
+            "status": "Enabled",
+            "filter": {},
+            "abort_incomplete_multipart_upload": {"days_after_initiation": ABORT_INCOMPLETE_UPLOADS_DAYS},
+        },
+        checkpoints,
+    ]
+
+
+def validate(args: BucketOptions) -> None:
+    days = args.get("checkpoint_expiry_days")
+    if days is not None and days < 1:
+        raise InvalidArgument(
+            COMPONENT,
+            "checkpoint_expiry_days",
+            days,
+            "use a positive number of days, or leave it out to keep checkpoints",
+        )
+    account = args.get("service_account_name", DEFAULT_SERVICE_ACCOUNT)
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", account):
+        raise InvalidArgument(
+            COMPONENT, "service_account_name", account, "use a DNS-1123 subdomain (lowercase letters, digits, '-', '.')"
+        )
+
+
+class ModelBucket(pulumi.ComponentResource):
+    bucket: aws.s3.Bucket
+    """Escape hatch: the bucket."""
+    bucket_name: pulumi.Output[str]
+    """The bucket's name."""
+    role_arn: pulumi.Output[str]
+    """The IRSA role training pods assume."""
+    service_account_name: str
+    """The ServiceAccount annotated with the role (plain, for pod specs)."""
+
+    def __init__(self, name: str, args: ModelBucketArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        validate(args)
+        super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = dict(args.get("tags", {}))
+        self.bucket = aws.s3.Bucket(
+            f"{name}-bucket", force_destroy=args.get("force_destroy", False), tags=tags, opts=child
+        )
+        aws.s3.BucketPublicAccessBlock(
+            f"{name}-public-access",
+            bucket=self.bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=child,
+        )
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            f"{name}-encryption",
+            bucket=self.bucket.id,
+            rules=[
+                {"apply_server_side_encryption_by_default": {"sse_algorithm": "aws:kms"}, "bucket_key_enabled": True}
+            ],
+            opts=child,
+        )
+        aws.s3.BucketVersioning(
+            f"{name}-versioning", bucket=self.bucket.id, versioning_configuration={"status": "Enabled"}, opts=child
+        )
+        aws.s3.BucketPolicy(
+            f"{name}-tls-only",
+            bucket=self.bucket.id,
+            policy=self.bucket.arn.apply(lambda arn: json.dumps(tls_only_policy(arn))),
+            opts=child,
+        )
+        aws.s3.BucketLifecycleConfiguration(
+            f"{name}-lifecycle",
+            bucket=self.bucket.id,
+            rules=lifecycle_rules(args.get("checkpoint_expiry_days")),
+            opts=child,
+        )
+        self.service_account_name = args.get("service_account_name", DEFAULT_SERVICE_ACCOUNT)
+        role = irsa_role(
+            f"{name}-role",
+            self,
+            args["oidc_provider_arn"],
+            args["oidc_issuer"],
+            args["namespace"],
+            self.service_account_name,
+            tags,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-access",
+            role=role.id,
+            policy=self.bucket.arn.apply(lambda arn: json.dumps(access_policy(arn))),
+            opts=child,
+        )
+        k8s.core.v1.ServiceAccount(
+            f"{name}-service-account",
+            metadata={
+                "name": self.service_account_name,
+                "namespace": args["namespace"],
+                "annotations": {"eks.amazonaws.com/role-arn": role.arn},
+            },
+            opts=pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=waits_for(opts)),
+        )
+        self.bucket_name = self.bucket.bucket
+        self.role_arn = role.arn
+        self.register_outputs({"bucket_name": self.bucket_name, "role_arn": self.role_arn})

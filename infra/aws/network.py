@@ -1,0 +1,222 @@
+"""Network: a new VPC laid out for EKS, or an existing one given by id."""
+
+import ipaddress
+import math
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from typing import NotRequired, TypedDict
+
+import pulumi
+import pulumi_aws as aws
+
+from eks_ddp.infra.errors import InvalidArgument
+
+COMPONENT = "Network"
+
+
+class NatGateways(str, Enum):
+    """How private subnets reach the internet."""
+
+    SINGLE = "single"
+    """One NAT gateway for all zones: cheaper, one zone's outage cuts egress."""
+    ONE_PER_ZONE = "one_per_zone"
+    """A NAT gateway per zone: zone-independent egress."""
+
+
+class NetworkArgs(TypedDict):
+    """A new VPC (CIDR, zones, NAT gateways), or an existing one's ids."""
+
+    cidr: NotRequired[str]
+    """IPv4 CIDR of a new VPC, /16 to /24 (default 10.0.0.0/16)."""
+    availability_zones: NotRequired[Sequence[str]]
+    """Zones to use, by name (at least 2). Name them when an EFA node group must sit in a known zone."""
+    availability_zone_count: NotRequired[int]
+    """Number of zones taken from the region when `availability_zones` is not given (>= 2, default 2)."""
+    nat_gateways: NotRequired[NatGateways]
+    """NAT gateway layout (default single)."""
+    existing_vpc_id: NotRequired[str]
+    """Use this VPC instead of creating one (then give `existing_private_subnet_ids`)."""
+    existing_private_subnet_ids: NotRequired[Mapping[str, str]]
+    """With `existing_vpc_id`: private subnet id per zone name."""
+    existing_public_subnet_ids: NotRequired[Sequence[str]]
+    """With `existing_vpc_id`: public subnet ids (may be empty for private clusters)."""
+    tags: NotRequired[Mapping[str, str]]
+    """Tags for every taggable resource."""
+
+
+def plan_subnets(cidr: str, zone_count: int) -> list[tuple[str, str]]:
+    """(private, public) CIDR per zone: the VPC split into equal blocks, privates first."""
+    network = ipaddress.ip_network(cidr)
+    bits = math.ceil(math.log2(2 * zone_count))
+    blocks = list(network.subnets(prefixlen_diff=bits))
+    return [(str(blocks[index]), str(blocks[zone_count + index])) for index in range(zone_count)]
+
+
+def validate(args: NetworkArgs) -> None:
+    if "existing_vpc_id" in args:
+        if not args.get("existing_private_subnet_ids"):
+            raise InvalidArgument(
+                COMPONENT,
+                "existing_private_subnet_ids",
+                args.get("existing_private_subnet_ids"),
+                "give the private subnet id of each zone with existing_vpc_id",
+            )
+        return
+    if "existing_private_subnet_ids" in args or "existing_public_subnet_ids" in args:
+        raise InvalidArgument(COMPONENT, "existing_vpc_id", None, "existing subnet ids need existing_vpc_id")
+    cidr = args.get("cidr", "10.0.0.0/16")
+    try:
+        network = ipaddress.IPv4Network(cidr)
+    except ValueError:
+        raise InvalidArgument(COMPONENT, "cidr", cidr, "use an IPv4 network such as 10.0.0.0/16") from None
+    if not 16 <= network.prefixlen <= 24:
+        raise InvalidArgument(COMPONENT, "cidr", cidr, "the prefix must be /16 to /24")
+    zones = args.get("availability_zones")
+    if zones is not None:
+        if len(zones) < 2 or len(set(zones)) != len(zones):
+            raise InvalidArgument(
+                COMPONENT, "availability_zones", list(zones), "name at least 2 distinct zones (EKS needs two)"
+            )
+        count = len(zones)
+    else:
+        count = args.get("availability_zone_count", 2)
+        if count < 2:
+            raise InvalidArgument(COMPONENT, "availability_zone_count", count, "use at least 2 (EKS needs two zones)")
+    smallest = ipaddress.ip_network(plan_subnets(cidr, count)[0][0])
+    if smallest.prefixlen > 27:
+        raise InvalidArgument(
+            COMPONENT, "cidr", cidr, f"too small for {2 * count} subnets of at least /27; use a larger block"
+        )
+    if args.get("nat_gateways", NatGateways.SINGLE) not in tuple(NatGateways):
+        raise InvalidArgument(
+            COMPONENT, "nat_gateways", args.get("nat_gateways"), f"use one of {[item.value for item in NatGateways]}"
+        )
+
+
+class Network(pulumi.ComponentResource):
+    vpc_id: pulumi.Output[str]
+    """The VPC's id."""
+    private_subnet_ids: pulumi.Output[list[str]]
+    """Private subnets, one per zone, in zone order (nodes live here)."""
+    public_subnet_ids: pulumi.Output[list[str]]
+    """Public subnets, one per zone (load balancers and NAT gateways)."""
+    private_subnet_by_zone: dict[str, pulumi.Output[str]]
+    """Private subnet id per zone name, when zones were named (EFA groups need one zone's subnet)."""
+
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        validate(args)
+        super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
+        tags = dict(args.get("tags", {}))
+        if "existing_vpc_id" in args:
+            private = dict(args.get("existing_private_subnet_ids", {}))
+            self.vpc_id = pulumi.Output.from_input(args["existing_vpc_id"])
+            self.private_subnet_ids = pulumi.Output.from_input(list(private.values()))
+            self.public_subnet_ids = pulumi.Output.from_input(list(args.get("existing_public_subnet_ids", [])))
+            self.private_subnet_by_zone = {zone: pulumi.Output.from_input(subnet) for zone, subnet in private.items()}
+        else:
+            self._create(name, args, tags)
+        self.register_outputs(
+            {
+                "vpc_id": self.vpc_id,
+                "private_subnet_ids": self.private_subnet_ids,
+                "public_subnet_ids": self.public_subnet_ids,
+            }
+        )
+
+    def _create(self, name: str, args: NetworkArgs, tags: dict[str, str]) -> None:
+        child = pulumi.ResourceOptions(parent=self)
+        cidr = args.get("cidr", "10.0.0.0/16")
+        named = args.get("availability_zones")
+        count = len(named) if named is not None else args.get("availability_zone_count", 2)
+        if named is not None:
+            zones: list[pulumi.Input[str]] = list(named)
+        else:
+            available = aws.get_availability_zones_output(
+                state="available", opts=pulumi.InvokeOutputOptions(parent=self)
+            )
+            zones = [available.names[index] for index in range(count)]
+        vpc = aws.ec2.Vpc(
+            f"{name}-vpc",
+            cidr_block=cidr,
+            enable_dns_hostnames=True,
+            enable_dns_support=True,
+            tags={**tags, "Name": f"{name}-vpc"},
+            opts=child,
+        )
+        gateway = aws.ec2.InternetGateway(
+            f"{name}-igw", vpc_id=vpc.id, tags={**tags, "Name": f"{name}-igw"}, opts=child
+        )
+        public_routes = aws.ec2.RouteTable(
+            f"{name}-public",
+            vpc_id=vpc.id,
+            routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": gateway.id}],
+            tags={**tags, "Name": f"{name}-public"},
+            opts=child,
+        )
+        private_subnets, public_subnets = [], []
+        for index, (private_cidr, public_cidr) in enumerate(plan_subnets(cidr, count)):
+            zone = zones[index]
+            public = aws.ec2.Subnet(
+                f"{name}-public-{index}",
+                vpc_id=vpc.id,
+                cidr_block=public_cidr,
+                availability_zone=zone,
+                map_public_ip_on_launch=False,
+                tags={**tags, "Name": f"{name}-public-{index}", "kubernetes.io/role/elb": "1"},
+                opts=child,
+            )
+            aws.ec2.RouteTableAssociation(
+                f"{name}-public-{index}", subnet_id=public.id, route_table_id=public_routes.id, opts=child
+            )
+            private = aws.ec2.Subnet(
+                f"{name}-private-{index}",
+                vpc_id=vpc.id,
+                cidr_block=private_cidr,
+                availability_zone=zone,
+                tags={**tags, "Name": f"{name}-private-{index}", "kubernetes.io/role/internal-elb": "1"},
+                opts=child,
+            )
+            public_subnets.append(public)
+            private_subnets.append(private)
+        per_zone = args.get("nat_gateways", NatGateways.SINGLE) == NatGateways.ONE_PER_ZONE
+        nat_ids = []
+        for index in range(count if per_zone else 1):
+            address = aws.ec2.Eip(
+                f"{name}-nat-{index}", domain="vpc", tags={**tags, "Name": f"{name}-nat-{index}"}, opts=child
+            )
+            nat = aws.ec2.NatGateway(
+                f"{name}-nat-{index}",
+                allocation_id=address.id,
+                subnet_id=public_subnets[index].id,
+                tags={**tags, "Name": f"{name}-nat-{index}"},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]),
+            )
+            nat_ids.append(nat.id)
+        private_tables = []
+        for index, subnet in enumerate(private_subnets):
+            table = aws.ec2.RouteTable(
+                f"{name}-private-{index}",
+                vpc_id=vpc.id,
+                routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat_ids[index if per_zone else 0]}],
+                tags={**tags, "Name": f"{name}-private-{index}"},
+                opts=child,
+            )
+            aws.ec2.RouteTableAssociation(
+                f"{name}-private-{index}", subnet_id=subnet.id, route_table_id=table.id, opts=child
+            )
+            private_tables.append(table.id)
+        # S3 traffic (images, datasets, checkpoints) skips the NAT gateway: cheaper and faster.
+        region = aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        aws.ec2.VpcEndpoint(
+            f"{name}-s3",
+            vpc_id=vpc.id,
+            service_name=pulumi.Output.format("com.amazonaws.{0}.s3", region.region),
+            vpc_endpoint_type="Gateway",
+            route_table_ids=[public_routes.id, *private_tables],
+            tags={**tags, "Name": f"{name}-s3"},
+            opts=child,
+        )
+        self.vpc_id = vpc.id
+        self.private_subnet_ids = pulumi.Output.all(*[subnet.id for subnet in private_subnets])
+        self.public_subnet_ids = pulumi.Output.all(*[subnet.id for subnet in public_subnets])
+        self.private_subnet_by_zone = {zone: private_subnets[index].id for index, zone in enumerate(named or [])}

@@ -1,0 +1,132 @@
+"""ExistingFsxVolume: an FSx for Lustre file system made elsewhere, mounted as a static volume.
+
+The GPU workshop's shape: the file system (and its data) outlives clusters, so the stack only lets the
+nodes reach it (Lustre's ports on its security group) and binds a PersistentVolume to it; no StorageClass
+provisions anything, and the CSI driver only mounts.
+"""
+
+import re
+from typing import NotRequired, TypedDict
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from eks_ddp.infra.addons import helm
+from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
+from eks_ddp.infra.errors import InvalidArgument
+from eks_ddp.infra.facts import versions
+from eks_ddp.infra.options import waits_for
+from eks_ddp.infra.storage.fsx import LUSTRE_PORTS, valid_capacity
+from eks_ddp.infra.storage.shared_claim import SharedStorageArgs
+
+COMPONENT = "ExistingFsxVolume"
+DRIVER = "fsx.csi.aws.com"
+
+
+class ExistingFsxOptions(TypedDict):
+    """The file system's facts (from `aws fsx describe-file-systems`)."""
+
+    file_system_id: str
+    """Its id, such as fs-0123456789abcdef0."""
+    dns_name: str
+    """Its DNS name, such as fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com."""
+    mount_name: str
+    """Its Lustre mount name (8 characters, or `fsx` for SCRATCH_1)."""
+    security_group_id: str
+    """The security group on its network interfaces: the nodes are let in on Lustre's ports."""
+    capacity_gib: NotRequired[int]
+    """Its storage capacity (default 1200 GiB): the volume's and the claim's size."""
+
+
+class ExistingFsxVolumeArgs(ExistingFsxOptions, SharedStorageArgs):
+    pass
+
+
+def validate(args: ExistingFsxOptions) -> None:
+    checks = (
+        ("file_system_id", r"fs-[0-9a-f]{8,17}", "use an id such as fs-0123456789abcdef0"),
+        ("dns_name", r"fs-[0-9a-f]{8,17}\.fsx\.[a-z0-9-]+\.amazonaws\.com(\.cn)?", "use the file system's DNS name"),
+        ("mount_name", r"[a-z0-9]{8}|fsx", "use the file system's mount name (8 characters, or fsx)"),
+        ("security_group_id", r"sg-[0-9a-f]{8,17}", "use its security group's id, such as sg-0123456789abcdef0"),
+    )
+    for key, pattern, allowed in checks:
+        value = args.get(key)
+        if not isinstance(value, str) or not re.fullmatch(pattern, value):
+            raise InvalidArgument(COMPONENT, key, value, allowed)
+    if not args["dns_name"].startswith(args["file_system_id"] + "."):
+        raise InvalidArgument(
+            COMPONENT, "dns_name", args["dns_name"], f"it names another file system than {args['file_system_id']}"
+        )
+    if not valid_capacity(args.get("capacity_gib", 1200)):
+        raise InvalidArgument(
+            COMPONENT, "capacity_gib", args.get("capacity_gib"), "use 1200, 2400 or a multiple of 2400 GiB"
+        )
+
+
+class ExistingFsxVolume(pulumi.ComponentResource):
+    claim_name: str
+    """The ReadWriteMany claim training pods mount."""
+
+    def __init__(self, name: str, args: ExistingFsxVolumeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        validate(args)
+        super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = dict(args.get("tags", {}))
+        for low, high in LUSTRE_PORTS:
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-lustre-{low}",
+                security_group_id=args["security_group_id"],
+                referenced_security_group_id=args["node_security_group_id"],
+                ip_protocol="tcp",
+                from_port=low,
+                to_port=high,
+                description=f"Lustre {low}-{high} from the EKS nodes",
+                tags=tags,
+                opts=child,
+            )
+        driver = helm.release(
+            f"{name}-csi",
+            self,
+            args["provider"],
+            versions.FSX_CSI_CHART,
+            "kube-system",
+            {
+                "controller": {"nodeSelector": SYSTEM_LABEL},
+                "node": {"tolerateAllTaints": True},
+            },
+            waits_for(opts),
+        )
+        self.claim_name = args.get("claim_name", "shared")
+        size = f"{args.get('capacity_gib', 1200)}Gi"
+        scoped = pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=[driver])
+        volume = k8s.core.v1.PersistentVolume(
+            f"{name}-volume",
+            metadata={"name": f"{args['namespace']}-{self.claim_name}-{args['file_system_id']}"},
+            spec={
+                "capacity": {"storage": size},
+                "access_modes": ["ReadWriteMany"],
+                "storage_class_name": "",
+                "mount_options": ["flock"],
+                # Deleting the stack must never delete the data of a file system it did not make.
+                "persistent_volume_reclaim_policy": "Retain",
+                "csi": {
+                    "driver": DRIVER,
+                    "volume_handle": args["file_system_id"],
+                    "volume_attributes": {"dnsname": args["dns_name"], "mountname": args["mount_name"]},
+                },
+            },
+            opts=scoped,
+        )
+        k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-claim",
+            metadata={"name": self.claim_name, "namespace": args["namespace"]},
+            spec={
+                "access_modes": ["ReadWriteMany"],
+                "storage_class_name": "",
+                "volume_name": volume.metadata.name,
+                "resources": {"requests": {"storage": size}},
+            },
+            opts=pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=[volume]),
+        )
+        self.register_outputs({})

@@ -1,0 +1,51 @@
+"""A Pulumi program on disk, run offline as the Pulumi CLI runs it: its own entry point, project and stack config.
+
+eks-ddp's own stack is one such program (this repository's `Pulumi.yaml` and `__main__.py`); a user's program in
+its own directory is another, and the preview and the rehearsal treat both alike.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from eks_ddp.stack import project_config, stack_file
+from eks_ddp.stack.mocking import Registration, run_offline
+
+DEFAULT_REGION = "us-east-1"
+
+
+@dataclass(frozen=True)
+class Program:
+    directory: Path
+    """Where its Pulumi.yaml and stack files are (a lone file's own directory)."""
+    entry: Path
+    """The file the Python language host runs."""
+    project: str
+
+    @classmethod
+    def at(cls, path: Path) -> "Program":
+        """A directory with a Pulumi.yaml (its `main` option, else `__main__.py`), or a program's Python file."""
+        path = path.resolve()
+        if path.is_file():
+            has_project = (path.parent / "Pulumi.yaml").is_file()
+            project = project_config.project_name(path.parent) if has_project else path.stem
+            return cls(path.parent, path, project)
+        main = path / str(project_config.project_file(path).get("main") or ".")
+        entry = main if main.is_file() else main / "__main__.py"
+        if not entry.is_file():
+            raise FileNotFoundError(f"--program {path}: {entry} not found (the file `pulumi up` would run)")
+        return cls(path, entry, project_config.project_name(path))
+
+    def stacks(self) -> list[str]:
+        return stack_file.stacks(self.directory)
+
+    def config(self, stack: str, override: dict[str, str] | None = None) -> dict[str, str]:
+        """What the CLI would give the program for `stack`; no stack file, then no config but `override`."""
+        if not (self.directory / f"Pulumi.{stack}.yaml").is_file() and not self.stacks():
+            return dict(override or {})
+        return stack_file.cli_config(stack, self.directory, override)
+
+    def run(self, stack: str, override: dict[str, str] | None = None) -> list[Registration]:
+        """What the program registers for `stack`, under the mocks."""
+        config = self.config(stack, override)
+        region = config.get("aws:region") or DEFAULT_REGION
+        return run_offline(self.entry, region, self.project, stack, config)
