@@ -18,7 +18,9 @@ from eks_ddp.infra.facts.instance_facts import ami_type
 COMPONENT = "Cluster"
 LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
-SYSTEM_LABEL = {"eks-ddp/node-group": "system"}
+# Every node carries its group's name: the system nodes "system", a training group's nodes the group's name.
+GROUP_LABEL = "eks-ddp/node-group"
+SYSTEM_LABEL = {GROUP_LABEL: "system"}
 DEFAULT_SYSTEM_INSTANCE_TYPE = "m7g.large"
 
 

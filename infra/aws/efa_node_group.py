@@ -15,6 +15,7 @@ from typing import Any, NotRequired, TypedDict, cast
 import pulumi
 import pulumi_aws as aws
 
+from eks_ddp.infra.aws.cluster import GROUP_LABEL
 from eks_ddp.infra.aws.iam import node_role
 from eks_ddp.infra.aws.launch_template import secure_launch_template, template_reference
 from eks_ddp.infra.errors import InvalidArgument
@@ -164,9 +165,12 @@ def autoscaler_tags(
     return tags
 
 
-def node_labels(instance: InstanceType, efa: bool, labels: Mapping[str, str]) -> dict[str, str]:
-    """The group's node labels: EFA's and the GPUs' presence (what the device plugins select on), then the user's."""
-    return {**({EFA_LABEL: "true"} if efa else {}), **({GPU_LABEL: "true"} if instance.is_gpu else {}), **labels}
+def node_labels(group: str, instance: InstanceType, efa: bool, labels: Mapping[str, str]) -> dict[str, str]:
+    """The group's node labels: its name (what its jobs' pods select, so they never land on the system nodes or
+    another group of the same architecture), EFA's and the GPUs' presence (what the device plugins select on), then
+    the user's."""
+    presence = {**({EFA_LABEL: "true"} if efa else {}), **({GPU_LABEL: "true"} if instance.is_gpu else {})}
+    return {**labels, GROUP_LABEL: group, **presence}
 
 
 def shape_of(args: NodeGroupShape) -> NodeGroupShape:
@@ -179,7 +183,7 @@ def placement_facts(shape: NodeGroupShape, instance: InstanceType) -> tuple[int,
     efa = shape.get("efa", True)
     return (
         instance.network_cards if efa else 0,
-        node_labels(instance, efa, shape.get("labels", {})),
+        node_labels(shape.get("name", ""), instance, efa, shape.get("labels", {})),
         [*shape.get("taints", [])],
     )
 

@@ -6,11 +6,13 @@ example's properties that way through the plugin's provider (provider/wire_input
 components registered. Not run here: the engine itself (no Pulumi CLI).
 """
 
+import json
 import re
 from pathlib import Path
 from typing import Any, cast
 
 import pulumi
+import pulumi_kubernetes as k8s
 import pytest
 import yaml
 from google.protobuf import struct_pb2
@@ -89,3 +91,51 @@ def test_a_fractional_number_where_a_whole_one_is_declared_is_refused_naming_it(
     train = _wire({**properties, "job": {**properties["job"], "epochs": 10.5}})
     with pytest.raises(InputPropertyError, match=re.escape("job.epochs: 10.5 is not a whole number; use an integer")):
         provider.map_inputs(train, provider._component_defs["PyTorchJob"])
+
+
+# A GPU group as the engine sends it: whole numbers as floats, an enum, an array of nested types with enums.
+GPU_GROUP = {
+    "name": "gpu",
+    "instanceType": "p4de.24xlarge",
+    "availabilityZone": "us-east-1a",
+    "minSize": 0,
+    "maxSize": 2,
+    "capacityType": "ON_DEMAND",
+    "taints": [{"key": "team", "value": "research", "effect": "NO_SCHEDULE"}],
+}
+# During a preview the image of a TrainerImage built in the same run is unknown.
+JOB = {"name": "llm", "namespace": "training", "image": rpc.UNKNOWN, "dataset": "mnist", "epochs": 3, "replicas": 2}
+HOSTED_JOBS = {
+    "PyTorchJob": ({"nodeGroup": GPU_GROUP, "job": JOB}, "PyTorchJob"),
+    "TrainJob": ({"nodeGroup": GPU_GROUP, "job": JOB}, "ClusterTrainingRuntime"),
+    "IndexedTrainingJob": ({"nodeGroup": GPU_GROUP, "job": JOB}, "Job"),
+    "DataPrepJob": ({"nodeGroup": GPU_GROUP, "job": JOB}, "Job"),
+    "EvaluationJob": ({"nodeGroup": GPU_GROUP, "job": JOB}, "Job"),
+    "FabricCheckJob": ({"nodeGroup": GPU_GROUP, "namespace": "training", "image": "efa-tools:1"}, "Job"),
+    "NcclCheckJob": ({"nodeGroup": GPU_GROUP, "namespace": "training"}, "MPIJob"),
+}
+
+
+def test_every_hosted_component_is_constructed_from_the_wire_format() -> None:
+    """The platform and the image through the YAML example; every job component here, with enums, nested types,
+    an array of them, floats for whole numbers and an unknown image."""
+    assert {c.__name__ for c in COMPONENTS} == {"TrainingPlatform", "TrainerImage", *HOSTED_JOBS}
+    provider = ComponentsProvider(COMPONENTS, PACKAGE, NAMESPACE, version())
+    for component, (properties, kind) in HOSTED_JOBS.items():
+
+        def program(component: str = component, properties: dict[str, Any] = properties) -> None:
+            inputs = _wire({**properties, "provider": None})
+            inputs["provider"] = k8s.Provider("cluster")  # a resource reference arrives as the resource
+            provider.construct(component.lower(), f"eksddp:index:{component}", inputs, pulumi.ResourceOptions())
+
+        registered = [r.inputs for r in run_offline(program) if r.type.startswith("kubernetes:")]
+        assert [inputs for inputs in registered if inputs.get("kind") == kind], component
+        sent = json.dumps(registered, sort_keys=True, default=lambda unknown: "<unknown>")  # the image is unknown
+        assert not re.findall(r'"\d+\.0"', sent), component  # no `--epochs 3.0`, no `"2.0"` replicas
+        if component in ("DataPrepJob", "EvaluationJob"):  # side steps run on the system nodes
+            assert '"eks-ddp/node-group": "system", "kubernetes.io/arch": "amd64"}' in sent, component
+            continue
+        toleration = {"key": "team", "operator": "Equal", "value": "research", "effect": "NoSchedule"}
+        assert json.dumps(toleration, sort_keys=True) in sent and '"eks-ddp/node-group": "gpu"' in sent, component
+        if component in ("PyTorchJob", "TrainJob", "IndexedTrainingJob"):
+            assert '"--epochs", "3"' in sent, component

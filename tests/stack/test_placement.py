@@ -89,3 +89,13 @@ def test_add_ons_without_a_selector_land_on_a_big_training_node_and_training_sti
     beside_training = {p.name.rsplit("-", 1)[0] for n in workers for p in n.pods if not p.daemon and not p.training}
     assert {"coredns", "training-operator"} <= beside_training
     assert cluster.findings == [] and sum(p.training for n in workers for p in n.pods) == 2
+
+
+@pytest.mark.parametrize("stack", ["own-code", "cpu"])
+def test_training_pods_land_only_on_their_groups_nodes(stack: str) -> None:
+    """Their system nodes are the training group's type (m5.large) and untainted: a pod that selected only the
+    architecture took a system node beside the add-ons (own-code's master did)."""
+    cluster = placed(_deployment(stack))
+    hosts = {node.name for node in cluster.nodes for pod in node.pods if pod.training}
+    assert hosts and all("-cpu-nodes-" in host for host in hosts), hosts
+    assert sum(pod.training for node in cluster.nodes for pod in node.pods) == 2
