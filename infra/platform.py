@@ -1,5 +1,6 @@
 """TrainingPlatform: network, cluster, node groups, add-ons, storage and bucket from one args dict."""
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from enum import Enum
@@ -12,6 +13,7 @@ import pulumi_kubernetes as k8s
 from eks_ddp.infra.addons.cloudwatch_observability import CloudWatchObservability
 from eks_ddp.infra.addons.cluster_autoscaler import ClusterAutoscaler
 from eks_ddp.infra.addons.efa_device_plugin import EfaDevicePlugin
+from eks_ddp.infra.addons.helm import tolerations
 from eks_ddp.infra.addons.karpenter import Karpenter
 from eks_ddp.infra.addons.karpenter_nodes import KarpenterNodePool, KarpenterNodePoolArgs
 from eks_ddp.infra.addons.karpenter_nodes import validate as validate_karpenter_shape
@@ -446,12 +448,17 @@ class TrainingPlatform(pulumi.ComponentResource):
                 opts=self._after([namespace]),
             )
         if args.get("node_health", True):
-            # Reports GPU, EFA, kernel and runtime faults as node conditions, which node auto-repair acts on.
+            # Reports GPU, EFA, kernel and runtime faults as node conditions, which node auto-repair acts on. Its DCGM
+            # server tolerates nothing (aws/eks-node-monitoring-agent chart 1.7.0 values.yaml: dcgmAgent.tolerations
+            # []), and the add-on's configuration is its chart's values: without these, tainted GPU nodes get none.
+            gpu_taints = [taint for group in gpu_groups for taint in group.taints]
+            dcgm = {"dcgmAgent": {"tolerations": tolerations(gpu_taints)}} if gpu_taints else None
             aws.eks.Addon(
                 f"{name}-node-monitoring-agent",
                 cluster_name=self.cluster_name,
                 addon_name=NODE_AGENT,
                 addon_version=versions.ADDON_VERSIONS[NODE_AGENT],
+                configuration_values=json.dumps(dcgm) if dcgm else None,
                 resolve_conflicts_on_create="OVERWRITE",
                 resolve_conflicts_on_update="OVERWRITE",
                 tags=tags,

@@ -16,7 +16,7 @@ from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.cluster.addons import AddonTableError, Workload, addon_workloads
 from eks_ddp.stack.config import parse
-from eks_ddp.stack.engine_rules.base import Deployment, node_sources, tolerated
+from eks_ddp.stack.engine_rules.base import Deployment, admits, node_sources, tolerated
 from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.stack.mocking import Registration
 
@@ -225,3 +225,14 @@ def test_a_version_the_table_was_not_read_at_raises(registration: Registration, 
 def test_an_addon_without_a_table_raises(registration: Registration) -> None:
     with pytest.raises(AddonTableError):
         _render(registration)
+
+
+@pytest.mark.parametrize("stack", ["gpu", "gpu-existing"])
+def test_the_node_monitoring_agents_dcgm_server_reaches_the_tainted_gpu_nodes(stack: str) -> None:
+    """Its chart tolerates nothing for the DCGM server (dcgmAgent.tolerations: []): the add-on's configuration
+    tolerates the GPU groups' taints, or GPU health would go unreported on exactly the nodes that need it."""
+    deployment = _deployment(stack)
+    gpu_sources = [source for source in node_sources(deployment) if source.nvidia]
+    assert gpu_sources and all(source.taints for source in gpu_sources)
+    dcgm = _named(_workloads(stack), "dcgm-server")
+    assert all(admits(source, dcgm.pod) for source in gpu_sources)
