@@ -31,15 +31,22 @@ FLOORS = {
     # 438-444 GB/s at 2 GiB (the REFERENCE.md figures, 2026-11).
     "p5.48xlarge": Floor(0.8 * 440, "2 x p5.48xlarge on EKS: about 440 GB/s at 2 GiB (awsome-distributed-training)"),
     "p5e.48xlarge": Floor(0.8 * 440, "as p5.48xlarge: same 32 x 100 Gb/s EFA and H100-class NVLink"),
+    # awsome-distributed-training micro-benchmarks/nccl-tests README: 2 x p4de.24xlarge, about 78 GB/s at 2 GiB.
+    "p4de.24xlarge": Floor(0.8 * 78, "2 x p4de.24xlarge: about 78 GB/s at 2 GiB (awsome-distributed-training)"),
+    "p4d.24xlarge": Floor(0.8 * 78, "as p4de.24xlarge: same 4 x 100 Gb/s EFA and A100 NVSwitch"),
 }
 IMAGE = "public.ecr.aws/hpc-cloud/nccl-tests:latest"
+# Where AWS's image builds the test (its Dockerfile; AWS's nccl-tests manifests call it by this path): not on PATH.
+ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"
+# A transient start (sshd not yet listening) is retried, at most twice; the verdict itself fails the same way again.
+LAUNCHER_RETRIES = 2
 """AWS's nccl-tests image (CUDA, NCCL, EFA installer, aws-ofi-nccl, OpenMPI, sshd); not pulled here: set
 `eks-ddp:ncclCheckImage` to a tag you have tested."""
 
 CHECK = """set -o pipefail
 mpirun --allow-run-as-root -np {ranks} --map-by ppr:{gpus}:node --bind-to none \\
   -x FI_PROVIDER=efa {rdma}-x NCCL_DEBUG=WARN -x LD_LIBRARY_PATH -x PATH \\
-  all_reduce_perf -b 8 -e {largest} -f 2 -g 1 -c 1 -n 50 | tee /tmp/nccl.log \
+  {all_reduce_perf} -b 8 -e {largest} -f 2 -g 1 -c 1 -n 50 | tee /tmp/nccl.log \
   || {{ echo "NCCL CHECK FAILED: mpirun or all_reduce_perf exited with an error"; exit 1; }}
 busbw=$(awk '$1 ~ /^[0-9]+$/ {{ last = $8 }} END {{ print last }}' /tmp/nccl.log)
 echo "bus bandwidth at {largest}: ${{busbw}} GB/s ({floor_text})"
@@ -53,6 +60,7 @@ def check_script(target: NodeTarget) -> str:
     gpus = target.instance.gpus
     return CHECK.format(
         ranks=NODES * gpus,
+        all_reduce_perf=ALL_REDUCE_PERF,
         gpus=gpus,
         largest=LARGEST_MESSAGE,
         rdma="-x FI_EFA_USE_DEVICE_RDMA=1 " if rdma_read(target.instance.name) else "",
@@ -64,13 +72,22 @@ def check_script(target: NodeTarget) -> str:
 
 
 def render(name: str, namespace: str, target: NodeTarget, image: str = IMAGE) -> dict[str, Any]:
-    """A launcher (on the system nodes' spare CPU) and one worker per GPU node, every GPU and EFA device."""
+    """A launcher (on the system nodes' spare CPU), created once the workers are ready (mpi-operator v0.8.0
+    pkg/apis/kubeflow/v2beta1/types.go launcherCreationPolicy: "so that the Launcher does not fail trying to connect
+    to worker"), and one worker per GPU node with every GPU and EFA device and NCCL's shared memory."""
     worker = {
         "containers": [
-            {"name": "worker", "image": image, "command": ["/usr/sbin/sshd", "-De"], "resources": resources(target)}
+            {
+                "name": "worker",
+                "image": image,
+                "command": ["/usr/sbin/sshd", "-De"],
+                "resources": resources(target),
+                "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+            }
         ],
         "nodeSelector": target.node_selector(),
         "tolerations": target.tolerations(),
+        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
     }
     small = {"cpu": "1", "memory": "1Gi"}
     launcher = {
@@ -90,10 +107,15 @@ def render(name: str, namespace: str, target: NodeTarget, image: str = IMAGE) ->
         "metadata": {"name": name, "namespace": namespace, "annotations": gate_annotations("condition=Succeeded")},
         "spec": {
             "slotsPerWorker": target.instance.gpus,
-            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0, "activeDeadlineSeconds": GATE_SECONDS},
+            "runPolicy": {
+                "cleanPodPolicy": "Running",
+                "backoffLimit": LAUNCHER_RETRIES,
+                "activeDeadlineSeconds": GATE_SECONDS,
+            },
+            "launcherCreationPolicy": "WaitForWorkersReady",
             "mpiImplementation": "OpenMPI",
             "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": launcher}},
+                "Launcher": {"replicas": 1, "restartPolicy": "OnFailure", "template": {"spec": launcher}},
                 "Worker": {"replicas": NODES, "restartPolicy": "Never", "template": {"spec": worker}},
             },
         },

@@ -20,6 +20,7 @@ from tests.workloads.schemas import SCHEMAS
 P5 = NodeTarget(INSTANCE_TYPES["p5.48xlarge"], 32, {"nvidia.com/gpu.present": "true"},
                 [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}])
 P4DE = NodeTarget(INSTANCE_TYPES["p4de.24xlarge"], 4, {"nvidia.com/gpu.present": "true"})
+P5EN = NodeTarget(INSTANCE_TYPES["p5en.48xlarge"], 16, {"nvidia.com/gpu.present": "true"})
 HEADER = """# nThread 1 nGpus 1 minBytes 8 maxBytes 2147483648 step: 2(factor) warmup iters: 5 iters: 50
 #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
 """
@@ -69,6 +70,23 @@ def test_p5_passes_at_the_published_bandwidth_and_fails_on_tcp_speeds(tmp_path: 
 def test_a_failed_mpirun_fails_the_check_and_a_type_without_a_figure_reports_it(tmp_path: Path) -> None:
     crashed = _run(P5, _results(441.2), tmp_path, status=1)
     assert crashed.returncode == 1 and "NCCL CHECK FAILED" in crashed.stdout
-    unknown = _run(P4DE, _results(88.0), tmp_path)
-    assert unknown.returncode == 0 and "no published figure for p4de.24xlarge" in unknown.stdout
+    unknown = _run(P5EN, _results(300.0), tmp_path)
+    assert unknown.returncode == 0 and "no published figure for p5en.48xlarge" in unknown.stdout
     assert "-x FI_EFA_USE_DEVICE_RDMA=1" in nccl_check.check_script(P4DE)
+
+
+def test_p4de_has_a_floor_from_its_published_bandwidth(tmp_path: Path) -> None:
+    passed = _run(P4DE, _results(77.6), tmp_path)
+    assert passed.returncode == 0 and "floor 62.4 GB/s: 2 x p4de.24xlarge: about 78 GB/s" in passed.stdout
+    assert _run(P4DE, _results(11.9), tmp_path).returncode == 1
+
+
+def test_the_launcher_waits_for_ready_workers_and_calls_the_test_where_awss_image_builds_it() -> None:
+    spec = nccl_check.render("nccl-check", "training", P4DE)["spec"]
+    assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
+    assert spec["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] == "OnFailure" and spec["runPolicy"]["backoffLimit"] == 2
+    launcher = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    assert "/opt/nccl-tests/build/all_reduce_perf -b 8 -e 2G" in launcher["command"][-1]
+    worker = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert worker["containers"][0]["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+    assert worker["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
