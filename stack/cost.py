@@ -38,6 +38,8 @@ class Line:
     item: str
     quantity: float
     unit_hourly: float
+    priced: bool = True
+    """False where the price is unknown: the line counts as 0 and the total leaves it out."""
 
     @property
     def hourly(self) -> float:
@@ -62,7 +64,7 @@ def _nodes(deployment: Deployment, cluster: Cluster) -> list[Line]:
         count, how = _node_count(source, launched[source.registration.urn])
         price = offline(source.instance_type).hourly_usd
         item = f"{located(source.registration)} ({source.instance_type}, {how})"
-        lines.append(Line(item if price is not None else f"{item}: price unknown, counted as 0", count, price or 0.0))
+        lines.append(Line(item, count, price or 0.0, price is not None))
     return lines
 
 
@@ -101,7 +103,7 @@ def _fsx_line(parameters: dict[str, Any], gib: float) -> Line:
     per_gib = FSX_GIB_MONTH.get((kind, int(throughput) if kind == "PERSISTENT_2" and throughput else None))
     item = f"FSx for Lustre {kind} (GiB)"
     if per_gib is None:
-        return Line(f"{item}: price unknown, counted as 0", gib, 0.0)
+        return Line(item, gib, 0.0, priced=False)
     return Line(item, gib, per_gib / HOURS_PER_MONTH)
 
 

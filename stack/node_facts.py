@@ -1,7 +1,6 @@
 """What a reviewer checks per node group before `pulumi up`: type, capacity, EFA, GPUs and the jobs' image.
 
-Facts are the offline ones (infra.facts.catalogue, or a stated guess for a type it lacks); `pulumi up` takes
-EC2's. The image line follows the same plan the program builds from (stack.images).
+Facts are the offline ones (infra.facts.catalogue, every EC2 type); `pulumi up` takes EC2's. The image line follows the same plan the program builds from (stack.images).
 """
 
 from typing import Any
@@ -69,7 +68,7 @@ def _record(
         "nodes": f"{sizes[0]}-{sizes[1]}",
         "launcher": launcher,
         "image": image,
-        "assumed": instance.assumed or None,
+        "price_known": instance.hourly_usd is not None,
     }
 
 
@@ -84,6 +83,6 @@ def lines(records: list[dict[str, Any]]) -> list[str]:
         )
         if r["image"]:
             text.append(f"    jobs run: {r['image']}")
-        if r["assumed"]:
-            text.append(f"    note: {r['assumed']}")
+        if not r["price_known"]:
+            text.append(f"    note: the catalogue has no price for {r['instance_type']}: the cost counts it as 0")
     return text

@@ -163,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "quantity": line.quantity,
                                 "unit_hourly": line.unit_hourly,
                                 "hourly": round(line.hourly, 4),
+                                "priced": line.priced,
                             }
                             for line in lines
                         ],
@@ -187,8 +188,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {count:4d}  {type_}")
     print(f"\nEstimated cost while its job runs (USD per hour, list prices as of {PRICES_AS_OF}, data transfer excluded):")
     for line in lines:
-        print(f"  {line.hourly:9.3f}  {line.item}: {line.quantity:g} x {line.unit_hourly:.4f}")
-    print(f"  {total:9.3f}  total (about {total * 24:.0f} per day)")
+        price = f"{line.unit_hourly:.4f}" if line.priced else "unknown price"
+        print(f"  {line.hourly:9.3f}  {line.item}: {line.quantity:g} x {price}")
+    unpriced = [line.item for line in lines if not line.priced]
+    leaves_out = f"; without {', '.join(unpriced)}, whose price is unknown" if unpriced else ""
+    print(f"  {total:9.3f}  total (about {total * 24:.0f} per day{leaves_out})")
     print(f"\n{len(written)} Kubernetes objects written to {directory}/ ({seconds:.1f} s)")
     return 0
 

@@ -170,7 +170,7 @@ def node_labels(group: str, instance: InstanceType, efa: bool, labels: Mapping[s
     another group of the same architecture), EFA's and the GPUs' presence (what the device plugins select on), then
     the user's."""
     presence = {**({EFA_LABEL: "true"} if efa else {}), **({GPU_LABEL: "true"} if instance.is_gpu else {})}
-    return {**labels, GROUP_LABEL: group, **presence}
+    return {**labels, **({GROUP_LABEL: group} if group else {}), **presence}
 
 
 def shape_of(args: NodeGroupShape) -> NodeGroupShape:
@@ -198,10 +198,29 @@ def validate(args: EfaNodeGroupArgs) -> InstanceType:
     return instance
 
 
+def unsupported_accelerator(instance: InstanceType) -> str | None:
+    """Why a type's accelerators cannot train here yet (None for CPUs and NVIDIA GPUs): the AMI, the device plugin
+    and the pods' requests exist for NVIDIA only, and a type taken for a CPU one would train on its CPUs alone."""
+    if instance.neuron_devices:
+        return (
+            f"{instance.name} has {instance.neuron_devices} AWS Neuron devices (Trainium/Inferentia), which eks-ddp "
+            "does not support yet (no Neuron AMI, device plugin or requests); use an NVIDIA GPU or a CPU type"
+        )
+    if instance.gpus and instance.gpu_maker != "nvidia":
+        return (
+            f"{instance.name} has {instance.gpu_maker or 'unknown'} GPUs ({instance.gpu_model}); eks-ddp supports "
+            "NVIDIA GPUs (and CPUs) for now"
+        )
+    return None
+
+
 def validate_shape(args: NodeGroupShape, instance: InstanceType) -> None:
     """The group's own settings against its type's facts, independent of any cluster (stack config checks
     these early, with the catalogue's facts)."""
     instance_facts.check_name(COMPONENT, "instance_type", args.get("instance_type", ""))
+    accelerator = unsupported_accelerator(instance)
+    if accelerator:
+        raise InvalidArgument(COMPONENT, "instance_type", instance.name, accelerator)
     efa = args.get("efa", True)
     if efa and not instance.efa:
         raise InvalidArgument(

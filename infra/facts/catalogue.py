@@ -1,18 +1,21 @@
-"""Instance facts known offline: what node groups and job sizing need, with dated prices.
+"""Instance facts known offline, for every EC2 instance type, and the prices we have read.
 
-`pulumi up` takes an instance type's facts from EC2 (infra.facts.instance_facts); this table
-answers offline (the mocks, the preview, the local run) and prices the cost estimate.
-Network cards = EFA interfaces a node gets and the `vpc.amazonaws.com/efa` count a pod
-must request. Prices: on-demand, us-east-1, Linux, USD per hour, as published around
-PRICES_AS_OF; they were not re-read from the AWS price list in this repository's
-(offline) CI, so verify them before quoting. Tests compare the cards and EFA support
-with EC2's and the EFA device plugin's data (../shared/reference/).
+`pulumi up` takes an instance type's facts from EC2 (infra.facts.instance_facts); this table answers offline (the
+mocks, the preview, the local run). The facts are data/instance-types.tsv, generated from EC2's own data as
+Karpenter publishes it (infra.facts.generate names the sources; tests check it against them). Network cards = EFA
+interfaces a node gets and the `vpc.amazonaws.com/efa` count a pod must request. Prices: on-demand, us-east-1,
+Linux, USD per hour, as published around PRICES_AS_OF, for the types the stacks and tests use; they were not
+re-read from the AWS price list in this repository's (offline) CI, so verify them before quoting. Any other type's
+price is unknown, and the cost estimate says so.
 """
 
+import csv
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 
 PRICES_AS_OF = "2026-11"
+TABLE = Path(__file__).resolve().parent / "data" / "instance-types.tsv"
 
 
 class Architecture(str, Enum):
@@ -33,72 +36,75 @@ class InstanceType:
     network_cards: int
     gpus: int
     hourly_usd: float | None
-    """On-demand list price; None when unknown (a type EC2 described but the catalogue lacks)."""
+    """On-demand list price; None when unknown."""
     efa: bool = False
     """Whether the type supports EFA."""
     gpu_model: str = ""
     """The accelerator's name (A100, H100, ...); empty without GPUs."""
-    assumed: str = ""
-    """What was guessed because neither EC2 nor the catalogue answered (empty when nothing was)."""
+    gpu_maker: str = ""
+    """Who makes its GPUs, in EC2's words lower-cased (nvidia, amd, habana); empty without GPUs."""
+    neuron_devices: int = 0
+    """AWS Trainium or Inferentia devices."""
 
     @property
     def is_gpu(self) -> bool:
         return self.gpus > 0
 
 
-ARM, X86 = Architecture.ARM64, Architecture.X86_64
-EFA, NO_EFA = True, False
+# On-demand, us-east-1, Linux, USD per hour (PRICES_AS_OF).
+PRICES = {
+    "c7g.16xlarge": 2.32,
+    "c7g.metal": 2.32,
+    "c7gd.16xlarge": 2.903,
+    "c7gn.16xlarge": 3.994,
+    "c7gn.metal": 3.994,
+    "c8g.24xlarge": 3.829,
+    "c8g.48xlarge": 7.658,
+    "hpc7g.4xlarge": 1.683,
+    "hpc7g.8xlarge": 1.683,
+    "hpc7g.16xlarge": 1.683,
+    "c5n.18xlarge": 3.888,
+    "p3dn.24xlarge": 31.212,
+    "p4d.24xlarge": 32.773,
+    "p4de.24xlarge": 40.966,
+    "p5.48xlarge": 55.04,
+    "p5e.48xlarge": 63.296,
+    "p5en.48xlarge": 63.296,
+    "g5.8xlarge": 2.448,
+    "g6.8xlarge": 2.014,
+    "m7g.large": 0.0816,
+    "m7g.xlarge": 0.1632,
+    "t4g.large": 0.0672,
+    "t4g.small": 0.0168,
+    "m5.large": 0.096,
+    "m5.xlarge": 0.192,
+    "c5.2xlarge": 0.34,
+    "c5.4xlarge": 0.68,
+}
 
 
-def _row(
-    name: str,
-    architecture: Architecture,
-    vcpus: int,
-    memory_gib: int,
-    network_cards: int,
-    gpus: int,
-    hourly_usd: float,
-    efa: bool,
-    gpu_model: str = "",
-) -> tuple[str, InstanceType]:
-    return name, InstanceType(name, architecture, vcpus, memory_gib, network_cards, gpus, hourly_usd, efa, gpu_model)
+def _load(table: Path = TABLE) -> dict[str, InstanceType]:
+    lines = [line for line in table.read_text().splitlines() if not line.startswith("#")]
+    types = {}
+    for row in csv.DictReader(lines, delimiter="\t"):
+        name = row["instance_type"]
+        types[name] = InstanceType(
+            name,
+            Architecture(row["architecture"]),
+            int(row["vcpus"]),
+            int(row["memory_mib"]) / 1024,
+            int(row["network_cards"]),
+            int(row["gpus"]),
+            PRICES.get(name),
+            row["efa"] == "1",
+            row["gpu_model"],
+            row["gpu_maker"],
+            int(row["neuron_devices"]),
+        )
+    return types
 
 
-INSTANCE_TYPES = dict(
-    [
-        # Graviton3 / Graviton3E / Graviton4 with EFA: one network card each.
-        _row("c7g.16xlarge", ARM, 64, 128, 1, 0, 2.32, EFA),
-        _row("c7g.metal", ARM, 64, 128, 1, 0, 2.32, EFA),
-        _row("c7gd.16xlarge", ARM, 64, 128, 1, 0, 2.903, EFA),
-        _row("c7gn.16xlarge", ARM, 64, 128, 1, 0, 3.994, EFA),
-        _row("c7gn.metal", ARM, 64, 128, 1, 0, 3.994, EFA),
-        _row("c8g.24xlarge", ARM, 96, 192, 1, 0, 3.829, EFA),
-        _row("c8g.48xlarge", ARM, 192, 384, 1, 0, 7.658, EFA),
-        _row("hpc7g.4xlarge", ARM, 16, 128, 1, 0, 1.683, EFA),
-        _row("hpc7g.8xlarge", ARM, 32, 128, 1, 0, 1.683, EFA),
-        _row("hpc7g.16xlarge", ARM, 64, 128, 1, 0, 1.683, EFA),
-        # x86 with EFA, no GPU.
-        _row("c5n.18xlarge", X86, 72, 192, 1, 0, 3.888, EFA),
-        # NVIDIA GPUs with EFA.
-        _row("p3dn.24xlarge", X86, 96, 768, 1, 8, 31.212, EFA, "V100"),
-        _row("p4d.24xlarge", X86, 96, 1152, 4, 8, 32.773, EFA, "A100"),
-        _row("p4de.24xlarge", X86, 96, 1152, 4, 8, 40.966, EFA, "A100"),
-        _row("p5.48xlarge", X86, 192, 2048, 32, 8, 55.04, EFA, "H100"),
-        _row("p5e.48xlarge", X86, 192, 2048, 32, 8, 63.296, EFA, "H200"),
-        _row("p5en.48xlarge", X86, 192, 2048, 16, 8, 63.296, EFA, "H200"),
-        _row("g5.8xlarge", X86, 32, 128, 1, 1, 2.448, EFA, "A10G"),
-        _row("g6.8xlarge", X86, 32, 128, 1, 1, 2.014, EFA, "L4"),
-        # No EFA: system nodes and the workshops' CPU nodes.
-        _row("m7g.large", ARM, 2, 8, 1, 0, 0.0816, NO_EFA),
-        _row("m7g.xlarge", ARM, 4, 16, 1, 0, 0.1632, NO_EFA),
-        _row("t4g.large", ARM, 2, 8, 1, 0, 0.0672, NO_EFA),
-        _row("t4g.small", ARM, 2, 2, 1, 0, 0.0168, NO_EFA),
-        _row("m5.large", X86, 2, 8, 1, 0, 0.096, NO_EFA),
-        _row("m5.xlarge", X86, 4, 16, 1, 0, 0.192, NO_EFA),
-        _row("c5.2xlarge", X86, 8, 16, 1, 0, 0.34, NO_EFA),
-        _row("c5.4xlarge", X86, 16, 32, 1, 0, 0.68, NO_EFA),
-    ]
-)
+INSTANCE_TYPES = _load()
 EFA_INSTANCE_TYPES = {name: facts for name, facts in INSTANCE_TYPES.items() if facts.efa}
 
 

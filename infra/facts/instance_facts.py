@@ -1,11 +1,11 @@
 """An instance type's facts: from EC2 when the stack runs against AWS, from the catalogue offline.
 
-`describe` asks EC2 (`aws.ec2.get_instance_type`, DescribeInstanceTypes), so any type works in
-`pulumi up`; the project's mocks answer that call from `offline`, which knows the catalogue's
-types and, for any other, guesses from the name and says what it guessed (`InstanceType.assumed`):
-an offline preview of such a type is only as right as the guess.
+`describe` asks EC2 (`aws.ec2.get_instance_type`, DescribeInstanceTypes), so any type works in `pulumi up`, one
+newer than the catalogue included; the project's mocks answer that call from `offline`, which knows every type of
+the catalogue and refuses any other name with the closest real ones.
 """
 
+import difflib
 import re
 from typing import Any
 
@@ -16,14 +16,8 @@ from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts import catalogue
 from eks_ddp.infra.facts.catalogue import Architecture, InstanceType
 
-NAME = re.compile(r"(?P<family>[a-z]+)(?P<generation>\d+)(?P<attributes>[a-z-]*)\.(?P<size>[a-z0-9-]+)")
-GIB_PER_VCPU = {"c": 2, "m": 4, "r": 8, "x": 16, "i": 8, "z": 8, "t": 4}
-"""Memory per vCPU of the common families (EC2's published shapes); 2 GiB, the least, for others."""
-ASSUMED_METAL_VCPUS = 4
-"""A metal size's vCPUs vary by family: assume few, so a pod sized from it still fits the node."""
-MINIMUM_EFA_VCPUS = 32
-"""EC2 offers EFA on the largest sizes of a family (8xlarge and up on GPUs, 16xlarge and up mostly) and on
-hpc types: assume it there only, so a small type with `efa` on is refused offline as EC2 would refuse it."""
+# EC2's naming: family, generation, attributes (hyphens and digits too: p6-b200, u7i-12tb), then the size.
+NAME = re.compile(r"(?P<family>[a-z]+)(?P<generation>\d+)(?P<attributes>[a-z0-9-]*)\.(?P<size>[a-z0-9-]+)")
 GET_INSTANCE_TYPE = "aws:ec2/getInstanceType:getInstanceType"
 
 
@@ -56,6 +50,8 @@ def describe(name: str, opts: pulumi.InvokeOptions | None = None) -> InstanceTyp
         hourly_usd=listed.hourly_usd if listed else None,
         efa=bool(result.efa_supported),
         gpu_model=gpus[0].name if gpus else "",
+        gpu_maker=gpus[0].manufacturer.lower() if gpus else "",
+        neuron_devices=listed.neuron_devices if listed else 0,
     )
 
 
@@ -67,33 +63,19 @@ def ami_type(instance: InstanceType) -> str:
 
 
 def offline(name: str) -> InstanceType:
-    """The catalogue's facts, or a guess from the name that says what it assumed."""
+    """The catalogue's facts; a name it does not know is refused with the closest real ones."""
     listed = catalogue.lookup(name)
     if listed is not None:
         return listed
-    match = NAME.fullmatch(name)
-    if match is None:
-        raise ValueError(f"{name!r}: {name_problem(name)}")
-    size, family = match["size"], match["family"]
-    vcpus = {"nano": 1, "micro": 1, "small": 1, "medium": 1, "large": 2, "xlarge": 4}.get(size)
-    if vcpus is None:
-        multiple = re.fullmatch(r"(\d+)xlarge", size)
-        vcpus = 4 * int(multiple[1]) if multiple else ASSUMED_METAL_VCPUS
-    architecture = Architecture.ARM64 if "g" in match["attributes"] else Architecture.X86_64
-    memory = vcpus * GIB_PER_VCPU.get(family[0], 2)
-    efa = vcpus >= MINIMUM_EFA_VCPUS or family.startswith("hpc")
-    assumed = (
-        f"{name} is not in infra.facts.catalogue: assumed {vcpus} vCPUs, {memory} GiB, {architecture.value}, "
-        f"1 network card, {'EFA' if efa else 'no EFA'}, no GPU, no price "
-        "(EC2's facts replace these in `pulumi up`)"
-    )
-    return InstanceType(name, architecture, vcpus, memory, 1, 0, None, efa=efa, assumed=assumed)
+    closest = difflib.get_close_matches(name or "", list(catalogue.INSTANCE_TYPES), n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(closest)}?" if closest else "see EC2's instance types"
+    raise InvalidArgument("EC2", "instance_type", name, f"not an EC2 instance type; {hint}")
 
 
 def ec2_answer(name: str) -> dict[str, Any]:
     """`offline(name)` in the shape EC2's DescribeInstanceTypes takes through the provider (for mocks)."""
     facts = offline(name)
-    gpu = {"count": facts.gpus, "manufacturer": "NVIDIA", "name": facts.gpu_model, "memorySize": 0}
+    gpu = {"count": facts.gpus, "manufacturer": facts.gpu_maker.upper(), "name": facts.gpu_model, "memorySize": 0}
     gpus = [gpu] if facts.gpus else []
     return {
         "instanceType": name,

@@ -1,4 +1,4 @@
-"""Any EC2 instance type: EC2's facts in `pulumi up` (the mocks stand in), the catalogue's or a stated guess offline."""
+"""Any EC2 instance type: EC2's facts in `pulumi up` (the mocks stand in), the catalogue's (every type) offline."""
 
 from typing import Any
 
@@ -7,22 +7,25 @@ import pytest
 
 from eks_ddp.infra.aws.cluster import Cluster
 from eks_ddp.infra.aws.efa_node_group import EfaNodeGroup
+from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts import instance_facts
 from eks_ddp.stack.mocking import RecordingMocks
 from tests.infra.test_efa_node_group import _args
 from tests.pulumi_harness import Recorded
 
 
-def test_offline_facts_come_from_the_catalogue_or_a_guess_that_says_so() -> None:
-    assert instance_facts.offline("p4de.24xlarge").gpus == 8 and instance_facts.offline("p4de.24xlarge").assumed == ""
-    guess = instance_facts.offline("r7i.8xlarge")
-    facts = (guess.vcpus, guess.memory_gib, guess.architecture.value, guess.efa, guess.hourly_usd)
-    assert facts == (32, 256, "x86_64", True, None)
-    assert guess.assumed.startswith("r7i.8xlarge is not in infra.facts.catalogue: assumed 32 vCPUs, 256 GiB, x86_64")
-    small_arm = instance_facts.offline("m8g.xlarge")
-    assert (small_arm.architecture.value, small_arm.efa) == ("arm64", False)  # EFA only on the largest sizes
-    with pytest.raises(ValueError, match="give an EC2 instance type"):
-        instance_facts.offline("c5-large")
+def test_offline_facts_are_ec2s_for_every_type_and_a_typo_is_refused_with_the_closest_names() -> None:
+    p4de = instance_facts.offline("p4de.24xlarge")
+    assert (p4de.gpus, p4de.gpu_maker, p4de.gpu_model, p4de.network_cards, p4de.hourly_usd) == (8, "nvidia", "A100", 4, 40.966)
+    r7i = instance_facts.offline("r7i.8xlarge")  # no price read: unknown, not guessed
+    assert (r7i.vcpus, r7i.memory_gib, r7i.architecture.value, r7i.efa, r7i.hourly_usd) == (32, 256, "x86_64", False, None)
+    b200 = instance_facts.offline("p6-b200.48xlarge")  # EC2's naming, with a hyphen
+    assert (b200.gpus, b200.gpu_model, b200.network_cards, b200.efa) == (8, "B200", 8, True)
+    assert instance_facts.name_problem("p6e-gb200.36xlarge") is None and instance_facts.name_problem("c5-large")
+    with pytest.raises(InvalidArgument, match=r"'c7g\.16xlarg' is not allowed; not an EC2 instance type; did you mean c7g\.16xlarge"):
+        instance_facts.offline("c7g.16xlarg")
+    with pytest.raises(InvalidArgument, match="not an EC2 instance type"):
+        instance_facts.offline("c7g.huge")
 
 
 class OtherEc2(RecordingMocks):

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from eks_ddp.stack import node_facts, preview, stack_file
-from eks_ddp.stack.config import parse
+from eks_ddp.stack.config import ConfigError, parse
 from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.stack.mocking import Registration
 from tests.workloads.schemas import validate_pytorchjob
@@ -73,15 +73,37 @@ def test_a_group_may_run_its_own_image() -> None:
     assert not any(r.type == "docker-build:index:Image" for r in registrations)
 
 
-def test_a_type_outside_the_catalogue_is_accepted_offline_and_the_preview_says_what_it_assumed() -> None:
-    values, region = stack_file.load("dev")
-    values["nodeGroups"][1]["instanceType"] = "c8gn.48xlarge"
+@pytest.mark.parametrize(
+    ("instance_type", "facts"),
+    [
+        ("p6-b200.48xlarge", "x86_64, 192 vCPUs, 2048 GiB, GPUs 8 x B200, 8 EFA interfaces"),
+        ("g4dn.metal", "x86_64, 96 vCPUs, 384 GiB, GPUs 8 x T4, 1 EFA interfaces"),
+        ("g6e.12xlarge", "x86_64, 48 vCPUs, 384 GiB, GPUs 4 x L40S, 1 EFA interfaces"),
+    ],
+)
+def test_any_current_gpu_type_previews_with_ec2s_facts(instance_type: str, facts: str) -> None:
+    values, region = stack_file.load("gpu")
+    values["nodeGroups"][1]["instanceType"] = instance_type
     config = parse(values, region)
-    (_, group) = node_facts.node_groups(config)
-    assert group["assumed"].startswith("c8gn.48xlarge is not in infra.facts.catalogue: assumed 192 vCPUs")
-    assert "EC2's facts replace these in `pulumi up`" in group["assumed"]
+    (line,) = [line for line in node_facts.lines(node_facts.node_groups(config)) if line.startswith("  gpu:")]
+    assert f"{instance_type} ({facts})" in line
     registrations = run_under_mocks(config)
-    assert _named(registrations, "eks-ddp-workers-nodes")["instanceTypes"] == ["c8gn.48xlarge"]
+    assert any(r.type == "docker-build:index:Image" and "Dockerfile.cuda" in str(r.inputs) for r in registrations)
+
+
+def test_a_type_that_is_not_ec2s_or_has_no_supported_accelerator_is_one_line_naming_the_key() -> None:
+    values, region = stack_file.load("dev")
+    values["nodeGroups"][1]["instanceType"] = "c7g.16xlarg"
+    with pytest.raises(ConfigError, match=r"eks-ddp:nodeGroups\[1\]\.instanceType: 'c7g\.16xlarg' is not allowed; "
+                       r"not an EC2 instance type; did you mean c7g\.16xlarge"):
+        parse(values, region)
+    values, region = stack_file.load("gpu")
+    values["nodeGroups"][1]["instanceType"] = "trn1.32xlarge"
+    with pytest.raises(ConfigError, match="has 16 AWS Neuron devices .* does not support yet"):
+        parse(values, region)
+    values["nodeGroups"][1]["instanceType"] = "g4ad.16xlarge"
+    with pytest.raises(ConfigError, match="g4ad.16xlarge has amd GPUs .RADEON-PRO-V520.; eks-ddp supports NVIDIA"):
+        parse(values, region)
 
 
 def test_the_gpu_workshop_shape_reuses_its_vpc_and_mounts_its_file_system_statically() -> None:
