@@ -12,7 +12,7 @@ import pulumi_aws as aws
 import pulumi_docker_build as docker_build
 from docker.utils.build import exclude_paths
 
-from eks_ddp.infra.facts.catalogue import Architecture
+from eks_ddp.infra.facts.catalogue import Architecture, InstanceType
 
 # The build context: the trainer alone (its requirements.txt, Dockerfile and .dockerignore).
 CONTEXT = Path(__file__).resolve().parent.parent / "trainer"
@@ -28,6 +28,19 @@ class Accelerator(str, Enum):
 
 
 DOCKERFILES = {Accelerator.CPU: "Dockerfile", Accelerator.CUDA: "Dockerfile.cuda"}
+# GPUs older than Turing: torch's cu128 wheels leave them out from release 2.11 (pytorch/pytorch RELEASE.md, CUDA
+# support matrix; issue 172352), and Dockerfile.cuda installs torch 2.13 from the cu128 index.
+PRE_TURING_GPUS = {"K80", "M60", "P100", "V100"}
+
+
+def bundled_image_problem(instance: InstanceType) -> str | None:
+    """Why the bundled CUDA image cannot run on the type's GPUs (None where it can)."""
+    if instance.gpu_model not in PRE_TURING_GPUS:
+        return None
+    return (
+        f"its {instance.gpu_model} GPUs predate Turing, which the bundled CUDA image's torch (cu128) needs at least: "
+        "give the group an image with a cu126 torch (nodeGroups[i].image), or use a newer GPU type"
+    )
 PLATFORMS = {
     Architecture.ARM64: docker_build.Platform.LINUX_ARM64,
     Architecture.X86_64: docker_build.Platform.LINUX_AMD64,

@@ -185,3 +185,15 @@ def test_the_cpu_tutorials_stack_keeps_everything_in_the_bucket_and_mounts_no_cl
     evaluate = evaluation["spec"]["template"]["spec"]["containers"][0]["command"]
     model = evaluate[evaluate.index("--model-uri") + 1]
     assert model == command[command.index("--artifact-uri") + 1] + "/model.pt" and "--wait-minutes" in evaluate
+
+
+def test_a_v100_group_needs_an_image_whose_torch_still_runs_on_it() -> None:
+    """The GPU workshop's p3dn.24xlarge: torch's cu128 wheels start at Turing from release 2.11 (the bundled CUDA image
+    installs torch 2.13 from cu128), so its pods would stop at the first kernel with `no kernel image is available`."""
+    values, region = stack_file.load("gpu-existing")
+    values["nodeGroups"][1]["instanceType"] = "p3dn.24xlarge"
+    with pytest.raises(ConfigError, match=r"nodeGroups\[1\]\.instanceType: 'p3dn\.24xlarge' is not allowed; its V100 "
+                       r"GPUs predate Turing"):
+        parse(values, region)
+    values["nodeGroups"][1]["image"] = "registry.example/trainer-cu126:1"
+    assert parse(values, region).group_images == {"gpu": "registry.example/trainer-cu126:1"}
