@@ -1,16 +1,20 @@
 """What a reviewer checks per node group before `pulumi up`: type, capacity, EFA, GPUs and the jobs' image.
 
-Facts are the offline ones (infra.facts.catalogue, every EC2 type); `pulumi up` takes EC2's. The image line follows the same plan the program builds from (stack.images).
+Facts are the offline ones (infra.facts.catalogue, every EC2 type); `pulumi up` takes EC2's. The image line
+follows the same plan the program builds from (stack.images); a GPU group with EFA says what its NCCL check
+holds it to.
 """
 
 from typing import Any
 
 from eks_ddp.infra.aws.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
 from eks_ddp.infra.aws.efa_node_group import CapacityType
+from eks_ddp.infra.facts.catalogue import InstanceType
 from eks_ddp.infra.facts.instance_facts import offline
 from eks_ddp.infra.platform import AutoscalerKind
 from eks_ddp.stack import images
 from eks_ddp.stack.config import SYSTEM_GROUP, StackConfig
+from eks_ddp.workloads.nccl_check import FLOORS, LARGEST_MESSAGE
 
 
 def node_groups(config: StackConfig) -> list[dict[str, Any]]:
@@ -39,9 +43,18 @@ def node_groups(config: StackConfig) -> list[dict[str, Any]]:
                 (minimum, group.get("max_size", 2)),
                 choices[name].describe(builds.get(choices[name].accelerator, [instance.architecture])),
                 "Karpenter NodePool" if karpenter else "managed node group",
+                nccl_floor(instance) if instance.is_gpu and group.get("efa", True) and config.nccl_check else None,
             )
         )
     return records
+
+
+def nccl_floor(instance: InstanceType) -> str:
+    """What the NCCL check holds the group's bus bandwidth to, or that it has no published figure to compare."""
+    floor = FLOORS.get(instance.name)
+    if floor is None:
+        return f"no published figure for {instance.name}: the check reports the bandwidth and passes"
+    return f"at least {floor.gb_per_second:g} GB/s at {LARGEST_MESSAGE} ({floor.source})"
 
 
 def _record(
@@ -53,6 +66,7 @@ def _record(
     sizes: tuple[int, int],
     image: str | None,
     launcher: str = "managed node group",
+    nccl: str | None = None,
 ) -> dict[str, Any]:
     instance = offline(instance_type)
     return {
@@ -69,6 +83,7 @@ def _record(
         "launcher": launcher,
         "image": image,
         "price_known": instance.hourly_usd is not None,
+        "nccl_check": nccl,
     }
 
 
@@ -83,6 +98,8 @@ def lines(records: list[dict[str, Any]]) -> list[str]:
         )
         if r["image"]:
             text.append(f"    jobs run: {r['image']}")
+        if r["nccl_check"]:
+            text.append(f"    NCCL check: {r['nccl_check']}")
         if not r["price_known"]:
             text.append(f"    note: the catalogue has no price for {r['instance_type']}: the cost counts it as 0")
     return text

@@ -197,3 +197,16 @@ def test_a_v100_group_needs_an_image_whose_torch_still_runs_on_it() -> None:
         parse(values, region)
     values["nodeGroups"][1]["image"] = "registry.example/trainer-cu126:1"
     assert parse(values, region).group_images == {"gpu": "registry.example/trainer-cu126:1"}
+
+
+def test_every_gpu_group_of_every_stack_file_has_a_published_nccl_floor() -> None:
+    """The NCCL check passed p4d/p4de at any bandwidth: each shipped GPU type now has a floor from a published
+    result, and the preview says which (or that a type has none)."""
+    floors = {}
+    for stack in stack_file.stacks():
+        values, region = stack_file.load(stack)
+        for record in node_facts.node_groups(parse(values, region)):
+            if record["gpus"] != "none" and record["efa_interfaces"]:
+                floors[record["instance_type"]] = record["nccl_check"]
+    assert set(floors) == {"p4de.24xlarge", "p4d.24xlarge"}
+    assert all(floor.startswith("at least 62.4 GB/s at 2G") for floor in floors.values()), floors
