@@ -126,6 +126,10 @@ def efa_exporter_values(image: str, taints: Sequence[Taint]) -> dict[str, Any]:
     return {
         "image": {"registry": registry, "repository": path, "tag": tag},
         "extraArgs": ["--collector.disable-defaults", "--collector.amazonefa"],
+        # Its collector reads /sys only. Without the host's root file system, the chart (4.56.1,
+        # templates/daemonset.yaml) never compares the image tag as a version, which fails to render with a tag
+        # such as `latest`, the one AWS's Makefile gives the image.
+        "hostRootFsMount": {"enabled": False},
         "service": {"port": EFA_EXPORTER_PORT, "targetPort": EFA_EXPORTER_PORT},
         "nodeSelector": {EFA_LABEL: "true"},
         "tolerations": helm.tolerations(taints),

@@ -167,6 +167,16 @@ def test_efa_counters_come_from_awss_exporter_when_its_image_is_given() -> None:
     assert "prometheus-node-exporter" not in _by_chart(_registrations("dev"))
 
 
+def test_the_efa_exporter_renders_with_a_tag_that_is_not_a_version() -> None:
+    """prometheus-node-exporter 4.56.1 templates/daemonset.yaml: inside `if .Values.hostRootFsMount.enabled` (true by
+    default) it runs `semverCompare ">=1.4.0-0" (coalesce .Values.version .Values.image.tag .Chart.AppVersion)`,
+    which fails the render for `latest`, the tag AWS's Makefile gives the EFA exporter's image."""
+    values = efa_exporter_values("123456789012.dkr.ecr.us-east-1.amazonaws.com/efa-node-exporter:latest", [])
+    compared = values.get("hostRootFsMount", {}).get("enabled", True)
+    version = values.get("version") or values["image"]["tag"]
+    assert not compared or re.fullmatch(r"v?\d+\.\d+\.\d+.*", version), version
+
+
 def test_cloudwatch_installs_the_add_on_with_its_agents_role() -> None:
     registrations = _registrations("dev", monitoring="cloudwatch")
     (addon,) = [
