@@ -69,7 +69,10 @@ def offline(name: str) -> InstanceType:
         return listed
     closest = difflib.get_close_matches(name or "", list(catalogue.INSTANCE_TYPES), n=3, cutoff=0.5)
     hint = f"did you mean {', '.join(closest)}?" if closest else "see EC2's instance types"
-    raise InvalidArgument("EC2", "instance_type", name, f"not an EC2 instance type; {hint}")
+    unknown = (
+        "no EC2 type of that name is known offline (EC2's types as Karpenter v1.14.1 lists them; `pulumi up` asks EC2)"
+    )
+    raise InvalidArgument("EC2", "instance_type", name, f"{unknown}; {hint}")
 
 
 def ec2_answer(name: str) -> dict[str, Any]:
