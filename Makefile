@@ -3,6 +3,7 @@
 # under a private home such as pyenv's in /root). Debian's 3.11.2 cannot serve here: its tarfile lacks the
 # extraction filters (3.11.4) that prepare-data relies on.
 PYTHON ?= python3
+, := ,
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-eks-ddp
@@ -11,13 +12,24 @@ STACK ?= dev
 # Stack keys set for one run, as `pulumi up --config` does: make demo CONFIG=eks-ddp:trainingOperator=v2
 CONFIG ?=
 
+# pipefail: the set-up shows pip's progress through a filter and must still fail when pip does.
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+# Set-up prints each step as it starts and what it took; pip's progress is one line per package it fetches.
+STEP = @echo "==> $(1)"; SECONDS=0
+TOOK = echo "    took $$SECONDS s"
+PROGRESS = grep --line-buffered -E '^(Collecting|Installing collected|Successfully installed)' | sed -u -e 's/^/    /' | cut -c1-118
+
 .PHONY: demo preview rehearse test typecheck unit bench watch-picture clean
 
 $(STAMP): pyproject.toml requirements.txt requirements-dev.txt trainer/requirements.txt
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.txt -e '.[trainer,dev]'
-	touch $@
+	$(call STEP,[1/3] a virtual environment in $(VENV) from $(PYTHON) ($(shell $(PYTHON) --version 2>&1)))
+	@$(PYTHON) -m venv $(VENV); $(TOOK)
+	$(call STEP,[2/3] the newest pip$(,) from the package index pip is configured with)
+	@$(BIN)/python -m pip install --upgrade pip | $(PROGRESS); $(TOOK)
+	$(call STEP,[3/3] the Pulumi SDKs (requirements.txt)$(,) eks-ddp with its trainer (torch 2.13.0) and the test tools)
+	@$(BIN)/python -m pip install --progress-bar off -r requirements.txt -e '.[trainer,dev]' | $(PROGRESS); $(TOOK)
+	@touch $@
 
 ## demo: run a stack's rendered PyTorchJob and EvaluationJob on this machine (default the dev stack: 2 replicas)
 demo: $(STAMP)
