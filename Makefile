@@ -12,13 +12,14 @@ STACK ?= dev
 # Stack keys set for one run, as `pulumi up --config` does: make demo CONFIG=eks-ddp:trainingOperator=v2
 CONFIG ?=
 
-# pipefail: the set-up shows pip's progress through a filter and must still fail when pip does.
+# pipefail: the set-up shows pip's progress through a filter (sed, which succeeds on no match) and must still
+# fail when pip does.
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 # Set-up prints each step as it starts and what it took; pip's progress is one line per package it fetches.
 STEP = @echo "==> $(1)"; SECONDS=0
 TOOK = echo "    took $$SECONDS s"
-PROGRESS = grep --line-buffered -E '^(Collecting|Installing collected|Successfully installed)' | sed -u -e 's/^/    /' | cut -c1-118
+PROGRESS = sed -n -u -E 's/^(Collecting|Installing collected|Successfully installed)/    &/p' | cut -c1-118
 
 .PHONY: demo preview rehearse test typecheck unit bench watch-picture clean
 
