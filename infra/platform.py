@@ -31,6 +31,7 @@ from eks_ddp.infra.aws.efa_node_group import (
     EfaNodeGroup,
     EfaNodeGroupArgs,
     NodeGroupShape,
+    Taint,
     TrainingNodes,
     validate_shape,
 )
@@ -251,6 +252,11 @@ def validate(
         validate_bucket({"checkpoint_expiry_days": args["checkpoint_expiry_days"]})
 
 
+def _taints(groups: Sequence[TrainingNodes]) -> list[Taint]:
+    """Every taint of the groups: what an add-on on their nodes tolerates."""
+    return [taint for group in groups for taint in group.taints]
+
+
 class TrainingPlatform(pulumi.ComponentResource):
     """A VPC, an EKS cluster with system and training node groups (EFA, GPUs), their autoscaler and device plugins,
     the training operator, shared storage, the model bucket with its IRSA role, and monitoring."""
@@ -406,7 +412,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                 f"{name}-efa-device-plugin",
                 {
                     "provider": self.provider,
-                    "node_taints": [taint for group in efa_groups for taint in group.taints],
+                    "node_taints": _taints(efa_groups),
                     "instance_types": [g.instance_type for g in efa_groups],
                 },
                 opts=self._after(system),
@@ -416,7 +422,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                 f"{name}-nvidia-device-plugin",
                 {
                     "provider": self.provider,
-                    "node_taints": [taint for group in gpu_groups for taint in group.taints],
+                    "node_taints": _taints(gpu_groups),
                 },
                 opts=self._after(system),
             )
@@ -451,7 +457,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             # Reports GPU, EFA, kernel and runtime faults as node conditions, which node auto-repair acts on. Its DCGM
             # server tolerates nothing (aws/eks-node-monitoring-agent chart 1.7.0 values.yaml: dcgmAgent.tolerations
             # []), and the add-on's configuration is its chart's values: without these, tainted GPU nodes get none.
-            gpu_taints = [taint for group in gpu_groups for taint in group.taints]
+            gpu_taints = _taints(gpu_groups)
             dcgm = {"dcgmAgent": {"tolerations": tolerations(gpu_taints)}} if gpu_taints else None
             aws.eks.Addon(
                 f"{name}-node-monitoring-agent",
@@ -478,8 +484,8 @@ class TrainingPlatform(pulumi.ComponentResource):
                 f"{name}-monitoring",
                 {  # type: ignore[typeddict-item]
                     "provider": self.provider,
-                    **({"gpu_node_taints": [t for g in gpu_groups for t in g.taints]} if gpu_groups else {}),
-                    **({"efa_node_taints": [t for g in efa_groups for t in g.taints]} if efa_groups else {}),
+                    **({"gpu_node_taints": _taints(gpu_groups)} if gpu_groups else {}),
+                    **({"efa_node_taints": _taints(efa_groups)} if efa_groups else {}),
                     **({"efa_exporter_image": args["efa_exporter_image"]} if "efa_exporter_image" in args else {}),
                     **(
                         {"managed_prometheus": {**self._oidc(), "tags": tags}} if args.get("managed_prometheus") else {}

@@ -82,19 +82,16 @@ def _fsx(deployment: Deployment) -> list[Line]:
         for r in deployment.kubernetes_objects()
         if r.inputs["kind"] == "StorageClass" and r.inputs.get("provisioner") == FSX_PROVISIONER
     }
-    volumes = [
-        (classes[spec["storageClassName"]], _gib(spec["resources"]["requests"]["storage"]))
-        for claim in deployment.kubernetes_objects()
-        if claim.inputs["kind"] == "PersistentVolumeClaim"
-        for spec in [claim.inputs.get("spec", {})]
-        if spec.get("storageClassName") in classes
+    objects = deployment.kubernetes_objects()
+    claims = [r.inputs.get("spec", {}) for r in objects if r.inputs["kind"] == "PersistentVolumeClaim"]
+    lines = [
+        _fsx_line(classes[claim["storageClassName"]], _gib(claim["resources"]["requests"]["storage"]))
+        for claim in claims
+        if claim.get("storageClassName") in classes
     ]
-    volumes += [
-        ({"deploymentType": r.inputs.get("deploymentType"), "perUnitStorageThroughput": r.inputs.get(
-            "perUnitStorageThroughput")}, float(r.inputs.get("storageCapacity", 0)))
-        for r in deployment.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")
-    ]
-    return [_fsx_line(parameters, gib) for parameters, gib in volumes]
+    for system in deployment.of_type("aws:fsx/lustreFileSystem:LustreFileSystem"):
+        lines.append(_fsx_line(system.inputs, float(system.inputs.get("storageCapacity", 0))))
+    return lines
 
 
 def _fsx_line(parameters: dict[str, Any], gib: float) -> Line:

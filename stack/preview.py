@@ -23,7 +23,7 @@ from eks_ddp.stack import cost, node_facts, project_config, stack_file
 from eks_ddp.stack.config import ConfigError, StackConfig, parse
 from eks_ddp.stack.engine_rules import Deployment
 from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
-from eks_ddp.stack.programs import DEFAULT_REGION, Program
+from eks_ddp.stack.programs import Program
 from eks_ddp.stack.project_config import PROJECT, StackFileError
 from eks_ddp.stack.reference_data import read_network_cards
 
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     objects = kubernetes_objects(registrations)
     directory = args.manifests or Path("runs") / "preview" / args.stack
     written = write_manifests(objects, directory)
-    region = program.config(args.stack, override).get("aws:region") or DEFAULT_REGION
+    region = program.region(args.stack, override)
     lines = cost.estimate(Deployment(registrations, region, DEPLOYER_ROLE_ARN, date.today(), read_network_cards()))
     total = sum(line.hourly for line in lines)
     counts = Counter(r.type for r in registrations)
@@ -186,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\nResources per type:")
     for type_, count in sorted(counts.items()):
         print(f"  {count:4d}  {type_}")
-    print(f"\nEstimated cost while its job runs (USD per hour, list prices as of {PRICES_AS_OF}, data transfer excluded):")
+    print(
+        f"\nEstimated cost while its job runs (USD per hour, list prices as of {PRICES_AS_OF}, data transfer excluded):"
+    )
     for line in lines:
         price = f"{line.unit_hourly:.4f}" if line.priced else "unknown price"
         print(f"  {line.hourly:9.3f}  {line.item}: {line.quantity:g} x {price}")

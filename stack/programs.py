@@ -44,8 +44,11 @@ class Program:
             return dict(override or {})
         return stack_file.cli_config(stack, self.directory, override)
 
+    def region(self, stack: str, override: dict[str, str] | None = None) -> str:
+        """The stack's `aws:region` (the mocks' default where it sets none)."""
+        return self.config(stack, override).get("aws:region") or DEFAULT_REGION
+
     def run(self, stack: str, override: dict[str, str] | None = None) -> list[Registration]:
         """What the program registers for `stack`, under the mocks."""
         config = self.config(stack, override)
-        region = config.get("aws:region") or DEFAULT_REGION
-        return run_offline(self.entry, region, self.project, stack, config)
+        return run_offline(self.entry, self.region(stack, override), self.project, stack, config)

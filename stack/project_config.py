@@ -84,7 +84,9 @@ def configured_keys() -> list[str]:
     return sorted({*runtime_config.get_config_env(), *runtime_config.CONFIG.get()})
 
 
-def check_declared(stack: str, keys: Iterable[str], declared: dict[str, dict[str, Any]], project: str = PROJECT) -> None:
+def check_declared(
+    stack: str, keys: Iterable[str], declared: dict[str, dict[str, Any]], project: str = PROJECT
+) -> None:
     """Refuse a project key Pulumi.yaml does not declare (`keys` with or without the project prefix)."""
     for key in sorted(keys):
         if key.startswith(f"{project}:") or ":" not in key:

@@ -27,7 +27,7 @@ from eks_ddp.stack.config import SYSTEM_GROUP, ConfigError, parse
 from eks_ddp.stack.engine_rules import RULES, Deployment, check, unapplied_pod_changes
 from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
-from eks_ddp.stack.programs import DEFAULT_REGION, Program
+from eks_ddp.stack.programs import Program
 from eks_ddp.stack.project_config import PROJECT, StackFileError
 from eks_ddp.stack.reference_data import NETWORK_CARDS, read_network_cards
 
@@ -90,11 +90,13 @@ def rehearse(
     `pulumi up` would go through."""
     program, override = Program.at(root), dict(override or {})
     first, second = program.run(stack, override), program.run(stack, override)
-    region = program.config(stack, override).get("aws:region") or DEFAULT_REGION
+    region = program.region(stack, override)
     if not configured_by_eks_ddp(program):
         return findings_of(first, second, region, today or date.today())
     values, _ = stack_file.load(stack, program.directory, override)
-    changed = program.run(stack, {**override, f"{PROJECT}:nodeGroups": json.dumps(with_pod_change(values)["nodeGroups"])})
+    changed = program.run(
+        stack, {**override, f"{PROJECT}:nodeGroups": json.dumps(with_pod_change(values)["nodeGroups"])}
+    )
     findings = findings_of(first, second, region, today or date.today(), changed)
     return findings + placement_elsewhere(program, stack, values, override)
 
@@ -124,12 +126,12 @@ def placement_elsewhere(program: Program, stack: str, values: dict[str, Any], ov
     defaults = {"autoscaler": "cluster-autoscaler", "trainingOperator": "v1"}
     written = {key: values.get(key, default) for key, default in defaults.items()}
     elastic = "elasticMinReplicas" in (values.get("job") or {})
+    region = program.region(stack, override)
     for variant in VARIANTS:
         if variant == written or (elastic and variant["trainingOperator"] != "v1"):
             continue
         keys = {f"{PROJECT}:{key}": value for key, value in variant.items()}
         registrations = program.run(stack, {**override, **keys})
-        region = program.config(stack, override).get("aws:region") or DEFAULT_REGION
         label = ", ".join(f"{key} {value}" for key, value in variant.items())
         placed = rehearse_placement(Deployment(registrations, region, DEPLOYER_ROLE_ARN, date.today()))
         findings += [f"[{label}] {finding}" for finding in placed]
@@ -188,7 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         broken += bool(findings)
     if not NETWORK_CARDS.exists():
-        print(f"note: {NETWORK_CARDS} is absent: EFA interfaces were checked against infra.facts.catalogue", file=sys.stderr)
+        print(
+            f"note: {NETWORK_CARDS} is absent: EFA interfaces were checked against infra.facts.catalogue",
+            file=sys.stderr,
+        )
     return 1 if broken else 0
 
 
