@@ -10,7 +10,8 @@ validation, before any resource is registered; errors name the stack key
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from enum import Enum
+from typing import Any, TypeVar
 
 from eks_ddp.infra import platform
 from eks_ddp.infra.addons.training_operator import OperatorKind
@@ -21,6 +22,7 @@ from eks_ddp.infra.facts import instance_facts
 from eks_ddp.infra.facts.catalogue import Architecture, InstanceType
 from eks_ddp.infra.platform import AutoscalerKind, MonitoringKind, StorageKind, TrainingPlatformArgs
 from eks_ddp.stack.project_config import PROJECT, closest
+from eks_ddp.workloads.batch_jobs import OnFailure
 from eks_ddp.workloads.image import bundled_image_problem
 from eks_ddp.workloads.target import too_small
 from eks_ddp.workloads.training_pod import (
@@ -59,6 +61,18 @@ class JobConfig:
         return resolve(self.spec)
 
 
+Kind = TypeVar("Kind", bound=Enum)
+
+
+class FabricCheck(str, Enum):
+    """`eks-ddp:fabricCheck`: the EFA and NCCL checks gate training (workloads.batch_jobs.OnFailure), only report
+    their verdict, or do not run."""
+
+    GATE = OnFailure.GATE.value
+    REPORT = OnFailure.REPORT.value
+    OFF = "off"
+
+
 @dataclass(frozen=True)
 class StackConfig:
     region: str
@@ -68,7 +82,8 @@ class StackConfig:
     """The image every group's jobs run instead of the stack's builds (`eks-ddp:image`)."""
     group_images: dict[str, str]
     """Per training group, the image its jobs run instead (`eks-ddp:nodeGroups[i].image`)."""
-    fabric_check: bool
+    fabric_check: FabricCheck
+    """Whether the fabric checks run, and what a failed one does (`eks-ddp:fabricCheck`)."""
     fabric_check_image: str | None
     nccl_check: bool = True
     """Run nccl-tests between two nodes of the first GPU group with EFA (`eks-ddp:ncclCheck`)."""
@@ -96,7 +111,7 @@ TOP_LEVEL = {
     "karpenterNodeRepair": ("karpenter_node_repair", bool),
     "managedPrometheus": ("managed_prometheus", bool),
     "image": ("image", str),
-    "fabricCheck": ("fabric_check", bool),
+    "fabricCheck": ("fabric_check", str),
     "fabricCheckImage": ("fabric_check_image", str),
     "ncclCheck": ("nccl_check", bool),
     "ncclCheckImage": ("nccl_check_image", str),
@@ -291,25 +306,12 @@ def _storage(raw: Any) -> tuple[StorageKind, dict[str, Any]]:
 Describe = Callable[[str], InstanceType]
 
 
-def _autoscaler(value: str) -> AutoscalerKind:
-    kinds = [kind.value for kind in AutoscalerKind]
-    if value not in kinds:
-        raise ConfigError(_key("autoscaler"), value, f"use one of {', '.join(kinds)}")
-    return AutoscalerKind(value)
-
-
-def _monitoring(value: str) -> MonitoringKind:
-    kinds = [kind.value for kind in MonitoringKind]
-    if value not in kinds:
-        raise ConfigError(_key("monitoring"), value, f"use one of {', '.join(kinds)}")
-    return MonitoringKind(value)
-
-
-def _operator(value: str) -> OperatorKind:
-    kinds = [kind.value for kind in OperatorKind]
-    if value not in kinds:
-        raise ConfigError(_key("trainingOperator"), value, f"use one of {', '.join(kinds)}")
-    return OperatorKind(value)
+def _choice(key: str, value: str, kind: type[Kind]) -> Kind:
+    """`value` as one of `kind`'s members, or an error naming the stack key and the members."""
+    allowed = [member.value for member in kind]
+    if value not in allowed:
+        raise ConfigError(_key(key), value, f"use one of {', '.join(allowed)}")
+    return kind(value)
 
 
 def _job(
@@ -475,10 +477,11 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
             platform_args[argument] = top[argument]  # type: ignore[literal-required]
     if top.get("admin_principal_arns"):
         platform_args["admin_principal_arns"] = _strings(top["admin_principal_arns"], _key("adminPrincipalArns"))
-    platform_args["autoscaler"] = _autoscaler(top.get("autoscaler") or AutoscalerKind.CLUSTER_AUTOSCALER.value)
+    autoscaler = top.get("autoscaler") or AutoscalerKind.CLUSTER_AUTOSCALER.value
+    platform_args["autoscaler"] = _choice("autoscaler", autoscaler, AutoscalerKind)
     # A stack with a training job is watched with Prometheus unless it says otherwise.
     watched = MonitoringKind.PROMETHEUS.value if top.get("job") else MonitoringKind.NONE.value
-    platform_args["monitoring"] = _monitoring(top.get("monitoring") or watched)
+    platform_args["monitoring"] = _choice("monitoring", top.get("monitoring") or watched, MonitoringKind)
     if top.get("efa_exporter_image"):
         platform_args["efa_exporter_image"] = top["efa_exporter_image"]
     platform_args["node_health"] = top.get("node_health", True)
@@ -503,7 +506,7 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
         platform.validate(PROJECT, platform_args, describe)
     except InvalidArgument as error:
         raise ConfigError(layout.stack_key(error), error.value, error.allowed) from None
-    operator = _operator(top.get("training_operator") or OperatorKind.V1.value)
+    operator = _choice("trainingOperator", top.get("training_operator") or OperatorKind.V1.value, OperatorKind)
     platform_args["training_operator"] = operator
     claim = None if kind == StorageKind.NONE else "shared"
     image = top.get("image") or None
@@ -532,7 +535,7 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
         job=job,
         image_uri=image,
         group_images=group_images,
-        fabric_check=top.get("fabric_check", True),
+        fabric_check=_choice("fabricCheck", top.get("fabric_check") or FabricCheck.GATE.value, FabricCheck),
         fabric_check_image=top.get("fabric_check_image") or None,
         nccl_check=top.get("nccl_check", True),
         nccl_check_image=top.get("nccl_check_image") or None,

@@ -3,17 +3,20 @@
 from dataclasses import dataclass
 
 import pulumi
+from pulumi import Resource
 
 from eks_ddp.infra.addons.training_operator import OperatorKind
 from eks_ddp.infra.aws.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
+from eks_ddp.infra.aws.efa_node_group import TrainingNodes
 from eks_ddp.infra.facts import instance_facts
 from eks_ddp.infra.platform import TrainingPlatform
 from eks_ddp.stack import images
-from eks_ddp.stack.config import StackConfig
-from eks_ddp.workloads.batch_jobs import default_fabric_image
+from eks_ddp.stack.config import FabricCheck, StackConfig
+from eks_ddp.workloads.batch_jobs import OnFailure, default_fabric_image
 from eks_ddp.workloads.components import (
     DataPrepJob,
     EvaluationJob,
+    FabricCheckArgs,
     FabricCheckJob,
     IndexedTrainingJob,
     NcclCheckArgs,
@@ -63,54 +66,73 @@ def job_commands(operator: OperatorKind, job: str, namespace: str) -> tuple[str,
     return f"kubectl -n {namespace} get {kind} {job} -w", f"kubectl -n {namespace} logs -f -l {selector}"
 
 
-def _checks(config: StackConfig, platform: TrainingPlatform, name: str) -> list[pulumi.Resource]:
-    """The fabric checks, one after the other: `pulumi up` waits for each to succeed (workloads.batch_jobs
-    GATE_SECONDS) and the training job waits for them, so they never compete with it for the group's nodes."""
-    checks: list[pulumi.Resource] = []
-    if config.fabric_check:
-        efa_groups = [group for group in platform.node_groups.values() if group.efa_interfaces and group.max_size >= 2]
-        if efa_groups:
-            group = efa_groups[0]
-            architecture = group.instance.architecture.value
-            fabric_image = config.fabric_check_image or default_fabric_image(architecture, config.region)
-            if fabric_image is None:
-                pulumi.log.warn(
-                    f"EFA fabric check skipped: set eks-ddp:fabricCheckImage to an {architecture} image "
-                    "with libfabric's EFA provider"
-                )
-            else:
-                fabric = FabricCheckJob(
-                    f"{name}-efa-check",
-                    {
-                        "provider": platform.provider,
-                        "node_group": group.shape,
-                        "namespace": platform.training_namespace,
-                        "image": fabric_image,
-                    },
-                    pulumi.ResourceOptions(depends_on=[platform]),
-                )
-                checks.append(fabric)
-    gpu_groups = [
-        g for g in platform.node_groups.values() if g.instance.is_gpu and g.efa_interfaces and g.max_size >= 2
-    ]
+def _checked_group(config: StackConfig, platform: TrainingPlatform, gpu: bool) -> TrainingNodes | None:
+    """The group a check proves: the job's own when it qualifies (EFA, room for two nodes, a GPU for NCCL), else
+    the first that does."""
+    groups = {
+        name: group
+        for name, group in platform.node_groups.items()
+        if group.efa_interfaces and group.max_size >= 2 and (group.instance.is_gpu or not gpu)
+    }
+    trained = config.job.node_group if config.job else None
+    return groups.get(trained or "") or next(iter(groups.values()), None)
+
+
+def _efa_check(config: StackConfig, platform: TrainingPlatform, name: str, on_failure: OnFailure) -> list[Resource]:
+    group = _checked_group(config, platform, gpu=False)
+    if group is None:
+        return []
+    architecture = group.instance.architecture.value
+    image = config.fabric_check_image or default_fabric_image(architecture, config.region)
+    if image is None:
+        pulumi.log.warn(
+            f"EFA fabric check skipped: set eks-ddp:fabricCheckImage to an {architecture} image "
+            "with libfabric's EFA provider"
+        )
+        return []
+    args: FabricCheckArgs = {
+        "provider": platform.provider,
+        "node_group": group.shape,
+        "namespace": platform.training_namespace,
+        "image": image,
+        "on_failure": on_failure,
+    }
+    return [FabricCheckJob(f"{name}-efa-check", args, pulumi.ResourceOptions(depends_on=[platform]))]
+
+
+def _nccl_check(
+    config: StackConfig, platform: TrainingPlatform, name: str, on_failure: OnFailure, after: list[Resource]
+) -> list[Resource]:
+    group = _checked_group(config, platform, gpu=True)
+    if not config.nccl_check or group is None or platform.mpi_operator is None:
+        return []
     system = instance_facts.describe(config.platform.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE))
-    if config.nccl_check and gpu_groups and system.architecture != gpu_groups[0].instance.architecture:
+    if system.architecture != group.instance.architecture:
         pulumi.log.warn(
             f"NCCL check skipped: its launcher runs on the system nodes, which are {system.architecture.value}, "
-            f"and its image is {gpu_groups[0].instance.architecture.value}; use a system type of that architecture"
+            f"and its image is {group.instance.architecture.value}; use a system type of that architecture"
         )
-    elif config.nccl_check and gpu_groups and platform.mpi_operator is not None:
-        check: NcclCheckArgs = {
-            "provider": platform.provider,
-            "node_group": gpu_groups[0].shape,
-            "namespace": platform.training_namespace,
-        }
-        if config.nccl_check_image:
-            check["image"] = config.nccl_check_image
-        checks.append(
-            NcclCheckJob(f"{name}-nccl-check", check, pulumi.ResourceOptions(depends_on=[platform, *checks]))
-        )
-    return checks
+        return []
+    args: NcclCheckArgs = {
+        "provider": platform.provider,
+        "node_group": group.shape,
+        "namespace": platform.training_namespace,
+        "on_failure": on_failure,
+    }
+    if config.nccl_check_image:
+        args["image"] = config.nccl_check_image
+    return [NcclCheckJob(f"{name}-nccl-check", args, pulumi.ResourceOptions(depends_on=[platform, *after]))]
+
+
+def _checks(config: StackConfig, platform: TrainingPlatform, name: str) -> list[Resource]:
+    """The fabric checks, one after the other: `pulumi up` waits for each to end (workloads.batch_jobs GATE_SECONDS)
+    and the training job is created after them, so they never compete with it for the group's nodes; under
+    `fabricCheck: gate` a failed check stops `pulumi up` there, under `report` it only logs its verdict."""
+    if config.fabric_check == FabricCheck.OFF:
+        return []
+    on_failure = OnFailure(config.fabric_check.value)
+    efa = _efa_check(config, platform, name, on_failure)
+    return efa + _nccl_check(config, platform, name, on_failure, efa)
 
 
 def build(config: StackConfig, name: str = "eks-ddp") -> Stack:

@@ -12,6 +12,7 @@ program would otherwise never read a misspelled one.
 """
 
 import difflib
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,26 @@ PROJECT = "eks-ddp"
 ROOT = Path(__file__).resolve().parent.parent
 
 
+BOOL = "tag:yaml.org,2002:bool"
+
+
+class CliYamlLoader(yaml.SafeLoader):
+    """YAML as the Pulumi CLI reads it (gopkg.in/yaml.v3 into untyped values, YAML 1.2's core schema): only true and
+    false are booleans and dates stay strings, so `fabricCheck: off` is "off", which PyYAML's YAML 1.1 reads as False."""
+
+
+CliYamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag not in (BOOL, "tag:yaml.org,2002:timestamp")]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+CliYamlLoader.add_implicit_resolver(BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+
+
+def read_yaml(path: Path) -> Any:
+    """A Pulumi.yaml or stack file, with the CLI's scalar rules."""
+    return yaml.load(path.read_text(), Loader=CliYamlLoader)
+
+
 class StackFileError(ValueError):
     """A stack file the Pulumi CLI (or this program) would refuse: names the stack and the key."""
 
@@ -32,7 +53,7 @@ def project_file(root: Path = ROOT) -> dict[str, Any]:
     path = root / "Pulumi.yaml"
     if not path.is_file():
         raise FileNotFoundError(f"--program {root}: no Pulumi.yaml there (a Pulumi program's directory has one)")
-    return yaml.safe_load(path.read_text()) or {}
+    return read_yaml(path) or {}
 
 
 def project_name(root: Path = ROOT) -> str:

@@ -10,8 +10,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from eks_ddp.stack import project_config
 from eks_ddp.stack.project_config import PROJECT, ROOT
 
@@ -43,7 +41,7 @@ def load(stack: str, root: Path = ROOT, override: dict[str, str] | None = None) 
             f"--stack {stack}: {path.name} not found (stacks here: {', '.join(stacks(root)) or 'none'})"
         )
     declared, project = project_config.declarations(root), project_config.project_name(root)
-    stack_config = {**((yaml.safe_load(path.read_text()) or {}).get("config") or {}), **(override or {})}
+    stack_config = {**((project_config.read_yaml(path) or {}).get("config") or {}), **(override or {})}
     own = {
         key.removeprefix(f"{project}:"): value
         for key, value in stack_config.items()
@@ -65,7 +63,7 @@ def cli_config(stack: str, root: Path = ROOT, override: dict[str, str] | None = 
     JSON and scalars as strings, as the CLI sends them."""
     values, _ = load(stack, root, override)
     project = project_config.project_name(root)
-    stack_config = {**((yaml.safe_load((root / f"Pulumi.{stack}.yaml").read_text()) or {}).get("config") or {})}
+    stack_config = {**((project_config.read_yaml(root / f"Pulumi.{stack}.yaml") or {}).get("config") or {})}
     others = {key: value for key, value in {**stack_config, **(override or {})}.items() if ":" in key}
     merged = {**others, **{f"{project}:{key}": value for key, value in values.items()}}
     return {key: value if isinstance(value, str) else json.dumps(value) for key, value in merged.items()}

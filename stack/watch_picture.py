@@ -95,7 +95,9 @@ def draw(scrapes: list[tuple[float, dict[str, float]]], output: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m eks_ddp.stack.watch_picture", description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m eks_ddp.stack.watch_picture", description=(__doc__ or "").splitlines()[0]
+    )
     parser.add_argument("--output", type=Path, default=Path("docs/watch-training.png"))
     args = parser.parse_args(argv)
     scrapes = record()

@@ -118,6 +118,7 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("config: a job on 2-GiB nodes", _small_group_job(), "eks-ddp:job.nodeGroup: 'small' is not allowed; t4g.small (2 vCPUs, 2 GiB) leaves no whole CPU and GiB"),
     ("config: unknown training operator", _config("trainingOperator", "v3"), "eks-ddp:trainingOperator: 'v3' is not allowed; use one of v1, v2, none"),
     ("config: unknown autoscaler", _config("autoscaler", "keda"), "eks-ddp:autoscaler: 'keda' is not allowed; use one of cluster-autoscaler, karpenter, none"),
+    ("config: unknown fabric check mode", _config("fabricCheck", "warn"), "eks-ddp:fabricCheck: 'warn' is not allowed; use one of gate, report, off"),
     ("config: a Karpenter-restricted node label", lambda: parse({**DEV, "autoscaler": "karpenter", "nodeGroups": [
         DEV["nodeGroups"][0], {**DEV["nodeGroups"][1], "labels": {"karpenter.sh/team": "a"}}]}, REGION),
      "eks-ddp:nodeGroups[1].labels: {'karpenter.sh/team': 'a'} is not allowed; label 'karpenter.sh/team' is restricted: Karpenter sets it"),
@@ -133,7 +134,7 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("config: misspelt key, with the closest", _config("nodeGroups.1.desiredsize", 2), "eks-ddp:nodeGroups[1].desiredsize: 2 is not allowed; known keys are availabilityZone"),
     # The stack file, as the Pulumi CLI checks it against Pulumi.yaml's config schema.
     ("config: undeclared key in the stack file", _stack_file("eks-ddp:storgae: {kind: efs}"), "Stack 'scratch' sets eks-ddp:storgae, which Pulumi.yaml does not declare (did you mean storage?)"),
-    ("config: declared type in the stack file", _stack_file("eks-ddp:fabricCheck: 'yes'"), "Stack 'scratch' with configuration key 'eks-ddp:fabricCheck' must be of type 'boolean'"),
+    ("config: declared type in the stack file", _stack_file("eks-ddp:ncclCheck: 'yes'"), "Stack 'scratch' with configuration key 'eks-ddp:ncclCheck' must be of type 'boolean'"),
     # Component arguments: errors name the component and the argument.
     ("component: Kubernetes version 1.x", _component(lambda: Cluster("c", {"vpc_id": "v", "private_subnet_ids": [], "kubernetes_version": "1.x"})), "Cluster: kubernetes_version='1.x' is not allowed; use one of 1.34, 1.35"),
     ("component: one availability zone", _component(lambda: Network("n", {"availability_zones": ["us-east-1a"]})), "Network: availability_zones=['us-east-1a'] is not allowed; name at least 2 distinct zones"),

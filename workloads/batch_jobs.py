@@ -1,5 +1,6 @@
 """batch/v1 Jobs around training: prepare data, evaluate the model, check the EFA fabric."""
 
+from enum import Enum
 from typing import Any
 
 from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
@@ -46,12 +47,32 @@ def default_fabric_image(architecture: str, region: str) -> str | None:
 
 
 FABRIC_PORT = 47592
+FABRIC_CHECK_LABEL = "eks-ddp/fabric-check"
+"""On every fabric check's object and pods (EFA and NCCL): what the rehearsal's gate rule knows them by."""
 # A check gates training: `pulumi up` waits for it to succeed before it creates the training job (stack.program), so
 # a broken fabric stops the deploy instead of training slowly over TCP, and the check's pods are gone before the
 # training pods need the same nodes. pulumi-kubernetes v4.34 (provider/pkg/await) awaits a Job until Complete and any
 # object with `pulumi.com/waitFor`, for `pulumi.com/timeoutSeconds`; the check's own deadline ends it first (nodes
 # scaled from zero take up to 15 minutes, the Cluster Autoscaler's --max-node-provision-time).
 GATE_SECONDS = 25 * 60
+
+
+class OnFailure(str, Enum):
+    """What a failed fabric check does to training (`eks-ddp:fabricCheck`). Either way `pulumi up` waits for the
+    check to end before it creates the training job, so the two never hold the same nodes' GPUs and EFA devices."""
+
+    GATE = "gate"
+    """The check's object fails, `pulumi up` stops there and the training job is not created."""
+    REPORT = "report"
+    """The check logs its verdict and ends well: training starts on a fabric it could not prove."""
+
+
+def verdict(script: str, on_failure: OnFailure, check: str) -> str:
+    """The check's script, or, when it only reports, the script with its failure turned into a logged line."""
+    if on_failure == OnFailure.GATE:
+        return script
+    note = f"{check} CHECK FAILED, reported only (eks-ddp:fabricCheck: report): training starts anyway"
+    return f"( {script}\n) || echo '{note}'"
 
 
 def gate_annotations(wait_for: str | None = None) -> dict[str, str]:
@@ -199,13 +220,15 @@ fi
 """
 
 
-def render_fabric_check(name: str, namespace: str, target: NodeTarget, image: str) -> list[dict[str, Any]]:
+def render_fabric_check(
+    name: str, namespace: str, target: NodeTarget, image: str, on_failure: OnFailure = OnFailure.GATE
+) -> list[dict[str, Any]]:
     """Two pods on two EFA nodes: `fi_info -p efa` on each, then `fi_pingpong` between them.
 
     An indexed Job with a headless Service gives pod 0 a stable name for pod 1 to reach;
     anti-affinity puts them on different nodes. Logs end in EFA CHECK PASSED or FAILED.
     """
-    labels = {"eks-ddp/fabric-check": name}
+    labels = {FABRIC_CHECK_LABEL: name}
     service = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -223,7 +246,11 @@ def render_fabric_check(name: str, namespace: str, target: NodeTarget, image: st
             {
                 "name": "fabric-check",
                 "image": image,
-                "command": ["bash", "-c", FABRIC_SCRIPT.replace("{port}", str(FABRIC_PORT))],
+                "command": [
+                    "bash",
+                    "-c",
+                    verdict(FABRIC_SCRIPT.replace("{port}", str(FABRIC_PORT)), on_failure, "EFA"),
+                ],
                 "env": [{"name": "PEER", "value": f"{name}-0.{name}"}],
                 "resources": {"requests": amounts, "limits": amounts},
             }

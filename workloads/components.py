@@ -327,6 +327,8 @@ class FabricCheckArgs(TypedDict):
     Container from `region`; arm64: required)."""
     region: NotRequired[str]
     """AWS region of the cluster: the default x86 image is pulled from its registry (needed without `image`)."""
+    on_failure: NotRequired[batch_jobs.OnFailure]
+    """What a failed check does: gate (default: `pulumi up` stops before training) or report (logged only)."""
 
 
 def two_efa_nodes(component: str, shape: NodeGroupShape) -> NodeTarget:
@@ -358,7 +360,8 @@ class FabricCheckJob(_BatchJob):
                 None,
                 f"give an {architecture} image with libfabric's EFA provider (fi_info, fi_pingpong)",
             )
-        manifests = batch_jobs.render_fabric_check(name, args["namespace"], target, image)
+        on_failure = args.get("on_failure", batch_jobs.OnFailure.GATE)
+        manifests = batch_jobs.render_fabric_check(name, args["namespace"], target, image, on_failure)
         self._apply_all(name, manifests, args["provider"], opts)
 
 
@@ -372,6 +375,8 @@ class NcclCheckArgs(TypedDict):
     """Namespace for the check's pods."""
     image: NotRequired[str]
     """An nccl-tests image with OpenMPI, sshd, CUDA, NCCL and aws-ofi-nccl (default nccl_check.IMAGE)."""
+    on_failure: NotRequired[batch_jobs.OnFailure]
+    """What a failed check does: gate (default: `pulumi up` stops before training) or report (logged only)."""
 
 
 class NcclCheckJob(_BatchJob):
@@ -383,5 +388,6 @@ class NcclCheckJob(_BatchJob):
             raise InvalidArgument(
                 "NcclCheckJob", "node_group.instance_type", target.instance.name, "the check needs a GPU group"
             )
-        manifest = nccl_check.render(name, args["namespace"], target, args.get("image", nccl_check.IMAGE))
+        image, on_failure = args.get("image", nccl_check.IMAGE), args.get("on_failure", batch_jobs.OnFailure.GATE)
+        manifest = nccl_check.render(name, args["namespace"], target, image, on_failure)
         self._apply_all(name, [manifest], args["provider"], opts)

@@ -41,6 +41,8 @@ def bundled_image_problem(instance: InstanceType) -> str | None:
         f"its {instance.gpu_model} GPUs predate Turing, which the bundled CUDA image's torch (cu128) needs at least: "
         "give the group an image with a cu126 torch (nodeGroups[i].image), or use a newer GPU type"
     )
+
+
 PLATFORMS = {
     Architecture.ARM64: docker_build.Platform.LINUX_ARM64,
     Architecture.X86_64: docker_build.Platform.LINUX_AMD64,

@@ -9,7 +9,14 @@ in NCCL CHECK PASSED or FAILED against the floor for the instance type.
 from dataclasses import dataclass
 from typing import Any
 
-from eks_ddp.workloads.batch_jobs import GATE_SECONDS, gate_annotations, side_step_selector
+from eks_ddp.workloads.batch_jobs import (
+    FABRIC_CHECK_LABEL,
+    GATE_SECONDS,
+    OnFailure,
+    gate_annotations,
+    side_step_selector,
+    verdict,
+)
 from eks_ddp.workloads.fabric_env import rdma_read
 from eks_ddp.workloads.target import NodeTarget, resources
 
@@ -71,7 +78,9 @@ def check_script(target: NodeTarget) -> str:
     )
 
 
-def render(name: str, namespace: str, target: NodeTarget, image: str = IMAGE) -> dict[str, Any]:
+def render(
+    name: str, namespace: str, target: NodeTarget, image: str = IMAGE, on_failure: OnFailure = OnFailure.GATE
+) -> dict[str, Any]:
     """A launcher (on the system nodes' spare CPU), created once the workers are ready (mpi-operator v0.8.0
     pkg/apis/kubeflow/v2beta1/types.go launcherCreationPolicy: "so that the Launcher does not fail trying to connect
     to worker"), and one worker per GPU node with every GPU and EFA device and NCCL's shared memory."""
@@ -95,7 +104,7 @@ def render(name: str, namespace: str, target: NodeTarget, image: str = IMAGE) ->
             {
                 "name": "launcher",
                 "image": image,
-                "command": ["bash", "-c", check_script(target)],
+                "command": ["bash", "-c", verdict(check_script(target), on_failure, "NCCL")],
                 "resources": {"requests": small, "limits": small},
             }
         ],
@@ -104,7 +113,12 @@ def render(name: str, namespace: str, target: NodeTarget, image: str = IMAGE) ->
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {"name": name, "namespace": namespace, "annotations": gate_annotations("condition=Succeeded")},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {FABRIC_CHECK_LABEL: name},
+            "annotations": gate_annotations("condition=Succeeded"),
+        },
         "spec": {
             "slotsPerWorker": target.instance.gpus,
             "runPolicy": {

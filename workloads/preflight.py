@@ -94,7 +94,10 @@ def init_containers(target: NodeTarget, image: object) -> list[dict[str, Any]]:
             {"name": "PREFLIGHT_VERDICT", "value": f"{VERDICT_DIR}/failed"},
             {"name": "QUARANTINE_ACCOUNT", "value": TOKEN_DIR},
         ],
-        "volumeMounts": [{**verdict, "readOnly": True}, {"name": TOKEN_VOLUME, "mountPath": TOKEN_DIR, "readOnly": True}],
+        "volumeMounts": [
+            {**verdict, "readOnly": True},
+            {"name": TOKEN_VOLUME, "mountPath": TOKEN_DIR, "readOnly": True},
+        ],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "100m", "memory": "128Mi"}},
     }
     return [check, quarantine]

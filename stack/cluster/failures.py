@@ -126,8 +126,11 @@ def spot_drain(deployment: Deployment) -> SpotDrain:
     """Karpenter v1.14.1 drains a node on the interruption warning it reads from `settings.interruptionQueue`
     (aws/karpenter-provider-aws pkg/controllers/interruption); a managed node group's Auto Scaling group, without
     capacity rebalancing or a termination handler, does not: the node is lost without SIGTERM."""
-    charts = [r for r in deployment.of_type("kubernetes:helm.sh/v3:Release") if str(r.inputs.get("chart", "")).endswith(
-        "/karpenter")]
+    charts = [
+        r
+        for r in deployment.of_type("kubernetes:helm.sh/v3:Release")
+        if str(r.inputs.get("chart", "")).endswith("/karpenter")
+    ]
     drained = any((r.inputs.get("values") or {}).get("settings", {}).get("interruptionQueue") for r in charts)
     grace = [
         int(spec.get("terminationGracePeriodSeconds", 30))

@@ -26,17 +26,14 @@ from eks_ddp.stack.engine_rules.base import (
     Finding,
     NodeSource,
     admits,
-    annotations,
     located,
     node_sources,
     runtime_of,
     tolerated,
 )
-from eks_ddp.stack.engine_rules.pulumi_kubernetes import RUN_TO_COMPLETION as OPERATOR_JOBS
-from eks_ddp.stack.engine_rules.pulumi_kubernetes import SKIP_AWAIT, WAIT_FOR
+from eks_ddp.stack.engine_rules.pulumi_kubernetes import awaited_to_completion, phases
 from eks_ddp.stack.engine_rules.scheduling import pod_requests
 from eks_ddp.stack.mocking import Registration
-from eks_ddp.workloads.components import SUBMITTED
 from eks_ddp.workloads.training_pod import TRAINER_LABEL
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -168,36 +165,6 @@ def object_pods(deployment: Deployment, registration: Registration, phase: int) 
     return []
 
 
-RUN_TO_COMPLETION = ("Job", *OPERATOR_JOBS)
-
-
-def _awaited_to_completion(registration: Registration) -> bool:
-    """pulumi-kubernetes v4.34 awaits a Job until Complete, and any object with `pulumi.com/waitFor`, unless
-    `pulumi.com/skipAwait: "true"` (provider/pkg/await)."""
-    notes = annotations(registration)
-    if notes.get(SKIP_AWAIT) == "true" or registration.inputs.get("kind") not in RUN_TO_COMPLETION:
-        return False
-    if notes.get(WAIT_FOR) == SUBMITTED:  # met as soon as the object exists
-        return False
-    return registration.inputs.get("kind") == "Job" or WAIT_FOR in notes
-
-
-def phases(deployment: Deployment) -> dict[str, int]:
-    """Each run-to-completion object's phase: one after the latest awaited object it depends on."""
-    objects = [r for r in deployment.kubernetes_objects() if r.inputs.get("kind") in RUN_TO_COMPLETION]
-    gates = {r.urn: r for r in objects if _awaited_to_completion(r)}
-    memo: dict[str, int] = {}
-
-    def phase(registration: Registration) -> int:
-        if registration.urn not in memo:
-            memo[registration.urn] = max(
-                (phase(gates[urn]) + 1 for urn in registration.dependencies if urn in gates), default=0
-            )
-        return memo[registration.urn]
-
-    return {r.urn: phase(r) for r in objects}
-
-
 def _addon_pods(workloads: list[Workload]) -> list[Pod]:
     return [
         Pod(w.owner, f"{w.name}-{index}", w.pod)
@@ -241,7 +208,9 @@ class Cluster:
             pod = Pod(daemon.owner, daemon.name, daemon.pod, daemon=True)
             if not _fits(node, pod):
                 self.findings.append(
-                    Finding("placement", daemon.owner, daemon.name, f"the DaemonSet does not fit {_shortfall(node, pod)}")
+                    Finding(
+                        "placement", daemon.owner, daemon.name, f"the DaemonSet does not fit {_shortfall(node, pod)}"
+                    )
                 )
             _take(node, pod)
         self.nodes.append(node)
@@ -309,7 +278,7 @@ def pods_of(deployment: Deployment, workloads: list[Workload]) -> list[Pod]:
     own = []
     for registration in (r for r in deployment.kubernetes_objects() if r.urn in stages):
         pods = object_pods(deployment, registration, stages[registration.urn])
-        own += _completing(pods) if _awaited_to_completion(registration) else pods
+        own += _completing(pods) if awaited_to_completion(registration) else pods
     return [*_addon_pods(workloads), *own]
 
 

@@ -17,6 +17,7 @@ from eks_ddp.stack.engine_rules.eks import (
 )
 from eks_ddp.stack.engine_rules.karpenter import controller_schedules, efa_on_every_card, node_classes_admitted
 from eks_ddp.stack.engine_rules.pulumi_kubernetes import (
+    checks_gate_training,
     immutable_specs_replaced,
     kubernetes_awaits,
     no_ttl_on_owned_objects,
@@ -35,6 +36,7 @@ __all__ = ["RULES", "Deployment", "Finding", "changed_pods", "check", "unapplied
 
 RULES: tuple[Rule, ...] = (
     kubernetes_awaits,
+    checks_gate_training,
     no_ttl_on_owned_objects,
     immutable_specs_replaced,
     managed_node_group_launch_templates,

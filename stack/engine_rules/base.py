@@ -221,7 +221,9 @@ def admits(source: NodeSource, spec: dict[str, Any]) -> bool:
     labels = {**source.labels, "kubernetes.io/hostname": "node", "kubernetes.io/os": "linux"}  # on every EKS node
     if any(labels.get(key) != value for key, value in (spec.get("nodeSelector") or {}).items()):
         return False
-    required = (spec.get("affinity") or {}).get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    required = (
+        (spec.get("affinity") or {}).get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    )
     terms = (required or {}).get("nodeSelectorTerms") or []
     if terms and not any(all(_expression_holds(labels, e) for e in t.get("matchExpressions", [])) for t in terms):
         return False

@@ -11,10 +11,13 @@ from eks_ddp.stack.engine_rules.base import (
     located,
 )
 from eks_ddp.stack.mocking import Registration
+from eks_ddp.workloads.batch_jobs import FABRIC_CHECK_LABEL
 from eks_ddp.workloads.components import SUBMITTED
+from eks_ddp.workloads.training_pod import TRAINER_LABEL
 
 SKIP_AWAIT, TIMEOUT_SECONDS, WAIT_FOR = "pulumi.com/skipAwait", "pulumi.com/timeoutSeconds", "pulumi.com/waitFor"
-RUN_TO_COMPLETION = {"PyTorchJob", "TrainJob", "MPIJob"}
+OPERATOR_JOBS = ("PyTorchJob", "TrainJob", "MPIJob")
+COMPLETING = ("Job", *OPERATOR_JOBS)
 
 
 def _seconds(text: str) -> float:
@@ -104,7 +107,7 @@ def kubernetes_awaits(deployment: Deployment) -> Iterator[Finding]:
                     f"an Immediate claim is awaited until Bound for a fixed 300 s, but "
                     f"{storage_class.get('provisioner')} takes up to {worst} s; bind WaitForFirstConsumer",
                 )
-        elif kind in RUN_TO_COMPLETION and WAIT_FOR in annotations(registration):
+        elif kind in OPERATOR_JOBS and WAIT_FOR in annotations(registration):
             deadline = spec.get("runPolicy", {}).get("activeDeadlineSeconds")
             limit = _await_limit(registration, 600)
             if deadline is None or deadline > limit:
@@ -115,7 +118,7 @@ def kubernetes_awaits(deployment: Deployment) -> Iterator[Finding]:
                     f"pulumi up waits {limit:g} s for {annotations(registration)[WAIT_FOR]}, but the {kind} may run "
                     f"{'unbounded' if deadline is None else f'{deadline:g} s'}; bound it within the wait",
                 )
-        elif kind in RUN_TO_COMPLETION:
+        elif kind in OPERATOR_JOBS:
             yield Finding(
                 "awaits",
                 located(registration),
@@ -191,3 +194,61 @@ def no_ttl_on_owned_objects(deployment: Deployment) -> Iterator[Finding]:
                 "spec.runPolicy.ttlSecondsAfterFinished",
                 "the training operator deletes the finished job that Pulumi still tracks",
             )
+
+
+def awaited_to_completion(registration: Registration) -> bool:
+    """pulumi-kubernetes v4.34 awaits a Job until Complete, and any object with `pulumi.com/waitFor`, unless
+    `pulumi.com/skipAwait: "true"` (provider/pkg/await)."""
+    notes = annotations(registration)
+    if notes.get(SKIP_AWAIT) == "true" or registration.inputs.get("kind") not in COMPLETING:
+        return False
+    if notes.get(WAIT_FOR) == SUBMITTED:  # met as soon as the object exists
+        return False
+    return registration.inputs.get("kind") == "Job" or WAIT_FOR in notes
+
+
+def phases(deployment: Deployment) -> dict[str, int]:
+    """Each run-to-completion object's phase: one after the latest awaited object it depends on (`pulumi up` creates
+    an object only once every object it depends on is created, and, for those it awaits, ended)."""
+    objects = [r for r in deployment.kubernetes_objects() if r.inputs.get("kind") in COMPLETING]
+    gates = {r.urn: r for r in objects if awaited_to_completion(r)}
+    memo: dict[str, int] = {}
+
+    def phase(registration: Registration) -> int:
+        if registration.urn not in memo:
+            memo[registration.urn] = max(
+                (phase(gates[urn]) + 1 for urn in registration.dependencies if urn in gates), default=0
+            )
+        return memo[registration.urn]
+
+    return {r.urn: phase(r) for r in objects}
+
+
+def is_training(registration: Registration) -> bool:
+    """A PyTorchJob, a TrainJob, or an Indexed Job of training pods (their TRAINER_LABEL)."""
+    kind, spec = registration.inputs.get("kind"), registration.inputs.get("spec", {})
+    labels = spec.get("template", {}).get("metadata", {}).get("labels") or {}
+    return kind in ("PyTorchJob", "TrainJob") or (kind == "Job" and TRAINER_LABEL.items() <= labels.items())
+
+
+def checks_gate_training(deployment: Deployment) -> Iterator[Finding]:
+    """Training starts only after every fabric check ended: the check is awaited (a Job until Complete, the MPIJob
+    until `condition=Succeeded`, which a failure never meets) and the training object depends on it, so `pulumi up`
+    stops at a failed check (`fabricCheck: gate`) and the check's pods never hold the GPUs and EFA devices the
+    training pods wait for (an init container in the training pods would hold them: both would wait for ever)."""
+    stages = phases(deployment)
+    objects = deployment.kubernetes_objects()
+    checks = [
+        r
+        for r in objects
+        if r.inputs.get("kind") in COMPLETING and FABRIC_CHECK_LABEL in r.inputs.get("metadata", {}).get("labels", {})
+    ]
+    for training in (r for r in objects if r.urn in stages and is_training(r)):
+        for check in checks:
+            if not awaited_to_completion(check):
+                problem = f"the {check.inputs['kind']} {check.name} is not awaited: training starts beside it"
+            elif stages[training.urn] <= stages[check.urn]:
+                problem = f"created without waiting for {check.inputs['kind']} {check.name}: add it to depends_on"
+            else:
+                continue
+            yield Finding("fabric-gate", located(training), "dependencies", problem)

@@ -8,7 +8,10 @@ import pytest
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.config import parse
 from eks_ddp.stack.mocked import run_under_mocks
-from eks_ddp.stack.mocking import Registration
+from eks_ddp.stack.engine_rules import Deployment, check
+from eks_ddp.stack.engine_rules.pulumi_kubernetes import awaited_to_completion, is_training, phases
+from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
+from eks_ddp.workloads.batch_jobs import FABRIC_CHECK_LABEL
 from eks_ddp.stack.rehearsal import rehearse_values
 
 TODAY = date(2026, 11, 22)
@@ -17,7 +20,10 @@ K8S = "kubernetes:"
 EXPECTED = {
     "v1": ({"PyTorchJob", "kustomize"}, {"TrainJob", "ClusterTrainingRuntime", "kubeflow-trainer"}),
     "v2": ({"TrainJob", "ClusterTrainingRuntime", "kubeflow-trainer"}, {"PyTorchJob", "kustomize"}),
-    "none": ({"Job/eks-ddp-train", "Service/eks-ddp-train"}, {"PyTorchJob", "TrainJob", "kustomize", "kubeflow-trainer"}),
+    "none": (
+        {"Job/eks-ddp-train", "Service/eks-ddp-train"},
+        {"PyTorchJob", "TrainJob", "kustomize", "kubeflow-trainer"},
+    ),
 }
 
 
@@ -51,7 +57,9 @@ def test_the_trainjob_and_its_runtime_wait_for_the_trainer_chart() -> None:
     registrations = run_under_mocks(parse({**values, "trainingOperator": "v2"}, region))
     releases = [r for r in registrations if r.type == f"{K8S}helm.sh/v3:Release"]
     chart = next(r for r in releases if "kubeflow-trainer" in str(r.inputs.get("chart")))
-    assert chart.inputs["chart"] == "oci://ghcr.io/kubeflow/charts/kubeflow-trainer" and chart.inputs["version"] == "2.3.0"
+    assert (
+        chart.inputs["chart"] == "oci://ghcr.io/kubeflow/charts/kubeflow-trainer" and chart.inputs["version"] == "2.3.0"
+    )
     assert chart.inputs["values"]["jobset"]["install"] is True
     by_kind = {str(r.inputs.get("kind")): r for r in registrations if r.inputs.get("kind")}
     for kind in ("TrainJob", "ClusterTrainingRuntime"):
@@ -74,3 +82,25 @@ def test_a_trainjob_updated_in_place_is_reported_by_the_rehearsal() -> None:
     updated = [replace(r, replace_on_changes=[]) if r.inputs.get("kind") == "TrainJob" else r for r in registrations]
     findings = [str(f) for f in check(Deployment(updated, region or "", DEPLOYER_ROLE_ARN, TODAY))]
     assert any(line.startswith("immutable: TrainJob eks-ddp-train-job replaceOnChanges") for line in findings), findings
+
+
+@pytest.mark.parametrize("operator", ["v1", "v2", "none"])
+@pytest.mark.parametrize("mode", ["gate", "report"])
+def test_training_is_created_only_after_both_fabric_checks_ended_on_every_operator(operator: str, mode: str) -> None:
+    """pulumi-kubernetes awaits the EFA Job to Complete and the MPIJob to Succeeded before it creates the training
+    object that depends on them; under `report` the checks still run first (they hold the same GPUs and EFA devices)
+    but end well whatever they find."""
+    values, region = stack_file.load("gpu")
+    runs = run_under_mocks(parse({**values, "trainingOperator": operator, "fabricCheck": mode}, region))
+    deployment = Deployment(runs, region or "", DEPLOYER_ROLE_ARN, date(2026, 11, 24))
+    stages = phases(deployment)
+    checks = {
+        r.inputs["kind"]: r for r in runs if r.inputs.get("metadata", {}).get("labels", {}).get(FABRIC_CHECK_LABEL)
+    }
+    trainings = [r for r in runs if r.urn in stages and is_training(r)]
+    assert set(checks) == {"Job", "MPIJob", "Service"} and len(trainings) == 1
+    assert all(awaited_to_completion(checks[kind]) for kind in ("Job", "MPIJob"))
+    assert stages[trainings[0].urn] > max(stages[checks[kind].urn] for kind in ("Job", "MPIJob"))
+    launcher = checks["MPIJob"].inputs["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    assert ("reported only" in launcher["command"][2]) == (mode == "report")
+    assert not [f for f in check(deployment) if f.rule == "fabric-gate"]

@@ -22,7 +22,7 @@ VARIANT = {
     **DEV,
     "vpc": {"cidr": "10.0.0.0/16", "availabilityZones": ["eu-west-1a", "eu-west-1b"]},
     "nodeGroups": [
-        {"name": "system", "instanceType": "m7g.large", "desiredSize": 2},
+        {"name": "system", "instanceType": "m5.large", "desiredSize": 2},
         {
             "name": "gpus",
             "instanceType": "p5e.48xlarge",
@@ -35,7 +35,7 @@ VARIANT = {
         {"name": "workers", "instanceType": "c8g.48xlarge", "availabilityZone": "eu-west-1a", "maxSize": 4},
     ],
     "adminPrincipalArns": [DEPLOYER_ROLE_ARN, "arn:aws:iam::123456789012:role/platform-admin"],
-    "job": {**DEV["job"], "nodeGroup": "workers"},
+    "job": {**DEV["job"], "nodeGroup": "gpus"},
 }
 
 
@@ -159,7 +159,18 @@ def _old_ami_pin(runs: list[Registration]) -> None:
     _named(runs, "eks-ddp-workers-nodes")["releaseVersion"] = "1.35.0-20260401"
 
 
+def _training_created_with_the_checks(runs: list[Registration]) -> None:
+    train = next(r for r in runs if r.name == "eks-ddp-train-job")
+    train.dependencies = [urn for urn in train.dependencies if "check" not in urn]
+
+
+def _efa_check_not_awaited(runs: list[Registration]) -> None:
+    _named(runs, "eks-ddp-efa-check-job")["metadata"]["annotations"] = {"pulumi.com/waitFor": "jsonpath={.metadata}"}
+
+
 DEFECTS: list[tuple[Callable[[list[Registration]], None], str]] = [
+    (_training_created_with_the_checks, "fabric-gate: PyTorchJob eks-ddp-train-job dependencies: created without"),
+    (_efa_check_not_awaited, "fabric-gate: PyTorchJob eks-ddp-train-job dependencies: the Job eks-ddp-efa-check-job"),
     (_remove_skip_await, "awaits: Job eks-ddp-data-job metadata.annotations: pulumi up waits for the Job to complete"),
     (
         _skip_await_on_a_job,
@@ -185,7 +196,10 @@ DEFECTS: list[tuple[Callable[[list[Registration]], None], str]] = [
     (_list_without_c8g, "efa-device-plugin: NodeGroup eks-ddp-workers-nodes instanceTypes: c8g.48xlarge is not in"),
     (_no_nvidia_device_plugin, "nvidia-device-plugin: NodeGroup eks-ddp-gpus-nodes amiType: no NVIDIA device plugin"),
     (_nvidia_plugin_with_the_charts_tolerations_only, "nvidia-device-plugin: NodeGroup eks-ddp-gpus-nodes taints:"),
-    (_training_operator_with_mpijob_v1, "crd-owner: ConfigFile eks-ddp-mpi-operator-manifests file: mpijobs.kubeflow.org"),
+    (
+        _training_operator_with_mpijob_v1,
+        "crd-owner: ConfigFile eks-ddp-mpi-operator-manifests file: mpijobs.kubeflow.org",
+    ),
     (_hugepages, "schedulable: PyTorchJob eks-ddp-train-job resources.requests.hugepages-2Mi"),
     (_no_toleration_for_the_gpu_taint, "schedulable: Job eks-ddp-efa-check-job nodeSelector: no node group matches"),
     (_fabric_image_from_us_east_1, "image-region: Job eks-ddp-efa-check-job containers[fabric-check].image"),

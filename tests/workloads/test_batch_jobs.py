@@ -1,5 +1,12 @@
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
 from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
 from eks_ddp.workloads.batch_jobs import (
+    OnFailure,
     default_fabric_image,
     render_data_preparation,
     render_evaluation,
@@ -9,8 +16,12 @@ from eks_ddp.workloads.target import NodeTarget
 from eks_ddp.workloads.training_pod import TrainingJob, run_id, run_name
 from tests.workloads.schemas import validate_core
 
-TARGET = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1, labels={"vpc.amazonaws.com/efa.present": "true"},
-                    taints=[{"key": "training", "value": "true", "effect": "NO_SCHEDULE"}])
+TARGET = NodeTarget(
+    EFA_INSTANCE_TYPES["c7g.16xlarge"],
+    efa_interfaces=1,
+    labels={"vpc.amazonaws.com/efa.present": "true"},
+    taints=[{"key": "training", "value": "true", "effect": "NO_SCHEDULE"}],
+)
 JOB = TrainingJob(name="mnist-ddp", namespace="training", image="img:1")
 RUN = f"mnist-ddp/{run_id(JOB, TARGET)}"
 
@@ -19,8 +30,19 @@ def test_data_preparation_job_writes_onto_the_claim() -> None:
     manifest = render_data_preparation(JOB, TARGET)
     validate_core(manifest)
     container = manifest["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"] == ["python", "-m", "eks_ddp.trainer", "prepare-data", "--dataset", "mnist", "--data-dir", "/shared/data/mnist"]
-    assert manifest["spec"]["template"]["spec"]["volumes"] == [{"name": "shared", "persistentVolumeClaim": {"claimName": "shared"}}]
+    assert container["command"] == [
+        "python",
+        "-m",
+        "eks_ddp.trainer",
+        "prepare-data",
+        "--dataset",
+        "mnist",
+        "--data-dir",
+        "/shared/data/mnist",
+    ]
+    assert manifest["spec"]["template"]["spec"]["volumes"] == [
+        {"name": "shared", "persistentVolumeClaim": {"claimName": "shared"}}
+    ]
 
 
 def test_evaluation_job_reads_the_model_of_exactly_this_run() -> None:
@@ -38,7 +60,10 @@ def test_side_steps_run_on_the_system_nodes_of_the_images_architecture() -> None
     for manifest in (render_data_preparation(JOB, TARGET), render_evaluation(JOB, TARGET)):
         pod = manifest["spec"]["template"]["spec"]
         assert pod["nodeSelector"] == {"eks-ddp/node-group": "system", "kubernetes.io/arch": "arm64"}
-        assert "tolerations" not in pod and pod["containers"][0]["resources"]["requests"] == {"cpu": "500m", "memory": "1Gi"}
+        assert "tolerations" not in pod and pod["containers"][0]["resources"]["requests"] == {
+            "cpu": "500m",
+            "memory": "1Gi",
+        }
 
 
 def test_fabric_check_runs_two_efa_pods_on_different_nodes() -> None:
@@ -51,8 +76,33 @@ def test_fabric_check_runs_two_efa_pods_on_different_nodes() -> None:
     assert pod["subdomain"] == service["metadata"]["name"] == "efa-check" and service["spec"]["clusterIP"] == "None"
     assert pod["containers"][0]["resources"]["limits"]["vpc.amazonaws.com/efa"] == "1"
     script = pod["containers"][0]["command"][2]
-    assert "fi_info -p efa" in script and "fi_pingpong -p efa" in script and "EFA CHECK PASSED" in script and "EFA CHECK FAILED" in script
-    assert pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == "kubernetes.io/hostname"
+    assert (
+        "fi_info -p efa" in script
+        and "fi_pingpong -p efa" in script
+        and "EFA CHECK PASSED" in script
+        and "EFA CHECK FAILED" in script
+    )
+    assert (
+        pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"]
+        == "kubernetes.io/hostname"
+    )
+
+
+@pytest.mark.parametrize(("on_failure", "status"), [(OnFailure.GATE, 1), (OnFailure.REPORT, 0)])
+def test_a_node_without_the_efa_provider_fails_the_check_or_is_reported(
+    tmp_path: Path, on_failure: OnFailure, status: int
+) -> None:
+    """The pod's own command, with a stand-in `fi_info` that finds no EFA provider (as on a node whose device is
+    missing): gated, the pod fails and so does `pulumi up`'s wait for the Job; reported, it ends well."""
+    fake = tmp_path / "fi_info"
+    fake.write_text("#!/bin/sh\necho 'fi_getinfo: -61 (No data available)'\nexit 1\n")
+    fake.chmod(0o755)
+    _, job = render_fabric_check("efa-check", "training", TARGET, "registry.example/efa-tools:1", on_failure)
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "JOB_COMPLETION_INDEX": "0"}
+    ran = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    assert ran.returncode == status and "EFA CHECK FAILED: no efa provider on" in ran.stdout, ran
+    assert ("reported only (eks-ddp:fabricCheck: report)" in ran.stdout) == (on_failure == OnFailure.REPORT)
 
 
 def test_evaluation_waits_for_the_training_summary() -> None:
@@ -75,7 +125,10 @@ def test_every_pod_on_the_claim_gets_its_directories_from_a_root_step_and_runs_a
     """A new Lustre file system's root is root's and fsGroup is never applied to it: mkdir as uid 1000 failed."""
     from eks_ddp.workloads.pytorchjob import render
 
-    pods = [render_data_preparation(JOB, TARGET)["spec"]["template"]["spec"], render_evaluation(JOB, TARGET)["spec"]["template"]["spec"]]
+    pods = [
+        render_data_preparation(JOB, TARGET)["spec"]["template"]["spec"],
+        render_evaluation(JOB, TARGET)["spec"]["template"]["spec"],
+    ]
     pods += [replica["template"]["spec"] for replica in render(JOB, TARGET)["spec"]["pytorchReplicaSpecs"].values()]
     for pod in pods:
         first = pod["initContainers"][0]

@@ -14,11 +14,16 @@ import yaml
 
 from eks_ddp.infra.facts.catalogue import INSTANCE_TYPES
 from eks_ddp.workloads import nccl_check
+from eks_ddp.workloads.batch_jobs import OnFailure
 from eks_ddp.workloads.target import NodeTarget
 from tests.workloads.schemas import SCHEMAS
 
-P5 = NodeTarget(INSTANCE_TYPES["p5.48xlarge"], 32, {"nvidia.com/gpu.present": "true"},
-                [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}])
+P5 = NodeTarget(
+    INSTANCE_TYPES["p5.48xlarge"],
+    32,
+    {"nvidia.com/gpu.present": "true"},
+    [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}],
+)
 P4DE = NodeTarget(INSTANCE_TYPES["p4de.24xlarge"], 4, {"nvidia.com/gpu.present": "true"})
 P5EN = NodeTarget(INSTANCE_TYPES["p5en.48xlarge"], 16, {"nvidia.com/gpu.present": "true"})
 HEADER = """# nThread 1 nGpus 1 minBytes 8 maxBytes 2147483648 step: 2(factor) warmup iters: 5 iters: 50
@@ -28,17 +33,25 @@ HEADER = """# nThread 1 nGpus 1 minBytes 8 maxBytes 2147483648 step: 2(factor) w
 
 def _results(busbw_at_2g: float) -> str:
     rows = [(8, 2, 0.0), (1073741824, 268435456, busbw_at_2g * 0.97), (2147483648, 536870912, busbw_at_2g)]
-    lines = [f"{size:>12} {count:>12}     float     sum      -1   5000.0   {bw / 1.875:6.2f}  {bw:6.2f}      0"
-             f"   5000.0   {bw / 1.875:6.2f}  {bw:6.2f}      0" for size, count, bw in rows]
+    lines = [
+        f"{size:>12} {count:>12}     float     sum      -1   5000.0   {bw / 1.875:6.2f}  {bw:6.2f}      0"
+        f"   5000.0   {bw / 1.875:6.2f}  {bw:6.2f}      0"
+        for size, count, bw in rows
+    ]
     return HEADER + "\n".join(lines) + "\n# Avg bus bandwidth    : 123.4\n"
 
 
-def _run(target: NodeTarget, output: str, tmp_path: Path, status: int = 0) -> subprocess.CompletedProcess[str]:
+def _run(
+    target: NodeTarget, output: str, tmp_path: Path, status: int = 0, on_failure: OnFailure = OnFailure.GATE
+) -> subprocess.CompletedProcess[str]:
+    """The launcher's own command, as rendered, with a stand-in mpirun."""
     fake = tmp_path / "mpirun"
     fake.write_text(f"#!/bin/sh\ncat <<'OUT'\n{output}OUT\nexit {status}\n")
     fake.chmod(0o755)
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
-    return subprocess.run(["bash", "-c", nccl_check.check_script(target)], env=env, capture_output=True, text=True)
+    manifest = nccl_check.render("nccl-check", "training", target, on_failure=on_failure)
+    command = manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    return subprocess.run(command, env=env, capture_output=True, text=True, check=False)
 
 
 def test_the_mpijob_validates_and_takes_every_gpu_and_efa_device_of_two_nodes() -> None:
@@ -75,6 +88,19 @@ def test_a_failed_mpirun_fails_the_check_and_a_type_without_a_figure_reports_it(
     assert "-x FI_EFA_USE_DEVICE_RDMA=1" in nccl_check.check_script(P4DE)
 
 
+def test_a_check_that_only_reports_logs_its_failure_and_lets_training_start(tmp_path: Path) -> None:
+    """`fabricCheck: report`: the verdict stays in the log, the launcher ends well, so `pulumi up` goes on."""
+    slow = _run(P5, _results(11.9), tmp_path, on_failure=OnFailure.REPORT)
+    assert slow.returncode == 0 and "NCCL CHECK FAILED: 11.90 GB/s is below 352.0 GB/s" in slow.stdout
+    assert slow.stdout.rstrip().endswith(
+        "NCCL CHECK FAILED, reported only (eks-ddp:fabricCheck: report): training starts anyway"
+    )
+    crashed = _run(P5, _results(441.2), tmp_path, status=1, on_failure=OnFailure.REPORT)
+    assert crashed.returncode == 0 and "reported only" in crashed.stdout
+    passed = _run(P5, _results(441.2), tmp_path, on_failure=OnFailure.REPORT)
+    assert passed.returncode == 0 and passed.stdout.rstrip().endswith("NCCL CHECK PASSED")
+
+
 def test_p4de_has_a_floor_from_its_published_bandwidth(tmp_path: Path) -> None:
     passed = _run(P4DE, _results(77.6), tmp_path)
     assert passed.returncode == 0 and "floor 62.4 GB/s: 2 x p4de.24xlarge: about 78 GB/s" in passed.stdout
@@ -84,7 +110,9 @@ def test_p4de_has_a_floor_from_its_published_bandwidth(tmp_path: Path) -> None:
 def test_the_launcher_waits_for_ready_workers_and_calls_the_test_where_awss_image_builds_it() -> None:
     spec = nccl_check.render("nccl-check", "training", P4DE)["spec"]
     assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
-    assert spec["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] == "OnFailure" and spec["runPolicy"]["backoffLimit"] == 2
+    assert (
+        spec["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] == "OnFailure" and spec["runPolicy"]["backoffLimit"] == 2
+    )
     launcher = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     assert "/opt/nccl-tests/build/all_reduce_perf -b 8 -e 2G" in launcher["command"][-1]
     worker = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
