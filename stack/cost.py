@@ -4,9 +4,9 @@ Read from what the program registers, not from eks-ddp's config, so a user's own
 EKS control planes, NAT gateways, FSx for Lustre (a file system, or a claim on an FSx StorageClass), and each node
 source's nodes: a managed group at its desired size, or more where the cluster rehearsal (stack.cluster.placement)
 needs more for the program's pods, which the Cluster Autoscaler would add; a Karpenter NodePool at the nodes those
-pods need, since it keeps none idle. On-demand, us-east-1, USD, as published around
-infra.facts.catalogue.PRICES_AS_OF (not re-read from the AWS price list here): verify before quoting. Data
-transfer, storage I/O, S3 and CloudWatch usage are not included.
+pods need, since it keeps none idle. On-demand, us-east-1, USD, as Karpenter's generated table had them on
+infra.facts.catalogue.PRICES_AS_OF (not re-read from the AWS price list here; other regions differ): verify before
+quoting. Data transfer, storage I/O, S3 and CloudWatch usage are not included.
 """
 
 from collections import Counter

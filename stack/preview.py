@@ -187,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     for type_, count in sorted(counts.items()):
         print(f"  {count:4d}  {type_}")
     print(
-        f"\nEstimated cost while its job runs (USD per hour, list prices as of {PRICES_AS_OF}, data transfer excluded):"
+        f"\nEstimated cost while its job runs (USD per hour, us-east-1 on-demand list prices of {PRICES_AS_OF}, data "
+        "transfer excluded):"
     )
     for line in lines:
         price = f"{line.unit_hourly:.4f}" if line.priced else "unknown price"

@@ -4,9 +4,10 @@
 mocks, the preview, the local run). The facts are data/instance-types.tsv, generated from EC2's own data as
 Karpenter publishes it (infra.facts.generate names the sources; tests check it against them). Network cards = EFA
 interfaces a node gets and the `vpc.amazonaws.com/efa` count a pod must request. Prices: on-demand, us-east-1,
-Linux, USD per hour, as published around PRICES_AS_OF, for the types the stacks and tests use; they were not
-re-read from the AWS price list in this repository's (offline) CI, so verify them before quoting. Any other type's
-price is unknown, and the cost estimate says so.
+Linux, USD per hour, from the table Karpenter v1.14.1 generates from the AWS Pricing API (data/prices-us-east-1.tsv,
+generated on PRICES_AS_OF; infra.facts.generate): list prices, not what a reservation or a Savings Plan costs, and
+not re-read in this repository's (offline) CI. A type without a price there (most are HPC types or sold only in
+other regions) has an unknown price, and the cost estimate says so.
 """
 
 import csv
@@ -14,8 +15,9 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-PRICES_AS_OF = "2026-11"
+PRICES_AS_OF = "2026-07-06"
 TABLE = Path(__file__).resolve().parent / "data" / "instance-types.tsv"
+PRICE_TABLE = TABLE.with_name("prices-us-east-1.tsv")
 
 
 class Architecture(str, Enum):
@@ -51,36 +53,13 @@ class InstanceType:
         return self.gpus > 0
 
 
-# On-demand, us-east-1, Linux, USD per hour (PRICES_AS_OF).
-PRICES = {
-    "c7g.16xlarge": 2.32,
-    "c7g.metal": 2.32,
-    "c7gd.16xlarge": 2.903,
-    "c7gn.16xlarge": 3.994,
-    "c7gn.metal": 3.994,
-    "c8g.24xlarge": 3.829,
-    "c8g.48xlarge": 7.658,
-    "hpc7g.4xlarge": 1.683,
-    "hpc7g.8xlarge": 1.683,
-    "hpc7g.16xlarge": 1.683,
-    "c5n.18xlarge": 3.888,
-    "p3dn.24xlarge": 31.212,
-    "p4d.24xlarge": 32.773,
-    "p4de.24xlarge": 40.966,
-    "p5.48xlarge": 55.04,
-    "p5e.48xlarge": 63.296,
-    "p5en.48xlarge": 63.296,
-    "g5.8xlarge": 2.448,
-    "g6.8xlarge": 2.014,
-    "m7g.large": 0.0816,
-    "m7g.xlarge": 0.1632,
-    "t4g.large": 0.0672,
-    "t4g.small": 0.0168,
-    "m5.large": 0.096,
-    "m5.xlarge": 0.192,
-    "c5.2xlarge": 0.34,
-    "c5.4xlarge": 0.68,
-}
+def _prices(table: Path = PRICE_TABLE) -> dict[str, float]:
+    lines = [line for line in table.read_text().splitlines() if not line.startswith("#")]
+    return {row["instance_type"]: float(row["usd_per_hour"]) for row in csv.DictReader(lines, delimiter="\t")}
+
+
+PRICES = _prices()
+"""On-demand, us-east-1, Linux, USD per hour (PRICES_AS_OF), by instance type."""
 
 
 def _load(table: Path = TABLE) -> dict[str, InstanceType]:

@@ -58,3 +58,34 @@ def test_the_shipped_table_is_what_the_generator_makes_of_the_upstream_data(tmp_
     body = [line for line in generated.read_text().splitlines() if not line.startswith("#")]
     assert body == [line for line in generate.TABLE.read_text().splitlines() if not line.startswith("#")]
     assert len(INSTANCE_TYPES) == len(body) - 1 == 1336
+
+
+GO_SOURCE = """// generated at 2026-07-06T14:20:29Z for us-east-1
+
+var InitialOnDemandPricesAWS = map[string]map[ec2types.InstanceType]float64{
+	// us-east-1
+	"us-east-1": {
+		// g4dn family
+		"g4dn.metal": 7.824000, "g4dn.xlarge": 0.526000,
+		// p6-b200 family
+		"p6-b200.48xlarge": 113.932800,
+	},
+}
+"""
+
+
+def test_prices_come_from_karpenters_generated_table_as_written() -> None:
+    note, prices = generate.prices(GO_SOURCE)
+    assert note == "generated at 2026-07-06T14:20:29Z for us-east-1"
+    assert prices == {"g4dn.metal": "7.824000", "g4dn.xlarge": "0.526000", "p6-b200.48xlarge": "113.932800"}
+    with pytest.raises(ValueError, match="no eu-west-1 map in the pricing source"):
+        generate.prices(GO_SOURCE, "eu-west-1")
+
+
+def test_every_type_a_stack_or_the_issue_names_has_its_list_price() -> None:
+    """Karpenter v1.14.1's us-east-1 table (2026-07-06); types it lacks (not sold on demand there) stay unknown."""
+    expected = {"p6-b200.48xlarge": 113.9328, "g4dn.metal": 7.824, "g6e.12xlarge": 10.49264, "trn1.32xlarge": 21.5,
+                "p3dn.24xlarge": 31.212, "p4d.24xlarge": 21.957642, "c5.2xlarge": 0.34, "m5.large": 0.096}
+    assert {name: INSTANCE_TYPES[name].hourly_usd for name in expected} == expected
+    unpriced = {name for name, facts in INSTANCE_TYPES.items() if facts.hourly_usd is None}
+    assert len(unpriced) == 18 and {"p5e.48xlarge", "trn2.48xlarge", "hpc7a.96xlarge"} <= unpriced

@@ -16,9 +16,9 @@ from tests.pulumi_harness import Recorded
 
 def test_offline_facts_are_ec2s_for_every_type_and_a_typo_is_refused_with_the_closest_names() -> None:
     p4de = instance_facts.offline("p4de.24xlarge")
-    assert (p4de.gpus, p4de.gpu_maker, p4de.gpu_model, p4de.network_cards, p4de.hourly_usd) == (8, "nvidia", "A100", 4, 40.966)
-    r7i = instance_facts.offline("r7i.8xlarge")  # no price read: unknown, not guessed
-    assert (r7i.vcpus, r7i.memory_gib, r7i.architecture.value, r7i.efa, r7i.hourly_usd) == (32, 256, "x86_64", False, None)
+    assert (p4de.gpus, p4de.gpu_maker, p4de.gpu_model, p4de.network_cards, p4de.hourly_usd) == (8, "nvidia", "A100", 4, 27.44705)
+    hpc = instance_facts.offline("hpc7a.48xlarge")  # not sold on demand in us-east-1: unknown, not guessed
+    assert (hpc.vcpus, hpc.architecture.value, hpc.efa, hpc.hourly_usd) == (96, "x86_64", True, None)
     b200 = instance_facts.offline("p6-b200.48xlarge")  # EC2's naming, with a hyphen
     assert (b200.gpus, b200.gpu_model, b200.network_cards, b200.efa) == (8, "B200", 8, True)
     assert instance_facts.name_problem("p6e-gb200.36xlarge") is None and instance_facts.name_problem("c5-large")

@@ -57,10 +57,10 @@ def test_preview_of_a_missing_stack_is_one_line(capsys: pytest.CaptureFixture[st
 
 
 def test_a_type_without_a_read_price_is_priced_as_unknown_not_as_zero() -> None:
-    groups = stack_file.load("dev")[0]["nodeGroups"]
-    groups[1] = {**groups[1], "instanceType": "c8gn.48xlarge"}  # in EC2's table, no price read
-    registrations = Program.at(ROOT).run("dev", {"eks-ddp:nodeGroups": json.dumps(groups)})
+    groups = stack_file.load("gpu")[0]["nodeGroups"]
+    groups[1] = {**groups[1], "instanceType": "p5e.48xlarge"}  # in EC2's table, not in Karpenter's us-east-1 prices
+    registrations = Program.at(ROOT).run("gpu", {"eks-ddp:nodeGroups": json.dumps(groups)})
     lines = cost.estimate(Deployment(registrations, "us-east-1", DEPLOYER_ROLE_ARN, date(2026, 11, 24)))
-    (workers,) = [line for line in lines if "c8gn.48xlarge" in line.item]
+    (workers,) = [line for line in lines if "p5e.48xlarge" in line.item]
     assert (workers.priced, workers.quantity, workers.hourly) == (False, 2, 0.0)
     assert all(line.priced for line in lines if line is not workers)

@@ -26,14 +26,14 @@ def test_a_users_program_previews_with_its_tree_cost_and_manifests(tmp_path: Pat
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("Program research-training, stack prod:")
     assert "\neksddp:index:TrainJob  llm\n" in done.stdout and "Node groups" not in done.stdout  # not eks-ddp's config
-    assert "81.932  NodeGroup research-gpu-nodes (p4de.24xlarge, scaled up for the pods): 2 x 40.9660" in done.stdout
+    assert "54.894  NodeGroup research-gpu-nodes (p4de.24xlarge, scaled up for the pods): 2 x 27.4471" in done.stdout
     assert (tmp_path / "trainjob-training-llm.yaml").is_file()
 
 
 def test_a_users_program_is_rehearsed_from_elsewhere_by_its_path() -> None:
     done = _tool("rehearsal", "--program", str(EXAMPLE), cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    assert "research-training prod: 18 rules, idempotence, placement and a bad GPU node, every rule holds" in done.stderr
+    assert "research-training prod: 19 rules, idempotence, placement and a bad GPU node, every rule holds" in done.stderr
 
 
 def test_a_program_file_runs_without_a_project(tmp_path: Path) -> None:
