@@ -23,7 +23,6 @@ from eks_ddp.infra.facts.catalogue import Architecture, InstanceType
 from eks_ddp.infra.platform import AutoscalerKind, MonitoringKind, StorageKind, TrainingPlatformArgs
 from eks_ddp.stack.project_config import PROJECT, closest
 from eks_ddp.workloads.batch_jobs import OnFailure
-from eks_ddp.workloads.image import bundled_image_problem
 from eks_ddp.workloads.target import too_small
 from eks_ddp.workloads.training_pod import (
     DATASETS,
@@ -510,12 +509,6 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     platform_args["training_operator"] = operator
     claim = None if kind == StorageKind.NONE else "shared"
     image = top.get("image") or None
-    for index, group in enumerate(platform_args.get("node_groups", [])):
-        own_image = image or group.get("name") in group_images
-        problem = None if own_image else bundled_image_problem(describe(group["instance_type"]))
-        if problem:
-            where = f"{_key('nodeGroups')}[{layout.group_indexes[index]}].instanceType"
-            raise ConfigError(where, group["instance_type"], problem)
     namespace = platform_args.get("training_namespace", "training")
     groups = platform_args.get("node_groups", [])
     job = _job(top.get("job"), groups, namespace, image or BUILT_IMAGE, claim, describe)

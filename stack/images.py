@@ -2,14 +2,14 @@
 
 A group's own image (`nodeGroups[i].image`) first, then the stack's (`eks-ddp:image`), else one the stack
 builds per accelerator: trainer/Dockerfile for CPU groups (every architecture they use), trainer/Dockerfile.cuda
-for NVIDIA GPU groups (CUDA, NCCL and the EFA plugin NCCL needs).
+for NVIDIA GPU groups (CUDA, NCCL and the EFA plugin NCCL needs), on CUDA 12.6 for GPUs older than Turing.
 """
 
 from dataclasses import dataclass
 
 from eks_ddp.infra.facts.catalogue import Architecture, InstanceType
 from eks_ddp.stack.config import StackConfig
-from eks_ddp.workloads.image import DOCKERFILES, PLATFORMS, Accelerator
+from eks_ddp.workloads.image import BUILD_ARGS, DOCKERFILES, PLATFORMS, Accelerator, accelerator_of
 
 
 @dataclass(frozen=True)
@@ -22,12 +22,12 @@ class ImageChoice:
         if self.given:
             return f"{self.given} (given)"
         platforms = ", ".join(PLATFORMS[architecture].value for architecture in sorted(set(architectures)))
-        return f"built from trainer/{DOCKERFILES[self.accelerator]} for {platforms}"
+        args = "".join(f", {key}={value}" for key, value in BUILD_ARGS.get(self.accelerator, {}).items())
+        return f"built from trainer/{DOCKERFILES[self.accelerator]} for {platforms}{args}"
 
 
 def choose(config: StackConfig, group: str, instance: InstanceType) -> ImageChoice:
-    accelerator = Accelerator.CUDA if instance.is_gpu else Accelerator.CPU
-    return ImageChoice(config.group_images.get(group) or config.image_uri, accelerator)
+    return ImageChoice(config.group_images.get(group) or config.image_uri, accelerator_of(instance))
 
 
 def builds(

@@ -27,7 +27,7 @@ from eks_ddp.workloads.components import (
 )
 from eks_ddp.workloads.image import Accelerator, TrainerImage, TrainerImageArgs
 
-IMAGE_SUFFIX = {Accelerator.CPU: "image", Accelerator.CUDA: "image-cuda"}
+IMAGE_SUFFIX = {Accelerator.CPU: "image", Accelerator.CUDA: "image-cuda", Accelerator.CUDA126: "image-cuda126"}
 JOB_COMPONENTS = {OperatorKind.V1: PyTorchJob, OperatorKind.V2: TrainJob, OperatorKind.NONE: IndexedTrainingJob}
 
 

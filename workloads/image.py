@@ -24,23 +24,34 @@ class Accelerator(str, Enum):
     CPU = "cpu"
     """trainer/Dockerfile: the CPU wheel of torch."""
     CUDA = "cuda"
-    """trainer/Dockerfile.cuda: CUDA torch with NCCL and the aws-ofi-nccl plugin."""
+    """trainer/Dockerfile.cuda: CUDA 13.0 torch (cu130) with NCCL and the aws-ofi-nccl plugin, for Turing and newer."""
+    CUDA126 = "cuda126"
+    """trainer/Dockerfile.cuda on a CUDA 12.6 base with the cu126 wheel: the only torch 2.13 build with kernels for
+    Volta (V100, sm_70) and Pascal (P100, sm_60)."""
 
 
-DOCKERFILES = {Accelerator.CPU: "Dockerfile", Accelerator.CUDA: "Dockerfile.cuda"}
-# GPUs older than Turing: torch's cu128 wheels leave them out from release 2.11 (pytorch/pytorch RELEASE.md, CUDA
-# support matrix; issue 172352), and Dockerfile.cuda installs torch 2.13 from the cu128 index.
-PRE_TURING_GPUS = {"K80", "M60", "P100", "V100"}
+DOCKERFILES = {
+    Accelerator.CPU: "Dockerfile",
+    Accelerator.CUDA: "Dockerfile.cuda",
+    Accelerator.CUDA126: "Dockerfile.cuda",
+}
+BUILD_ARGS = {
+    Accelerator.CUDA126: {
+        "CUDA_IMAGE": "nvidia/cuda:12.6.3-cudnn-runtime-ubuntu24.04",
+        "TORCH_INDEX_URL": "https://download.pytorch.org/whl/cu126",
+    }
+}
+# torch 2.13's wheels by GPU generation (pytorch RELEASE.md "PyTorch CUDA Support Matrix" for 2.12-2.14, and
+# .ci/manywheel/build_cuda.sh): cu130 from Turing (sm_75) on, cu126 from Maxwell (sm_50) to Hopper. V100 (p3dn) is the
+# only pre-Turing GPU in EC2's current catalogue.
+CU126_ONLY_GPUS = {"V100"}
 
 
-def bundled_image_problem(instance: InstanceType) -> str | None:
-    """Why the bundled CUDA image cannot run on the type's GPUs (None where it can)."""
-    if instance.gpu_model not in PRE_TURING_GPUS:
-        return None
-    return (
-        f"its {instance.gpu_model} GPUs predate Turing, which the bundled CUDA image's torch (cu128) needs at least: "
-        "give the group an image with a cu126 torch (nodeGroups[i].image), or use a newer GPU type"
-    )
+def accelerator_of(instance: InstanceType) -> Accelerator:
+    """The build a group's bundled image needs: CPU, CUDA 13.0, or CUDA 12.6 for GPUs older than Turing."""
+    if not instance.is_gpu:
+        return Accelerator.CPU
+    return Accelerator.CUDA126 if instance.gpu_model in CU126_ONLY_GPUS else Accelerator.CUDA
 
 
 PLATFORMS = {
@@ -53,7 +64,8 @@ class TrainerImageArgs(TypedDict):
     architectures: list[Architecture]
     """CPU architectures of the node groups the image must run on."""
     accelerator: NotRequired[Accelerator]
-    """cpu (default: trainer/Dockerfile) or cuda (trainer/Dockerfile.cuda, for NVIDIA GPU groups)."""
+    """cpu (default: trainer/Dockerfile), cuda (trainer/Dockerfile.cuda, for NVIDIA GPUs from Turing on) or cuda126
+    (the same on CUDA 12.6, for Volta and Pascal GPUs: `accelerator_of`)."""
     image_uri: NotRequired[str]
     """Use this image instead of building one (then no repository is created)."""
     keep_images: NotRequired[int]
@@ -75,7 +87,12 @@ def context_files(context: Path = CONTEXT) -> list[str]:
     )
 
 
-def content_tag(platforms: Sequence[str], context: Path = CONTEXT, dockerfile: str = "Dockerfile") -> str:
+def content_tag(
+    platforms: Sequence[str],
+    context: Path = CONTEXT,
+    dockerfile: str = "Dockerfile",
+    build_args: dict[str, str] | None = None,
+) -> str:
     """A tag from exactly what the build sends and the platforms it builds for.
 
     The repository's tags are immutable: the same tag for different content (another file,
@@ -84,6 +101,7 @@ def content_tag(platforms: Sequence[str], context: Path = CONTEXT, dockerfile: s
     """
     # The CPU image's tags predate Dockerfile.cuda: only another Dockerfile joins the digest.
     named = [dockerfile] if dockerfile != "Dockerfile" else []
+    named += [f"{key}={value}" for key, value in sorted((build_args or {}).items())]
     digest = hashlib.sha256(" ".join([*sorted(platforms), *named]).encode())
     for path in context_files(context):
         digest.update(path.encode() + b"\0" + (context / path).read_bytes())
@@ -148,12 +166,14 @@ class TrainerImage(pulumi.ComponentResource):
             registry_id=repository.registry_id, opts=pulumi.InvokeOutputOptions(parent=self)
         )
         platforms = [PLATFORMS[architecture] for architecture in dict.fromkeys(args["architectures"])]
-        dockerfile = DOCKERFILES[Accelerator(args.get("accelerator", Accelerator.CPU))]
-        tag = content_tag([platform.value for platform in platforms], dockerfile=dockerfile)
+        accelerator = Accelerator(args.get("accelerator", Accelerator.CPU))
+        dockerfile, build_args = DOCKERFILES[accelerator], BUILD_ARGS.get(accelerator, {})
+        tag = content_tag([platform.value for platform in platforms], dockerfile=dockerfile, build_args=build_args)
         image = docker_build.Image(
             f"{name}-build",
             context={"location": str(CONTEXT)},
             dockerfile={"location": str(CONTEXT / dockerfile)},
+            build_args=build_args or None,  # none for the CPU and cu130 images: their inputs stay as they were
             platforms=platforms,
             push=True,
             tags=[pulumi.Output.concat(repository.repository_url, ":", tag)],

@@ -9,6 +9,7 @@ from eks_ddp.stack import node_facts, preview, stack_file
 from eks_ddp.stack.config import ConfigError, parse
 from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.stack.mocking import Registration
+from eks_ddp.workloads.image import BUILD_ARGS, Accelerator
 from tests.workloads.schemas import validate_pytorchjob
 
 WORKSHOP_STACKS = {"dev", "workshop", "gpu", "gpu-existing", "cpu"}
@@ -94,8 +95,11 @@ def test_any_current_gpu_type_previews_with_ec2s_facts(instance_type: str, facts
 def test_a_type_that_is_not_ec2s_or_has_no_supported_accelerator_is_one_line_naming_the_key() -> None:
     values, region = stack_file.load("dev")
     values["nodeGroups"][1]["instanceType"] = "c7g.16xlarg"
-    with pytest.raises(ConfigError, match=r"eks-ddp:nodeGroups\[1\]\.instanceType: 'c7g\.16xlarg' is not allowed; "
-                       r"no EC2 type of that name is known offline .*; did you mean c7g\.16xlarge"):
+    with pytest.raises(
+        ConfigError,
+        match=r"eks-ddp:nodeGroups\[1\]\.instanceType: 'c7g\.16xlarg' is not allowed; "
+        r"no EC2 type of that name is known offline .*; did you mean c7g\.16xlarge",
+    ):
         parse(values, region)
     values, region = stack_file.load("gpu")
     values["nodeGroups"][1]["instanceType"] = "trn1.32xlarge"
@@ -140,10 +144,14 @@ def test_the_gpu_workshop_shape_reuses_its_vpc_and_mounts_its_file_system_static
 @pytest.mark.parametrize(
     ("storage", "message"),
     [
-        ({"kind": "existing-fsx", "fileSystemId": "fs-1"},
-         "eks-ddp:storage.fileSystemId: 'fs-1' is not allowed; use an id"),
-        ({"kind": "existing-fsx", "deploymentType": "SCRATCH_2"},
-         "eks-ddp:storage.deploymentType: 'SCRATCH_2' is not allowed; it applies to kind fsx, not existing-fsx"),
+        (
+            {"kind": "existing-fsx", "fileSystemId": "fs-1"},
+            "eks-ddp:storage.fileSystemId: 'fs-1' is not allowed; use an id",
+        ),
+        (
+            {"kind": "existing-fsx", "deploymentType": "SCRATCH_2"},
+            "eks-ddp:storage.deploymentType: 'SCRATCH_2' is not allowed; it applies to kind fsx, not existing-fsx",
+        ),
     ],
 )
 def test_existing_file_system_settings_are_checked(storage: dict[str, Any], message: str) -> None:
@@ -175,8 +183,10 @@ def test_the_cpu_tutorials_stack_keeps_everything_in_the_bucket_and_mounts_no_cl
     assert not any(r.name == "eks-ddp-data-job" for r in registrations)  # each pod fetches its data itself
     job = _named(registrations, "eks-ddp-train-job")
     evaluation = _named(registrations, "eks-ddp-evaluate-job")
-    for spec in (*(r["template"]["spec"] for r in job["spec"]["pytorchReplicaSpecs"].values()),
-                 evaluation["spec"]["template"]["spec"]):
+    for spec in (
+        *(r["template"]["spec"] for r in job["spec"]["pytorchReplicaSpecs"].values()),
+        evaluation["spec"]["template"]["spec"],
+    ):
         assert {"name": "shared", "emptyDir": {}} in spec["volumes"]
         assert not any("persistentVolumeClaim" in volume for volume in spec["volumes"])
         assert "prepare-data" in [c["name"] for c in spec["initContainers"]]
@@ -187,16 +197,16 @@ def test_the_cpu_tutorials_stack_keeps_everything_in_the_bucket_and_mounts_no_cl
     assert model == command[command.index("--artifact-uri") + 1] + "/model.pt" and "--wait-minutes" in evaluate
 
 
-def test_a_v100_group_needs_an_image_whose_torch_still_runs_on_it() -> None:
-    """The GPU workshop's p3dn.24xlarge: torch's cu128 wheels start at Turing from release 2.11 (the bundled CUDA image
-    installs torch 2.13 from cu128), so its pods would stop at the first kernel with `no kernel image is available`."""
+def test_the_v100_group_gets_the_cu126_build() -> None:
+    """Seed 002's p3dn.24xlarge: torch 2.13's cu130 wheels start at Turing, so its pods would stop at the first
+    kernel with `no kernel image is available`; the stack builds Dockerfile.cuda on CUDA 12.6 with the cu126 wheel
+    for it."""
     values, region = stack_file.load("gpu-existing")
-    values["nodeGroups"][1]["instanceType"] = "p3dn.24xlarge"
-    with pytest.raises(ConfigError, match=r"nodeGroups\[1\]\.instanceType: 'p3dn\.24xlarge' is not allowed; its V100 "
-                       r"GPUs predate Turing"):
-        parse(values, region)
-    values["nodeGroups"][1]["image"] = "registry.example/trainer-cu126:1"
-    assert parse(values, region).group_images == {"gpu": "registry.example/trainer-cu126:1"}
+    assert values["nodeGroups"][1]["instanceType"] == "p3dn.24xlarge"
+    builds = [r for r in run_under_mocks(parse(values, region)) if r.type == "docker-build:index:Image"]
+    assert [(b.name, b.inputs.get("buildArgs")) for b in builds] == [
+        ("eks-ddp-image-cuda126-build", BUILD_ARGS[Accelerator.CUDA126])
+    ]
 
 
 def test_every_gpu_group_of_every_stack_file_has_a_published_nccl_floor() -> None:
@@ -208,5 +218,9 @@ def test_every_gpu_group_of_every_stack_file_has_a_published_nccl_floor() -> Non
         for record in node_facts.node_groups(parse(values, region)):
             if record["gpus"] != "none" and record["efa_interfaces"]:
                 floors[record["instance_type"]] = record["nccl_check"]
-    assert set(floors) == {"p4de.24xlarge", "p4d.24xlarge"}
-    assert all(floor.startswith("at least 62.4 GB/s at 2G") for floor in floors.values()), floors
+    published = {name: floors.pop(name) for name in ("p4de.24xlarge",)}
+    assert all(floor.startswith("at least 62.4 GB/s at 2G") for floor in published.values()), published
+    # p3dn.24xlarge (seed 002): AWS publishes no two-node all_reduce_perf result; the preview says so.
+    assert floors == {
+        "p3dn.24xlarge": "no published figure for p3dn.24xlarge: the check reports the bandwidth and passes"
+    }

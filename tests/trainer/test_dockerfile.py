@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from eks_ddp.workloads.image import BUILD_ARGS, Accelerator
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "trainer" / "Dockerfile").read_text()
 CUDA_DOCKERFILE = (ROOT / "trainer" / "Dockerfile.cuda").read_text()
@@ -36,7 +38,10 @@ def test_the_gpu_image_has_cuda_nccl_and_the_efa_plugin() -> None:
     falls back to TCP sockets: the GPU image is a CUDA base, the matching CUDA wheel and the EFA installer."""
     cuda = re.search(r"^ARG CUDA_IMAGE=nvidia/cuda:(\d+)\.(\d+)\.\d+-cudnn-runtime-ubuntu\S+$", CUDA_DOCKERFILE, re.M)
     index = re.search(r"^ARG TORCH_INDEX_URL=https://download\.pytorch\.org/whl/cu(\d+)$", CUDA_DOCKERFILE, re.M)
-    assert cuda and index and index.group(1) == cuda.group(1) + cuda.group(2)  # cu128 on a CUDA 12.8 base
+    assert cuda and index and index.group(1) == cuda.group(1) + cuda.group(2)  # cu130 on a CUDA 13.0 base
+    old_gpus = BUILD_ARGS[Accelerator.CUDA126]  # Volta and Pascal: the cu126 wheel on a CUDA 12.6 base
+    assert old_gpus["TORCH_INDEX_URL"].endswith("/cu126") and ":12.6." in old_gpus["CUDA_IMAGE"]
+    assert set(old_gpus) <= set(re.findall(r"^ARG (\w+)=", CUDA_DOCKERFILE, re.M))
     assert re.search(r"^ARG EFA_INSTALLER_VERSION=\d+\.\d+\.\d+$", CUDA_DOCKERFILE, re.M)
     assert "./efa_installer.sh -y -g -d --skip-kmod --skip-limit-conf --no-verify" in CUDA_DOCKERFILE
     assert "/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib" in CUDA_DOCKERFILE  # where NCCL finds the plugin
@@ -57,8 +62,12 @@ def test_installs_the_trainer_set_only() -> None:
 
 def test_the_trainer_imports_nothing_outside_its_set() -> None:
     """What `python -m eks_ddp.trainer` loads: no Pulumi, no YAML, none of the program's packages."""
-    probe = ("import sys, eks_ddp.trainer.cli, eks_ddp.trainer.training, eks_ddp.trainer.prepare, "
-             "eks_ddp.trainer.evaluation; print(' '.join(sys.modules))")
-    loaded = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    probe = (
+        "import sys, eks_ddp.trainer.cli, eks_ddp.trainer.training, eks_ddp.trainer.prepare, "
+        "eks_ddp.trainer.evaluation; print(' '.join(sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     outside = ("pulumi", "pulumi_aws", "yaml", "docker", "eks_ddp.infra", "eks_ddp.workloads", "eks_ddp.stack")
     assert [name for name in loaded if name.startswith(outside + ("eks_ddp.policy", "eks_ddp.provider"))] == []
