@@ -85,10 +85,25 @@ class StackConfig:
     """Whether the fabric checks run, and what a failed one does (`eks-ddp:fabricCheck`)."""
     fabric_check_image: str | None
     nccl_check: bool = True
-    """Run nccl-tests between two nodes of the first GPU group with EFA (`eks-ddp:ncclCheck`)."""
+    """Run nccl-tests between two nodes of the checked GPU group (`eks-ddp:ncclCheck`)."""
     nccl_check_image: str | None = None
     operator: OperatorKind = OperatorKind.V1
     """What runs the job (`eks-ddp:trainingOperator`)."""
+
+    def checked_group(self, gpu: bool, describe: "Describe" = instance_facts.offline) -> str | None:
+        """The group a fabric check proves: the job's own when it qualifies (EFA, room for two nodes, GPUs for the
+        NCCL check), else the first that does; None when no group does or the checks are off."""
+        if self.fabric_check == FabricCheck.OFF or (gpu and not self.nccl_check):
+            return None
+        groups = [
+            group.get("name", "")
+            for group in self.platform.get("node_groups", [])
+            if group.get("efa", True)
+            and group.get("max_size", 2) >= 2
+            and (describe(group["instance_type"]).is_gpu or not gpu)
+        ]
+        trained = self.job.node_group if self.job else None
+        return trained if trained in groups else next(iter(groups), None)
 
 
 # Each section's keys: stack key -> (argument name, type). bool is not an int here.

@@ -28,6 +28,7 @@ def node_groups(config: StackConfig) -> list[dict[str, Any]]:
     instances = {group.get("name", ""): offline(group["instance_type"]) for group in groups}
     choices = {name: images.choose(config, name, instance) for name, instance in instances.items()}
     builds = images.builds(choices, instances)
+    checked = config.checked_group(gpu=True)
     for group in groups:
         name = group.get("name", "")
         instance = instances[name]
@@ -43,10 +44,20 @@ def node_groups(config: StackConfig) -> list[dict[str, Any]]:
                 (minimum, group.get("max_size", 2)),
                 choices[name].describe(builds.get(choices[name].accelerator, [instance.architecture])),
                 "Karpenter NodePool" if karpenter else "managed node group",
-                nccl_floor(instance) if instance.is_gpu and group.get("efa", True) and config.nccl_check else None,
+                _nccl_line(name, instance, checked) if instance.is_gpu and group.get("efa", True) else None,
             )
         )
     return records
+
+
+def _nccl_line(group: str, instance: InstanceType, checked: str | None) -> str:
+    if group == checked:
+        return nccl_floor(instance)
+    return (
+        f"not run on this group: it runs on {checked} (the job's group, or the first that qualifies)"
+        if checked
+        else "not run: eks-ddp:fabricCheck or ncclCheck is off, or no GPU group with EFA holds two nodes"
+    )
 
 
 def nccl_floor(instance: InstanceType) -> str:
@@ -101,5 +112,5 @@ def lines(records: list[dict[str, Any]]) -> list[str]:
         if r["nccl_check"]:
             text.append(f"    NCCL check: {r['nccl_check']}")
         if not r["price_known"]:
-            text.append(f"    note: the catalogue has no price for {r['instance_type']}: the cost counts it as 0")
+            text.append(f"    note: no list price is known for {r['instance_type']}: the cost total leaves it out")
     return text

@@ -7,7 +7,6 @@ from pulumi import Resource
 
 from eks_ddp.infra.addons.training_operator import OperatorKind
 from eks_ddp.infra.aws.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
-from eks_ddp.infra.aws.efa_node_group import TrainingNodes
 from eks_ddp.infra.facts import instance_facts
 from eks_ddp.infra.platform import TrainingPlatform
 from eks_ddp.stack import images
@@ -66,22 +65,11 @@ def job_commands(operator: OperatorKind, job: str, namespace: str) -> tuple[str,
     return f"kubectl -n {namespace} get {kind} {job} -w", f"kubectl -n {namespace} logs -f -l {selector}"
 
 
-def _checked_group(config: StackConfig, platform: TrainingPlatform, gpu: bool) -> TrainingNodes | None:
-    """The group a check proves: the job's own when it qualifies (EFA, room for two nodes, a GPU for NCCL), else
-    the first that does."""
-    groups = {
-        name: group
-        for name, group in platform.node_groups.items()
-        if group.efa_interfaces and group.max_size >= 2 and (group.instance.is_gpu or not gpu)
-    }
-    trained = config.job.node_group if config.job else None
-    return groups.get(trained or "") or next(iter(groups.values()), None)
-
-
 def _efa_check(config: StackConfig, platform: TrainingPlatform, name: str, on_failure: OnFailure) -> list[Resource]:
-    group = _checked_group(config, platform, gpu=False)
-    if group is None:
+    checked = config.checked_group(gpu=False)
+    if checked is None:
         return []
+    group = platform.node_groups[checked]
     architecture = group.instance.architecture.value
     image = config.fabric_check_image or default_fabric_image(architecture, config.region)
     if image is None:
@@ -103,9 +91,10 @@ def _efa_check(config: StackConfig, platform: TrainingPlatform, name: str, on_fa
 def _nccl_check(
     config: StackConfig, platform: TrainingPlatform, name: str, on_failure: OnFailure, after: list[Resource]
 ) -> list[Resource]:
-    group = _checked_group(config, platform, gpu=True)
-    if not config.nccl_check or group is None or platform.mpi_operator is None:
+    checked = config.checked_group(gpu=True)
+    if checked is None or platform.mpi_operator is None:
         return []
+    group = platform.node_groups[checked]
     system = instance_facts.describe(config.platform.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE))
     if system.architecture != group.instance.architecture:
         pulumi.log.warn(

@@ -100,13 +100,13 @@ def test_each_stack_file_runs_the_pods_of_what_it_installs(stack: str) -> None:
 
 def test_gpu_daemon_sets_land_on_the_tainted_gpu_nodes() -> None:
     deployment = _deployment("gpu")
-    (gpu_nodes,) = [source for source in node_sources(deployment) if source.nvidia]
-    assert gpu_nodes.taints, "the GPU group of Pulumi.gpu.yaml is tainted"
+    gpu_sources = [source for source in node_sources(deployment) if source.nvidia]  # p4de, p4d, g4dn.metal
+    assert len(gpu_sources) == 3 and all(s.taints for s in gpu_sources), "the GPU groups of Pulumi.gpu.yaml are tainted"
     workloads = addon_workloads(deployment)
     for name in ("nvidia-device-plugin", "dcgm-exporter"):
         pod = _named(workloads, name).pod
         assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
-        assert tolerated(gpu_nodes.taints, pod["tolerations"]), name
+        assert all(tolerated(gpu_nodes.taints, pod["tolerations"]) for gpu_nodes in gpu_sources), name
     exporter = _named(workloads, "dcgm-exporter")
     assert exporter.owner == "Release eks-ddp-monitoring-dcgm" and "4.8.2" in exporter.source
     # Helm replaces a list: the chart's control-plane toleration gives way to ours.
@@ -116,8 +116,8 @@ def test_gpu_daemon_sets_land_on_the_tainted_gpu_nodes() -> None:
     (term,) = efa_plugin["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"
     ]
-    assert "p4de.24xlarge" in term["matchExpressions"][0]["values"]
-    assert tolerated(gpu_nodes.taints, efa_plugin["tolerations"])
+    assert {"p4de.24xlarge", "p4d.24xlarge", "g4dn.metal"} <= set(term["matchExpressions"][0]["values"])
+    assert all(tolerated(gpu_nodes.taints, efa_plugin["tolerations"]) for gpu_nodes in gpu_sources)
 
 
 def test_our_node_selector_reaches_the_controllers_beside_the_charts_own() -> None:

@@ -54,7 +54,8 @@ def test_karpenter_with_each_operator_passes_the_rehearsal(stack: str, operator:
     assert "oci://public.ecr.aws/karpenter/karpenter" in charts and "cluster-autoscaler" not in charts
     node_groups = [r for r in registrations if r.type == "aws:eks/nodeGroup:NodeGroup"]
     assert [g.inputs["labels"] for g in node_groups] == [{"eks-ddp/node-group": "system"}]  # system nodes stay managed
-    assert len(_kind(registrations, "EC2NodeClass")) == len(_kind(registrations, "NodePool")) == 1
+    groups = len(values["nodeGroups"]) - 1  # one class and pool per training group
+    assert len(_kind(registrations, "EC2NodeClass")) == len(_kind(registrations, "NodePool")) == groups
 
 
 @pytest.mark.parametrize("stack", ["dev", "gpu"])
@@ -74,9 +75,10 @@ def test_the_node_classes_and_pools_the_stacks_render_validate_against_the_crds(
 def test_the_gpu_node_class_gets_efa_on_every_card_from_the_reservation() -> None:
     registrations = _registrations("gpu")
     node_class, pool = (
-        _kind(registrations, "EC2NodeClass")[0].inputs["spec"],
-        _kind(registrations, "NodePool")[0].inputs,
+        next(r for r in _kind(registrations, kind) if r.name.startswith("eks-ddp-gpu-")).inputs
+        for kind in ("EC2NodeClass", "NodePool")
     )
+    node_class = node_class["spec"]
     efa = [i for i in node_class["networkInterfaces"] if i["interfaceType"] == "efa-only"]
     assert sorted(int(i["networkCardIndex"]) for i in efa) == [0, 1, 2, 3]  # p4de.24xlarge: 4 cards
     assert node_class["capacityReservationSelectorTerms"] == [{"id": "cr-0123456789abcdef0"}]

@@ -71,7 +71,11 @@ def test_a_group_may_run_its_own_image() -> None:
     registrations = run_under_mocks(parse(values, region))
     container = _named(registrations, "eks-ddp-train-job")["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     assert container["containers"][0]["image"] == "registry.example/my-cuda-trainer:1"
-    assert not any(r.type == "docker-build:index:Image" for r in registrations)
+    builds = [r.name for r in registrations if r.type == "docker-build:index:Image"]
+    assert builds == ["eks-ddp-image-cuda-build"]  # for the p4d and g4dn.metal groups, which name none
+    for group in values["nodeGroups"][1:]:
+        group["image"] = "registry.example/my-cuda-trainer:1"
+    assert not any(r.type == "docker-build:index:Image" for r in run_under_mocks(parse(values, region)))
 
 
 @pytest.mark.parametrize(
@@ -218,6 +222,10 @@ def test_every_gpu_group_of_every_stack_file_has_a_published_nccl_floor() -> Non
         for record in node_facts.node_groups(parse(values, region)):
             if record["gpus"] != "none" and record["efa_interfaces"]:
                 floors[record["instance_type"]] = record["nccl_check"]
+    elsewhere = {name: floors.pop(name) for name in ("p4d.24xlarge", "g4dn.metal")}  # seed 003's other groups
+    assert set(elsewhere.values()) == {
+        "not run on this group: it runs on gpu (the job's group, or the first that qualifies)"
+    }
     published = {name: floors.pop(name) for name in ("p4de.24xlarge",)}
     assert all(floor.startswith("at least 62.4 GB/s at 2G") for floor in published.values()), published
     # p3dn.24xlarge (seed 002): AWS publishes no two-node all_reduce_perf result; the preview says so.
