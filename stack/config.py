@@ -11,12 +11,13 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from eks_ddp.infra import platform
 from eks_ddp.infra.addons.training_operator import OperatorKind
 from eks_ddp.infra.aws.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
 from eks_ddp.infra.aws.efa_node_group import NodeGroupShape
+from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts import instance_facts
 from eks_ddp.infra.facts.catalogue import Architecture, InstanceType
@@ -89,6 +90,12 @@ class StackConfig:
     nccl_check_image: str | None = None
     operator: OperatorKind = OperatorKind.V1
     """What runs the job (`eks-ddp:trainingOperator`)."""
+
+    def job_shape(self, training_groups: Mapping[str, NodeGroupShape]) -> NodeGroupShape:
+        """The shape of the job's group: a training group's as the platform built it, or the system group's."""
+        assert self.job is not None
+        name = self.job.node_group
+        return training_groups[name] if name in training_groups else system_shape(self.platform)
 
     def checked_group(self, gpu: bool, describe: "Describe" = instance_facts.offline) -> str | None:
         """The group a fabric check proves: the job's own when it qualifies (EFA, room for two nodes, GPUs for the
@@ -342,9 +349,7 @@ def _job(
     by_name = {group.get("name", ""): group for group in groups}
     target = fields.get("node_group")
     if target not in by_name:
-        raise ConfigError(
-            f"{key}.nodeGroup", target, f"use one of the training node groups: {', '.join(by_name) or 'none defined'}"
-        )
+        raise ConfigError(f"{key}.nodeGroup", target, f"use one of the node groups: {', '.join(by_name)}")
     dataset = fields.get("dataset", "mnist")
     if dataset not in DATASETS:
         raise ConfigError(f"{key}.dataset", dataset, f"use one of {', '.join(DATASETS)}")
@@ -427,13 +432,34 @@ def _job(
     return JobConfig(node_group=target, spec=job, prepare_data=prepare, evaluate=evaluate)
 
 
+def system_shape(platform_args: TrainingPlatformArgs) -> NodeGroupShape:
+    """The system group as a job's node group (the CPU tutorial trains on its two m5.large nodes): a fixed number of
+    managed nodes, untainted, without EFA, labelled with its name like any group (infra.aws.cluster SYSTEM_LABEL)."""
+    count = platform_args.get("system_node_count", 2)
+    # No availability_zone: the system nodes span the VPC's zones, and a job component reads only the type, the
+    # size, the labels and the launcher of its group's shape.
+    return cast(
+        NodeGroupShape,
+        {
+            "name": SYSTEM_GROUP,
+            "instance_type": platform_args.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE),
+            "efa": False,
+            "min_size": count,
+            "max_size": count,
+            "desired_size": count,
+            "launcher": NodeLauncher.MANAGED_NODE_GROUP,
+        },
+    )
+
+
 def _side_steps_fit_system_nodes(
     platform_args: TrainingPlatformArgs, job: JobConfig, describe: Describe, layout: _Layout
 ) -> None:
     """Data preparation and evaluation run on the system nodes in the job's image (workloads.batch_jobs): the
     system type must share the image's architecture, or their pods are never placed."""
     system_type = platform_args.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE)
-    group = next(g for g in platform_args.get("node_groups", []) if g.get("name") == job.node_group)
+    groups = [*platform_args.get("node_groups", []), system_shape(platform_args)]
+    group = next(g for g in groups if g.get("name") == job.node_group)
     wanted = describe(group["instance_type"]).architecture
     if describe(system_type).architecture != wanted:
         key = layout.stack_key(InvalidArgument(PROJECT, "system_instance_type", system_type, ""))
@@ -525,7 +551,7 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     claim = None if kind == StorageKind.NONE else "shared"
     image = top.get("image") or None
     namespace = platform_args.get("training_namespace", "training")
-    groups = platform_args.get("node_groups", [])
+    groups = [*platform_args.get("node_groups", []), system_shape(platform_args)]
     job = _job(top.get("job"), groups, namespace, image or BUILT_IMAGE, claim, describe)
     if job is not None and (job.prepare_data or job.evaluate):
         _side_steps_fit_system_nodes(platform_args, job, describe, layout)

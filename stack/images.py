@@ -5,10 +5,11 @@ builds per accelerator: trainer/Dockerfile for CPU groups (every architecture th
 for NVIDIA GPU groups (CUDA, NCCL and the EFA plugin NCCL needs), on CUDA 12.6 for GPUs older than Turing.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from eks_ddp.infra.facts.catalogue import Architecture, InstanceType
-from eks_ddp.stack.config import StackConfig
+from eks_ddp.stack.config import SYSTEM_GROUP, StackConfig
 from eks_ddp.workloads.image import BUILD_ARGS, DOCKERFILES, PLATFORMS, Accelerator, accelerator_of
 
 
@@ -28,6 +29,15 @@ class ImageChoice:
 
 def choose(config: StackConfig, group: str, instance: InstanceType) -> ImageChoice:
     return ImageChoice(config.group_images.get(group) or config.image_uri, accelerator_of(instance))
+
+
+def with_system_group(
+    config: StackConfig, instances: dict[str, InstanceType], describe: Callable[[str], InstanceType]
+) -> dict[str, InstanceType]:
+    """The groups whose jobs need an image: the training groups, and the system group when the job trains there."""
+    if config.job is None or config.job.node_group != SYSTEM_GROUP:
+        return instances
+    return {**instances, SYSTEM_GROUP: describe(config.job_shape({})["instance_type"])}
 
 
 def builds(

@@ -101,7 +101,7 @@ def local_job(stack: str, project_dir: Path = stack_file.ROOT, override: dict[st
         raise ConfigError(
             "eks-ddp:job.elasticMinReplicas", config.job.job.elastic_min_replicas, "the local run covers static jobs"
         )
-    spec = next(group for group in config.platform.get("node_groups", []) if group.get("name") == config.job.node_group)
+    spec = config.job_shape({group.get("name", ""): group for group in config.platform.get("node_groups", [])})
     target = target_of(spec, offline(spec["instance_type"]))
     # Without shared storage the pods' /shared is scratch space and results go to S3; here one local
     # directory plays both (no S3 in the demo), so the job is rendered as if it had a claim.

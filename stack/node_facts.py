@@ -22,12 +22,18 @@ def node_groups(config: StackConfig) -> list[dict[str, Any]]:
     platform = config.platform
     system_type = platform.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE)
     count = platform.get("system_node_count", 2)
-    records = [_record(SYSTEM_GROUP, system_type, "ON_DEMAND", None, 0, (count, count), None)]
     karpenter = platform.get("autoscaler") == AutoscalerKind.KARPENTER
     groups = platform.get("node_groups", [])
-    instances = {group.get("name", ""): offline(group["instance_type"]) for group in groups}
+    trained = {group.get("name", ""): offline(group["instance_type"]) for group in groups}
+    instances = images.with_system_group(config, trained, offline)
     choices = {name: images.choose(config, name, instance) for name, instance in instances.items()}
     builds = images.builds(choices, instances)
+
+    def image(name: str) -> str | None:
+        choice = choices.get(name)
+        return choice.describe(builds.get(choice.accelerator, [instances[name].architecture])) if choice else None
+
+    records = [_record(SYSTEM_GROUP, system_type, "ON_DEMAND", None, 0, (count, count), image(SYSTEM_GROUP))]
     checked = config.checked_group(gpu=True)
     for group in groups:
         name = group.get("name", "")
@@ -42,7 +48,7 @@ def node_groups(config: StackConfig) -> list[dict[str, Any]]:
                 group.get("capacity_reservation_id"),
                 instance.network_cards if group.get("efa", True) else 0,
                 (minimum, group.get("max_size", 2)),
-                choices[name].describe(builds.get(choices[name].accelerator, [instance.architecture])),
+                image(name),
                 "Karpenter NodePool" if karpenter else "managed node group",
                 _nccl_line(name, instance, checked) if instance.is_gpu and group.get("efa", True) else None,
             )

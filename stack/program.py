@@ -39,8 +39,10 @@ class Stack:
 
 
 def _images(config: StackConfig, platform: TrainingPlatform, name: str) -> dict[str, pulumi.Output[str]]:
-    """One build per accelerator the groups need (for all their architectures); given images as they are."""
-    instances = {group: nodes.instance for group, nodes in platform.node_groups.items()}
+    """One build per accelerator the groups need (for all their architectures); given images as they are. The system
+    group needs one only when the job trains there."""
+    trained = {group: nodes.instance for group, nodes in platform.node_groups.items()}
+    instances = images.with_system_group(config, trained, instance_facts.describe)
     choices = {group: images.choose(config, group, instance) for group, instance in instances.items()}
     built = {}
     for accelerator, architectures in images.builds(choices, instances).items():
@@ -130,10 +132,10 @@ def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
     checks = _checks(config, platform, name)
     job = None
     if config.job is not None:
-        group = platform.node_groups[config.job.node_group]
+        shapes = {group: nodes.shape for group, nodes in platform.node_groups.items()}
         args: TrainingJobArgs = {
             "provider": platform.provider,
-            "node_group": group.shape,
+            "node_group": config.job_shape(shapes),
             "job": {**config.job.spec, "image": group_images[config.job.node_group]},
         }
         if platform.bucket_name is not None:

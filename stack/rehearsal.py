@@ -143,8 +143,14 @@ def placement_elsewhere(program: Program, stack: str, values: dict[str, Any], ov
 LABEL = {"eks-ddp/rehearsed-update": "true"}
 
 
+CHANGED_IMAGE = "registry.example/eks-ddp-rehearsal:changed"
+
+
 def with_pod_change(values: dict[str, Any]) -> dict[str, Any]:
-    """The stack's values with LABEL on every node group but the system one."""
+    """The stack's values with LABEL on every node group but the system one; a job on the system group (whose nodes
+    take no labels of ours) gets another image instead, the other change that reaches its pods alone."""
+    if (values.get("job") or {}).get("nodeGroup") == SYSTEM_GROUP:
+        return {**values, "image": CHANGED_IMAGE}
     groups = [
         group if group.get("name") == SYSTEM_GROUP else {**group, "labels": {**group.get("labels", {}), **LABEL}}
         for group in values.get("nodeGroups", [])

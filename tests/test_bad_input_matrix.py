@@ -93,7 +93,7 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("config: FSx capacity 1000 GiB", _config("storage.capacityGiB", 1000), "eks-ddp:storage.capacityGiB: 1000 is not allowed; use 1200, 2400 or a multiple of 2400 GiB"),
     ("config: unknown storage kind", _config("storage.kind", "ebs"), "eks-ddp:storage.kind: 'ebs' is not allowed; use fsx, existing-fsx, efs, none"),
     ("config: negative epochs", _config("job.epochs", -2), "eks-ddp:job.epochs: -2 is not allowed; use a whole number >= 1"),
-    ("config: job on a missing node group", _config("job.nodeGroup", "gpu"), "eks-ddp:job.nodeGroup: 'gpu' is not allowed; use one of the training node groups: workers"),
+    ("config: job on a missing node group", _config("job.nodeGroup", "gpu"), "eks-ddp:job.nodeGroup: 'gpu' is not allowed; use one of the node groups: workers, system"),
     ("config: more replicas than maxSize", _config("job.replicas", 9), "eks-ddp:job.replicas: 9 is not allowed; node group workers holds at most maxSize=6 pods"),
     ("config: job name not DNS-1035", _config("job.name", "Mnist.DDP"), "eks-ddp:job.name: 'Mnist.DDP' is not allowed; must be a DNS-1035 label"),
     ("config: job name too long for its services", _config("job.name", "j" * 50), "eks-ddp:job.name: '" + "j" * 50 + "' is not allowed; must be at most 48 characters"),

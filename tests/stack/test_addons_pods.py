@@ -157,7 +157,7 @@ def test_karpenter_trainer_v2_and_cloudwatch_bring_their_pods_instead() -> None:
 
 
 def test_karpenter_runs_one_controller_per_system_node() -> None:
-    assert _named(_workloads("cpu", autoscaler="karpenter"), "karpenter").replicas == 1  # one m5.large
+    assert _named(_workloads("own-code", autoscaler="karpenter"), "karpenter").replicas == 1  # one m5.large
 
 
 def test_helm_merges_maps_replaces_lists_and_drops_nulls() -> None:

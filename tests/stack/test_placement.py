@@ -91,11 +91,19 @@ def test_add_ons_without_a_selector_land_on_a_big_training_node_and_training_sti
     assert cluster.findings == [] and sum(p.training for n in workers for p in n.pods) == 2
 
 
-@pytest.mark.parametrize("stack", ["own-code", "cpu"])
-def test_training_pods_land_only_on_their_groups_nodes(stack: str) -> None:
-    """Their system nodes are the training group's type (m5.large) and untainted: a pod that selected only the
+def test_training_pods_land_only_on_their_groups_nodes() -> None:
+    """own-code's system nodes are the training group's type (m5.large) and untainted: a pod that selected only the
     architecture took a system node beside the add-ons (own-code's master did)."""
-    cluster = placed(_deployment(stack))
+    cluster = placed(_deployment("own-code"))
     hosts = {node.name for node in cluster.nodes for pod in node.pods if pod.training}
     assert hosts and all("-cpu-nodes-" in host for host in hosts), hosts
     assert sum(pod.training for node in cluster.nodes for pod in node.pods) == 2
+
+
+def test_the_cpu_tutorial_trains_on_its_two_m5_large_nodes_beside_every_add_on() -> None:
+    """Seed 004 has exactly two m5.large nodes: the system group, which the job trains on. Both replicas, the
+    operators, Prometheus and the evaluation Job fit them, one training pod per node, with nothing pending."""
+    cluster = placed(_deployment("cpu"))
+    assert [node.name for node in cluster.nodes] == ["eks-ddp-cluster-system-1", "eks-ddp-cluster-system-2"]
+    assert [sum(pod.training for pod in node.pods) for node in cluster.nodes] == [1, 1] and cluster.findings == []
+    assert any(pod.name.startswith("training-operator") for node in cluster.nodes for pod in node.pods)
