@@ -21,6 +21,7 @@ from eks_ddp.infra.addons.kubeflow_trainer import KubeflowTrainer
 from eks_ddp.infra.addons.metrics_server import MetricsServer
 from eks_ddp.infra.addons.mpi_operator import MpiOperator
 from eks_ddp.infra.addons.node_quarantine import NodeQuarantine
+from eks_ddp.infra.addons.neuron_device_plugin import NeuronDevicePlugin
 from eks_ddp.infra.addons.nvidia_device_plugin import NvidiaDevicePlugin
 from eks_ddp.infra.addons.prometheus_monitoring import PrometheusMonitoring
 from eks_ddp.infra.addons.training_operator import OperatorKind, TrainingOperator
@@ -142,6 +143,8 @@ class TrainingPlatformArgs(TypedDict):
     """Install the EFA device plugin (default true when a group has EFA)."""
     nvidia_device_plugin: NotRequired[bool]
     """Install the NVIDIA device plugin (default true when a group has NVIDIA GPUs)."""
+    neuron_device_plugin: NotRequired[bool]
+    """Install the Neuron device plugin (default true when a group has AWS Trainium or Inferentia devices)."""
     training_operator: NotRequired[OperatorKind]
     """What runs training jobs (default v1: the training operator; v2: Kubeflow Trainer; none: nothing installed)."""
     mpi_operator: NotRequired[bool]
@@ -424,6 +427,13 @@ class TrainingPlatform(pulumi.ComponentResource):
                     "provider": self.provider,
                     "node_taints": _taints(gpu_groups),
                 },
+                opts=self._after(system),
+            )
+        neuron_groups = [group for group in self.node_groups.values() if group.instance.neuron_devices]
+        if neuron_groups and args.get("neuron_device_plugin", True):
+            NeuronDevicePlugin(
+                f"{name}-neuron-device-plugin",
+                {"provider": self.provider, "node_taints": _taints(neuron_groups)},
                 opts=self._after(system),
             )
         if args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER) == AutoscalerKind.CLUSTER_AUTOSCALER:

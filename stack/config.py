@@ -402,6 +402,15 @@ def _job(
             f"{key}.prepareData", prepare, f"only {', '.join(DOWNLOADABLE_DATASETS)} are downloaded; {dataset} is not"
         )
     code = _user_code(fields, key, image)
+    accelerator = describe(by_name[target]["instance_type"])
+    if accelerator.neuron_devices and code is None:
+        raise ConfigError(
+            f"{key}.script",
+            None,
+            f"node group {target} has {accelerator.neuron_devices} Neuron devices ({accelerator.name}), which the "
+            "bundled trainer does not run on: set job.script to your Neuron training code, in an image with the "
+            "Neuron SDK (eks-ddp:image)",
+        )
     if code is not None:
         for step in ("prepare_data", "evaluate"):
             if fields.get(step):

@@ -31,13 +31,19 @@ def choose(config: StackConfig, group: str, instance: InstanceType) -> ImageChoi
     return ImageChoice(config.group_images.get(group) or config.image_uri, accelerator_of(instance))
 
 
-def with_system_group(
+def needing_images(
     config: StackConfig, instances: dict[str, InstanceType], describe: Callable[[str], InstanceType]
 ) -> dict[str, InstanceType]:
-    """The groups whose jobs need an image: the training groups, and the system group when the job trains there."""
+    """The groups whose jobs need an image: the training groups, and the system group when the job trains there; a
+    Neuron group only with an image of its own (no bundled image runs on Trainium or Inferentia)."""
+    groups = {
+        name: instance
+        for name, instance in instances.items()
+        if not instance.neuron_devices or config.group_images.get(name) or config.image_uri
+    }
     if config.job is None or config.job.node_group != SYSTEM_GROUP:
-        return instances
-    return {**instances, SYSTEM_GROUP: describe(config.job_shape({})["instance_type"])}
+        return groups
+    return {**groups, SYSTEM_GROUP: describe(config.job_shape({})["instance_type"])}
 
 
 def builds(

@@ -25,7 +25,7 @@ def node_groups(config: StackConfig) -> list[dict[str, Any]]:
     karpenter = platform.get("autoscaler") == AutoscalerKind.KARPENTER
     groups = platform.get("node_groups", [])
     trained = {group.get("name", ""): offline(group["instance_type"]) for group in groups}
-    instances = images.with_system_group(config, trained, offline)
+    instances = images.needing_images(config, trained, offline)
     choices = {name: images.choose(config, name, instance) for name, instance in instances.items()}
     builds = images.builds(choices, instances)
 
@@ -93,6 +93,7 @@ def _record(
         "vcpus": instance.vcpus,
         "memory_gib": instance.memory_gib,
         "gpus": f"{instance.gpus} x {instance.gpu_model}" if instance.gpus else "none",
+        "neuron_devices": instance.neuron_devices,
         "efa_interfaces": efa,
         "capacity_type": capacity,
         "capacity_reservation": reservation,
@@ -108,7 +109,8 @@ def lines(records: list[dict[str, Any]]) -> list[str]:
     text = []
     for r in records:
         capacity = r["capacity_type"] + (f" from {r['capacity_reservation']}" if r["capacity_reservation"] else "")
-        shape = f"{r['architecture']}, {r['vcpus']} vCPUs, {r['memory_gib']:g} GiB, GPUs {r['gpus']}"
+        accelerators = f"{r['neuron_devices']} Neuron devices" if r["neuron_devices"] else f"GPUs {r['gpus']}"
+        shape = f"{r['architecture']}, {r['vcpus']} vCPUs, {r['memory_gib']:g} GiB, {accelerators}"
         text.append(
             f"  {r['name']}: {r['instance_type']} ({shape}, {r['efa_interfaces']} EFA interfaces), "
             f"{capacity}, {r['nodes']} nodes ({r['launcher']})"

@@ -42,7 +42,7 @@ def _images(config: StackConfig, platform: TrainingPlatform, name: str) -> dict[
     """One build per accelerator the groups need (for all their architectures); given images as they are. The system
     group needs one only when the job trains there."""
     trained = {group: nodes.instance for group, nodes in platform.node_groups.items()}
-    instances = images.with_system_group(config, trained, instance_facts.describe)
+    instances = images.needing_images(config, trained, instance_facts.describe)
     choices = {group: images.choose(config, group, instance) for group, instance in instances.items()}
     built = {}
     for accelerator, architectures in images.builds(choices, instances).items():

@@ -50,7 +50,7 @@ DAEMON_SETS_MILLICORES, GPU_DAEMON_SETS_MILLICORES, DAEMON_SETS_MIB = 400, 1000,
 
 
 def daemon_sets_millicores(instance: InstanceType) -> int:
-    return GPU_DAEMON_SETS_MILLICORES if instance.gpus else DAEMON_SETS_MILLICORES
+    return GPU_DAEMON_SETS_MILLICORES if instance.gpus or instance.neuron_devices else DAEMON_SETS_MILLICORES
 
 
 def target_of(shape: NodeGroupShape, instance: InstanceType) -> NodeTarget:
@@ -88,7 +88,7 @@ def too_small(instance: InstanceType) -> str | None:
 
 
 def resources(target: NodeTarget) -> dict[str, dict[str, str]]:
-    """Requests equal to limits (Guaranteed QoS): whole CPUs, memory, EFA interfaces, GPUs.
+    """Requests equal to limits (Guaranteed QoS): whole CPUs, memory, EFA interfaces, GPUs or Neuron devices.
 
     No hugepages: no node group allocates them or announces them to the autoscaler,
     so a pod requesting them would stay Pending.
@@ -100,4 +100,8 @@ def resources(target: NodeTarget) -> dict[str, dict[str, str]]:
         amounts["vpc.amazonaws.com/efa"] = str(target.efa_interfaces)
     if target.instance.gpus:
         amounts["nvidia.com/gpu"] = str(target.instance.gpus)
+    if target.instance.neuron_devices:
+        # Every device of the node, as AWS's Neuron training examples ask (aws-neuron-eks-samples trn1_dist_ddp.py:
+        # `aws.amazon.com/neuron: 16` on trn1.32xlarge): the device plugin's whole-device resource.
+        amounts["aws.amazon.com/neuron"] = str(target.instance.neuron_devices)
     return {"requests": dict(amounts), "limits": dict(amounts)}

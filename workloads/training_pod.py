@@ -342,8 +342,18 @@ def prepare_data_command(job: TrainingJob) -> list[str]:
     return ["python", "-m", TRAINER_MODULE, "prepare-data", "--dataset", job.dataset, "--data-dir", data]
 
 
+# NeuronCores per Neuron device, one training process each (torchrun --nproc_per_node = the node's cores, as AWS's
+# trn1 examples run 32 on trn1.32xlarge's 16 devices): 2 on trn1, trn1n and inf2; 8 physical on trn2, grouped 2 to a
+# logical core by default (LNC=2, aws-neuron-sdk v2.32.0 deploy/eks/prerequisites.rst), so 4.
+NEURON_CORES_PER_DEVICE = {"trn1": 2, "trn1n": 2, "inf2": 2, "trn2": 4}
+
+
 def processes_per_pod(target: NodeTarget) -> int:
-    """One per GPU on GPU nodes; one per pod on CPU nodes (it uses all the pod's CPUs as threads)."""
+    """One per GPU on GPU nodes, one per NeuronCore on Neuron nodes; one per pod on CPU nodes (it uses all the pod's
+    CPUs as threads)."""
+    if target.instance.neuron_devices:
+        family = target.instance.name.split(".")[0]
+        return target.instance.neuron_devices * NEURON_CORES_PER_DEVICE[family]
     return target.instance.gpus or 1
 
 

@@ -155,6 +155,8 @@ def autoscaler_tags(
         tags[f"{prefix}/resources/{EFA_RESOURCE}"] = str(instance.network_cards)
     if instance.gpus:
         tags[f"{prefix}/resources/nvidia.com/gpu"] = str(instance.gpus)
+    if instance.neuron_devices:
+        tags[f"{prefix}/resources/aws.amazon.com/neuron"] = str(instance.neuron_devices)
     tags.update({f"{prefix}/label/{key}": value for key, value in labels.items()})
     tags.update(
         {
@@ -198,18 +200,25 @@ def validate(args: EfaNodeGroupArgs) -> InstanceType:
     return instance
 
 
+# Neuron families that train (Trainium) or run the Neuron SDK's current releases (Inferentia2); Inferentia1 (inf1)
+# takes only the legacy Neuron SDK for inference (aws-neuron-sdk release notes: inf1 stays on Neuron 2.x's torch-neuron).
+NEURON_FAMILIES = ("trn1", "trn1n", "trn2", "inf2")
+
+
 def unsupported_accelerator(instance: InstanceType) -> str | None:
-    """Why a type's accelerators cannot train here yet (None for CPUs and NVIDIA GPUs): the AMI, the device plugin
-    and the pods' requests exist for NVIDIA only, and a type taken for a CPU one would train on its CPUs alone."""
-    if instance.neuron_devices:
+    """Why a type's accelerators cannot train here (None for CPUs, NVIDIA GPUs and current Neuron devices): the AMI,
+    the device plugin and the pods' requests exist for those only, and a type taken for a CPU one would train on its
+    CPUs alone."""
+    family = instance.name.split(".")[0]
+    if instance.neuron_devices and family not in NEURON_FAMILIES:
         return (
-            f"{instance.name} has {instance.neuron_devices} AWS Neuron devices (Trainium/Inferentia), which eks-ddp "
-            "does not support yet (no Neuron AMI, device plugin or requests); use an NVIDIA GPU or a CPU type"
+            f"{instance.name} is an Inferentia1 type, which the current Neuron SDK does not train on; use "
+            f"{', '.join(NEURON_FAMILIES)} (Neuron), an NVIDIA GPU or a CPU type"
         )
     if instance.gpus and instance.gpu_maker != "nvidia":
         return (
             f"{instance.name} has {instance.gpu_maker or 'unknown'} GPUs ({instance.gpu_model}); eks-ddp supports "
-            "NVIDIA GPUs (and CPUs) for now"
+            "NVIDIA GPUs, AWS Trainium and Inferentia2 (and CPUs) for now"
         )
     return None
 

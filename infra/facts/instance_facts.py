@@ -56,7 +56,10 @@ def describe(name: str, opts: pulumi.InvokeOptions | None = None) -> InstanceTyp
 
 
 def ami_type(instance: InstanceType) -> str:
-    """The EKS AL2023 AMI for the type: NVIDIA's on NVIDIA GPUs (drivers, and the EFA host software)."""
+    """The EKS AL2023 AMI for the type: NVIDIA's on NVIDIA GPUs, Neuron's on Trainium and Inferentia (drivers, and the
+    EFA host software; awslabs/amazon-eks-ami v20260724 CHANGELOG's AMI types, all x86_64 for Neuron)."""
+    if instance.neuron_devices:
+        return "AL2023_x86_64_NEURON"
     if instance.architecture == Architecture.ARM64:
         return "AL2023_ARM_64_NVIDIA" if instance.is_gpu else "AL2023_ARM_64_STANDARD"
     return "AL2023_x86_64_NVIDIA" if instance.is_gpu else "AL2023_x86_64_STANDARD"

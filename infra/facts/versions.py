@@ -47,6 +47,11 @@ EFA_DEVICE_PLUGIN_CHART = ("aws-efa-k8s-device-plugin", "v0.5.30", EKS_CHARTS)
 # (2026-08-19) is the newest release of NVIDIA/k8s-device-plugin; its node-feature-discovery
 # dependency stays off (our GPU groups carry nvidia.com/gpu.present=true themselves).
 NVIDIA_DEVICE_PLUGIN_CHART = ("nvidia-device-plugin", "0.20.0", "https://nvidia.github.io/k8s-device-plugin")
+# aws-neuron/neuron-helm-charts 1.9.0 (Chart.yaml at b77a6f9): the Neuron device plugin 2.31.0.0 (and, off here, its
+# scheduler extension, node problem detector and DRA driver). AWS's install: aws-neuron/aws-neuron-sdk v2.32.0
+# deploy/includes/k8s-neuron-device-plugin.rst (`helm upgrade --install neuron-helm-chart oci://public.ecr.aws/neuron/
+# neuron-helm-chart --set npd.enabled=false`). Chart 1.0.0 lists no trn2 types: on those its plugin never runs.
+NEURON_DEVICE_PLUGIN_CHART = ("neuron-helm-chart", "1.9.0", "oci://public.ecr.aws/neuron")
 
 # Chart 9.x deploys Cluster Autoscaler 1.3x; the image itself is chosen from
 # CLUSTER_AUTOSCALER_IMAGES so its minor version matches the cluster's, each at

@@ -255,6 +255,68 @@ NVIDIA_DEVICE_PLUGIN = Chart(
     ),
 )
 
+# aws-neuron/neuron-helm-charts 1.9.0 (commit b77a6f9) values.yaml `neuronInstances`, which templates/_helpers.tpl
+# substitutes into the plugin's required node affinity (`__NEURON_INSTANCES__`, on the instance-type label).
+NEURON_INSTANCES = (
+    "trn1.2xlarge trn1.32xlarge trn1n.32xlarge trn2.3xlarge trn2.48xlarge trn2u.48xlarge trn3.48xlarge trn3e.24xlarge "
+    "inf1.xlarge inf1.2xlarge inf1.6xlarge inf1.24xlarge inf2.xlarge inf2.8xlarge inf2.24xlarge inf2.48xlarge"
+).split()
+
+NEURON_DEVICE_PLUGIN = Chart(
+    "neuron-helm-chart",
+    "1.9.0",
+    "aws-neuron/neuron-helm-charts charts/neuron-helm-chart 1.9.0 (commit b77a6f9): values.yaml, templates/_helpers.tpl, "
+    "templates/device-plugin/device-plugin-daemonset.yaml (the scheduler extension, node problem detector, DRA driver "
+    "and UltraServer operator only when enabled; eks-ddp enables none)",
+    {
+        "devicePlugin": {
+            "enabled": True,
+            "resources": {},
+            "nodeSelector": {},
+            "tolerations": [
+                CRITICAL_ADDONS,
+                {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"},
+                {
+                    "key": "sagemaker.amazonaws.com/node-health-status",
+                    "operator": "Equal",
+                    "value": "Unschedulable",
+                    "effect": "NoSchedule",
+                },
+            ],
+            "affinity": _required(
+                _in(INSTANCE_TYPE, *NEURON_INSTANCES), _not_in(COMPUTE_TYPE, "fargate", "hybrid", "auto")
+            ),
+        },
+        "npd": {
+            "enabled": True,
+            "nodeSelector": {},
+            "tolerations": [
+                {"effect": "NoSchedule", "operator": "Exists"},
+                {"effect": "NoExecute", "operator": "Exists"},
+            ],
+            "nodeProblemDetector": {"resources": _requests("10m", "80Mi")},
+        },
+    },
+    (
+        Template(
+            "neuron-device-plugin",
+            "DaemonSet",
+            (Container("neuron-device-plugin", ("devicePlugin.resources",)),),
+            at="devicePlugin",
+            when="devicePlugin.enabled",
+        ),
+        # Chart default on: a node problem detector on every node that tolerates it. Turned off by eks-ddp, kept here
+        # so a release that leaves it on is placed as the cluster would place it.
+        Template(
+            "node-problem-detector",
+            "DaemonSet",
+            (Container("node-problem-detector", ("npd.nodeProblemDetector.resources",)),),
+            at="npd",
+            when="npd.enabled",
+        ),
+    ),
+)
+
 DCGM_EXPORTER = Chart(
     "dcgm-exporter",
     "4.8.2",
@@ -584,6 +646,7 @@ CHARTS = {
         KARPENTER,
         EFA_DEVICE_PLUGIN,
         NVIDIA_DEVICE_PLUGIN,
+        NEURON_DEVICE_PLUGIN,
         DCGM_EXPORTER,
         METRICS_SERVER,
         KUBE_PROMETHEUS_STACK,

@@ -21,7 +21,9 @@ from eks_ddp.infra.facts import catalogue
 from eks_ddp.infra.facts.allocatable import NodeLauncher, allocatable
 from eks_ddp.stack.cluster.addons import Workload, addon_workloads
 from eks_ddp.stack.engine_rules.base import (
+    EFA_RESOURCE,
     GPU_RESOURCE,
+    NEURON_RESOURCE,
     Deployment,
     Finding,
     NodeSource,
@@ -84,8 +86,17 @@ def node_offer(source: NodeSource) -> dict[str, float]:
     efa_only = efa_only_on_card_zero(source.efa_devices) if launcher == NodeLauncher.KARPENTER else 0
     node = allocatable(instance, launcher, efa_only)
     offer = {"cpu": node.millicores, "memory": node.memory_mib, "pods": node.pods}
-    extended = {"vpc.amazonaws.com/efa": source.efa_devices, GPU_RESOURCE: instance.gpus}
+    extended = {EFA_RESOURCE: source.efa_devices, GPU_RESOURCE: instance.gpus, NEURON_RESOURCE: instance.neuron_devices}
     return {**offer, **{name: count for name, count in extended.items() if count}}
+
+
+# A node advertises a device only once its device plugin runs there (kubelet's device manager): the DaemonSet that
+# must land on the node for each extended resource.
+DEVICE_PLUGINS = {
+    EFA_RESOURCE: "aws-efa-k8s-device-plugin",
+    GPU_RESOURCE: "nvidia-device-plugin",
+    NEURON_RESOURCE: "neuron-device-plugin",
+}
 
 
 def max_nodes(source: NodeSource) -> int:
@@ -213,6 +224,9 @@ class Cluster:
                     )
                 )
             _take(node, pod)
+        for resource, plugin in DEVICE_PLUGINS.items():
+            if resource in node.free and not any(p.daemon and p.name == plugin for p in node.pods):
+                del node.free[resource]
         self.nodes.append(node)
         return node
 

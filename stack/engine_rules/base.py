@@ -118,7 +118,7 @@ def efa_interface_count(template: Registration | None) -> int:
     return sum(1 for interface in interfaces if interface.get("interfaceType") in ("efa", "efa-only"))
 
 
-EFA_RESOURCE, GPU_RESOURCE = "vpc.amazonaws.com/efa", "nvidia.com/gpu"
+EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE = "vpc.amazonaws.com/efa", "nvidia.com/gpu", "aws.amazon.com/neuron"
 NODE_TEMPLATE_RESOURCES = "k8s.io/cluster-autoscaler/node-template/resources/"
 
 
@@ -166,8 +166,8 @@ def _managed(deployment: Deployment, node_group: Registration) -> NodeSource:
 def _karpenter(deployment: Deployment, pool: Registration) -> NodeSource:
     """aws/karpenter-provider-aws v1.14.1: a NodePool's nodes carry its template labels and the values its
     requirements pin (scheduling/requirements.go); pkg/providers/instancetype/types.go computeCapacity offers
-    `vpc.amazonaws.com/efa` = the node class's `efa-only` entries (the type's maximum without any) and the
-    type's NVIDIA GPUs."""
+    `vpc.amazonaws.com/efa` = the node class's `efa-only` entries (the type's maximum without any), the type's
+    NVIDIA GPUs and its Neuron devices (`aws.amazon.com/neuron`)."""
     template = pool.inputs.get("spec", {}).get("template", {})
     pinned = {
         r["key"]: r["values"][0]
@@ -190,7 +190,7 @@ def _karpenter(deployment: Deployment, pool: Registration) -> NodeSource:
         efa = sum(1 for i in interfaces if i.get("interfaceType") == "efa-only")
     else:
         efa = (deployment.cards(instance_type) or 0) if facts and facts.efa else 0
-    gpus = facts.gpus if facts else 0
+    gpus, neuron = (facts.gpus, facts.neuron_devices) if facts else (0, 0)
     arch = KUBERNETES_ARCH[facts.architecture.value] if facts else ""
     labels = {
         **template.get("metadata", {}).get("labels", {}),
@@ -198,7 +198,8 @@ def _karpenter(deployment: Deployment, pool: Registration) -> NodeSource:
         "kubernetes.io/arch": arch,
         "karpenter.sh/nodepool": str(pool.inputs.get("metadata", {}).get("name")),
     }
-    offers = {name: count for name, count in ((EFA_RESOURCE, efa), (GPU_RESOURCE, gpus)) if count}
+    extended = ((EFA_RESOURCE, efa), (GPU_RESOURCE, gpus), (NEURON_RESOURCE, neuron))
+    offers = {name: count for name, count in extended if count}
     return NodeSource(
         pool, instance_type, labels, list(template.get("spec", {}).get("taints") or []), efa, gpus > 0, offers
     )

@@ -49,6 +49,7 @@ EXPECTED = {
     "gpu": BASE | EFA | FSX | GPU,
     "gpu-existing": BASE | EFA | FSX | GPU,
     "own-code": BASE | EFS,
+    "trainium": BASE | EFA | FSX | {"neuron-device-plugin"},  # the chart's node problem detector stays off
     "workshop": BASE | EFS,
 }
 

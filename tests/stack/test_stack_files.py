@@ -106,8 +106,15 @@ def test_a_type_that_is_not_ec2s_or_has_no_supported_accelerator_is_one_line_nam
     ):
         parse(values, region)
     values, region = stack_file.load("gpu")
-    values["nodeGroups"][1]["instanceType"] = "trn1.32xlarge"
-    with pytest.raises(ConfigError, match="has 16 AWS Neuron devices .* does not support yet"):
+    values["nodeGroups"][1]["instanceType"] = "inf1.24xlarge"
+    with pytest.raises(ConfigError, match="inf1.24xlarge is an Inferentia1 type, which the current Neuron SDK"):
+        parse(values, region)
+    values["nodeGroups"][1]["instanceType"] = "trn1.32xlarge"  # the job's group: the bundled trainer cannot run there
+    with pytest.raises(
+        ConfigError,
+        match=r"eks-ddp:job\.script: None is not allowed; node group gpu has 16 Neuron "
+        r"devices \(trn1\.32xlarge\), which the bundled trainer does not run on",
+    ):
         parse(values, region)
     values["nodeGroups"][1]["instanceType"] = "g4ad.16xlarge"
     with pytest.raises(ConfigError, match="g4ad.16xlarge has amd GPUs .RADEON-PRO-V520.; eks-ddp supports NVIDIA"):
@@ -232,3 +239,56 @@ def test_every_gpu_group_of_every_stack_file_has_a_published_nccl_floor() -> Non
     assert floors == {
         "p3dn.24xlarge": "no published figure for p3dn.24xlarge: the check reports the bandwidth and passes"
     }
+
+
+def test_the_trainium_stack_runs_the_users_neuron_code_on_every_device_and_efa_interface() -> None:
+    """trn1.32xlarge: the EKS Neuron AMI, AWS's Neuron device plugin tolerating the group's taint, all 16 devices and
+    8 EFA interfaces per pod, torchrun over its 32 NeuronCores, AWS's Neuron-over-EFA variables, no image built, and
+    the Cluster Autoscaler told the devices a node it has not launched will have."""
+    values, region = stack_file.load("trainium")
+    lines = node_facts.lines(node_facts.node_groups(parse(values, region)))
+    assert "  trainium: trn1.32xlarge (x86_64, 128 vCPUs, 512 GiB, 16 Neuron devices, 8 EFA interfaces)" in "\n".join(
+        lines
+    )
+    registrations = _run("trainium")
+    group = _named(registrations, "eks-ddp-trainium-nodes")
+    assert group["amiType"] == "AL2023_x86_64_NEURON" and group["instanceTypes"] == ["trn1.32xlarge"]
+    template = _named(registrations, "eks-ddp-trainium-template")
+    assert len(template["networkInterfaces"]) == 8  # one EFA interface per network card
+    plugin = _named(registrations, "eks-ddp-neuron-device-plugin-chart")
+    assert (plugin["chart"], plugin["version"]) == ("oci://public.ecr.aws/neuron/neuron-helm-chart", "1.9.0")
+    assert plugin["values"]["npd"] == {"enabled": False} and plugin["values"]["scheduler"] == {"enabled": False}
+    assert {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"} in plugin["values"][
+        "devicePlugin"
+    ]["tolerations"]
+    job = _named(registrations, "eks-ddp-train-job")
+    master = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    assert job["spec"]["nprocPerNode"] == "32"
+    assert {key: master["resources"]["limits"][key] for key in ("aws.amazon.com/neuron", "vpc.amazonaws.com/efa")} == {
+        "aws.amazon.com/neuron": "16",
+        "vpc.amazonaws.com/efa": "8",
+    }
+    env = {e["name"]: e.get("value") for e in master["env"]}
+    assert (env["FI_PROVIDER"], env["FI_EFA_USE_DEVICE_RDMA"], env["CCOM_SOCKET_IFNAME"]) == ("efa", "1", "eth0")
+    assert master["image"].endswith("/neuron-training:1") and "OMP_NUM_THREADS" not in env
+    assert not any(r.type == "docker-build:index:Image" for r in registrations)
+    tags = {
+        r.inputs["tag"]["key"]: r.inputs["tag"]["value"] for r in registrations if r.type == "aws:autoscaling/tag:Tag"
+    }
+    assert tags["k8s.io/cluster-autoscaler/node-template/resources/aws.amazon.com/neuron"] == "16"
+
+
+def test_without_the_neuron_device_plugin_the_trainium_pods_stay_pending() -> None:
+    """A node advertises `aws.amazon.com/neuron` only where the plugin's DaemonSet runs: the cluster rehearsal
+    places the pods with it and leaves them Pending without it."""
+    from datetime import date
+
+    from eks_ddp.stack.cluster.placement import rehearse_placement
+    from eks_ddp.stack.engine_rules import Deployment
+
+    registrations = _run("trainium")
+    deployment = Deployment(registrations, "us-east-1", "arn:aws:iam::123456789012:role/deployer", date(2026, 11, 24))
+    assert rehearse_placement(deployment) == []
+    without = [r for r in registrations if r.name != "eks-ddp-neuron-device-plugin-chart"]
+    findings = rehearse_placement(Deployment(without, "us-east-1", deployment.deployer_arn, deployment.today))
+    assert findings and all("16 aws.amazon.com/neuron short" in f.problem for f in findings), findings
