@@ -410,6 +410,7 @@ class TrainingPlatform(pulumi.ComponentResource):
     ) -> None:
         """What the nodes need: the device plugins, the Cluster Autoscaler, metrics-server and node health."""
         efa_groups, gpu_groups = self._efa_groups(), self._gpu_groups()
+        region = aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self)).region
         if efa_groups and args.get("efa_device_plugin", True):
             EfaDevicePlugin(
                 f"{name}-efa-device-plugin",
@@ -417,6 +418,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                     "provider": self.provider,
                     "node_taints": _taints(efa_groups),
                     "instance_types": [g.instance_type for g in efa_groups],
+                    "region": region,
                 },
                 opts=self._after(system),
             )
@@ -437,7 +439,6 @@ class TrainingPlatform(pulumi.ComponentResource):
                 opts=self._after(system),
             )
         if args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER) == AutoscalerKind.CLUSTER_AUTOSCALER:
-            region = aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self)).region
             ClusterAutoscaler(
                 f"{name}-autoscaler",
                 {

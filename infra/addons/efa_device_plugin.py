@@ -8,6 +8,7 @@ import pulumi_kubernetes as k8s
 
 from eks_ddp.infra.addons import helm
 from eks_ddp.infra.aws.efa_node_group import EFA_LABEL, Taint
+from eks_ddp.infra.aws.registries import eks_addon_registry
 from eks_ddp.infra.facts import catalogue, versions
 from eks_ddp.infra.options import waits_for
 
@@ -22,6 +23,9 @@ class EfaDevicePluginArgs(TypedDict):
     """Taints of the EFA node groups, to tolerate."""
     instance_types: NotRequired[Sequence[str]]
     """Instance types of the EFA node groups: the plugin may run on these and the catalogue's EFA types."""
+    region: NotRequired[pulumi.Input[str]]
+    """The cluster's region: the plugin's image is pulled from its EKS add-on registry (default: the chart's, in
+    us-west-2)."""
 
 
 def plugin_values(taints: Sequence[Taint], instance_types: Sequence[str] = ()) -> dict[str, Any]:
@@ -43,19 +47,28 @@ def plugin_values(taints: Sequence[Taint], instance_types: Sequence[str] = ()) -
     }
 
 
+def image_repository(region: str) -> str:
+    """The plugin's image in the region's EKS add-on registry (the chart's default is us-west-2's, whatever the
+    cluster's region: aws/eks-charts stable/aws-efa-k8s-device-plugin v0.5.30 values.yaml `image.repository`)."""
+    return f"{eks_addon_registry(region)}/eks/aws-efa-k8s-device-plugin"
+
+
 class EfaDevicePlugin(pulumi.ComponentResource):
     release: k8s.helm.v3.Release
     """Escape hatch: the Helm release."""
 
     def __init__(self, name: str, args: EfaDevicePluginArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
+        values: dict[str, Any] = plugin_values(args.get("node_taints", []), args.get("instance_types", []))
+        if "region" in args:
+            values["image"] = {"repository": pulumi.Output.from_input(args["region"]).apply(image_repository)}
         self.release = helm.release(
             f"{name}-chart",
             self,
             args["provider"],
             versions.EFA_DEVICE_PLUGIN_CHART,
             "kube-system",
-            plugin_values(args.get("node_taints", []), args.get("instance_types", [])),
+            values,
             waits_for(opts),
         )
         self.register_outputs({})

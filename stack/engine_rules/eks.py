@@ -2,6 +2,7 @@
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from eks_ddp.infra.facts import versions
 from eks_ddp.stack.engine_rules.base import (
@@ -105,13 +106,45 @@ def kubernetes_version_in_standard_support(deployment: Deployment) -> Iterator[F
             )
 
 
+# Charts whose default image comes from one region's ECR: (values path, default). aws/eks-charts
+# stable/aws-efa-k8s-device-plugin v0.5.30 values.yaml (`image.repository`, us-west-2, whatever the cluster's region).
+CHART_IMAGES = {
+    "aws-efa-k8s-device-plugin": (
+        "image.repository",
+        "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin",
+    ),
+}
+
+
+def _value_at(values: Any, path: str) -> Any:
+    for key in path.split("."):
+        values = values.get(key) if isinstance(values, dict) else None
+    return values
+
+
 def images_in_stack_region(deployment: Deployment) -> Iterator[Finding]:
-    """An ECR image from another region is a cross-region pull at every scale-up, and fails where ECR is partitioned.
+    """An ECR image from another region is a cross-region pull at every scale-up, and fails where ECR is partitioned:
+    the pods' images, and the images of charts whose defaults name one region's registry (CHART_IMAGES).
 
     Source: Amazon ECR user guide (registries are regional: `<account>.dkr.ecr.<region>.amazonaws.com`);
-    AWS Deep Learning Containers publish each image in every supported region (available_images.md).
+    AWS Deep Learning Containers publish each image in every supported region (available_images.md); EKS add-on
+    images are in every region's add-on registry (infra.aws.registries).
     """
-    pattern = re.compile(r"^\d{12}\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com")
+    pattern = re.compile(r"^\d{12}\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.")
+    for release in deployment.of_type("kubernetes:helm.sh/v3:Release"):
+        chart = str(release.inputs.get("chart", "")).rsplit("/", 1)[-1]
+        if chart not in CHART_IMAGES:
+            continue
+        path, default = CHART_IMAGES[chart]
+        image = _value_at(release.inputs.get("values") or {}, path) or default
+        match = pattern.match(str(image))
+        if match and match.group(1) != deployment.region:
+            yield Finding(
+                "image-region",
+                located(release),
+                f"values.{path}",
+                f"{image} is pulled from {match.group(1)}, the stack is in {deployment.region}",
+            )
     for registration in deployment.kubernetes_objects():
         for pod in pod_specs(registration.inputs):
             for container in [*pod.get("containers", []), *pod.get("initContainers", [])]:

@@ -151,6 +151,10 @@ def _fabric_image_from_us_east_1(runs: list[Registration]) -> None:
     container["image"] = container["image"].replace("eu-west-1", "us-east-1")
 
 
+def _efa_plugin_from_the_charts_region(runs: list[Registration]) -> None:
+    del _named(runs, "eks-ddp-efa-device-plugin-chart")["values"]["image"]
+
+
 def _access_entry_for_the_deployer(runs: list[Registration]) -> None:
     _named(runs, "eks-ddp-cluster-admin-0")["principalArn"] = DEPLOYER_ROLE_ARN
 
@@ -203,6 +207,10 @@ DEFECTS: list[tuple[Callable[[list[Registration]], None], str]] = [
     (_hugepages, "schedulable: PyTorchJob eks-ddp-train-job resources.requests.hugepages-2Mi"),
     (_no_toleration_for_the_gpu_taint, "schedulable: Job eks-ddp-efa-check-job nodeSelector: no node group matches"),
     (_fabric_image_from_us_east_1, "image-region: Job eks-ddp-efa-check-job containers[fabric-check].image"),
+    (
+        _efa_plugin_from_the_charts_region,
+        "image-region: Release eks-ddp-efa-device-plugin-chart values.image.repository: 602401143452.dkr.ecr.us-west-2",
+    ),
     (_access_entry_for_the_deployer, "access-entry: AccessEntry eks-ddp-cluster-admin-0 principalArn"),
     (_old_ami_pin, "efa-ami: NodeGroup eks-ddp-workers-nodes releaseVersion: 1.35.0-20260401 predates 20260505"),
 ]
