@@ -205,8 +205,8 @@ JOB = {
 BUILT_IMAGE = "(built by the stack)"
 # Keys that existed once, and why they went.
 RETIRED = {
-    "hugepagesMiB": "removed: no node group allocates hugepages or announces them to the autoscaler, "
-    "so pods requesting them stayed Pending"
+    "hugepagesMiB": "removed: a training pod asking for huge pages never gets a Karpenter node (Karpenter cannot "
+    "know them before launch); the NCCL check asks for the EFA software's pages where the autoscaler knows them"
 }
 TYPE_WORDS = {str: "a string", int: "a whole number", bool: "true or false (unquoted)", list: "a list", dict: "a map"}
 

@@ -113,7 +113,7 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("config: an elastic range that cannot keep the global batch", _config("job.elasticMinReplicas", 2, replicas=3, batchSize=5), "eks-ddp:job.elasticMinReplicas: 2 is not allowed; 2 pods cannot share the job's global batch (batchSize 5 x 3 replicas) evenly; use elasticMinReplicas 3 or more"),
     ("config: data preparation for an offline dataset", _config("job.prepareData", True, dataset="digits"), "eks-ddp:job.prepareData: True is not allowed; only mnist, cifar10 are downloaded"),
     ("config: AMI pin before EFA", _config("nodeGroups.1.releaseVersion", "1.35.0-20260401"), "eks-ddp:nodeGroups[1].releaseVersion: '1.35.0-20260401' is not allowed; EFA on AL2023_ARM_64_STANDARD needs the AMI release of 20260505"),
-    ("config: hugepages (retired)", _config("job.hugepagesMiB", 5120), "eks-ddp:job.hugepagesMiB: 5120 is not allowed; removed: no node group allocates hugepages"),
+    ("config: hugepages (retired)", _config("job.hugepagesMiB", 5120), "eks-ddp:job.hugepagesMiB: 5120 is not allowed; removed: a training pod asking for huge pages never gets a Karpenter node"),
     ("config: FSx options on EFS", _config("storage.kind", "efs"), "eks-ddp:storage.capacityGiB: 1200 is not allowed; it applies to kind fsx or existing-fsx, not efs"),
     ("config: a job on 2-GiB nodes", _small_group_job(), "eks-ddp:job.nodeGroup: 'small' is not allowed; t4g.small (2 vCPUs, 2 GiB) leaves no whole CPU and GiB"),
     ("config: unknown training operator", _config("trainingOperator", "v3"), "eks-ddp:trainingOperator: 'v3' is not allowed; use one of v1, v2, none"),

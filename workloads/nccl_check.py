@@ -9,6 +9,7 @@ in NCCL CHECK PASSED or FAILED against the floor for the instance type.
 from dataclasses import dataclass
 from typing import Any
 
+from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.workloads.batch_jobs import (
     FABRIC_CHECK_LABEL,
     GATE_SECONDS,
@@ -78,6 +79,22 @@ def check_script(target: NodeTarget) -> str:
     )
 
 
+# AWS's nccl-tests manifest (aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/kubernetes/
+# nccl-tests.yaml) requests 5120Mi of the 2 MiB pages the EFA software pre-allocates, for libfabric's buffers. Only
+# where the Cluster Autoscaler launches the nodes (the group's ASG announces them: EfaNodeGroup's node template):
+# Karpenter v1.14.1 does not know a node's huge pages before it launches it (pkg/providers/instancetype/types.go
+# computeCapacity), so a pod asking for them would never get a node; libfabric then uses regular pages.
+HUGEPAGES = "5120Mi"
+
+
+def _worker_resources(target: NodeTarget) -> dict[str, dict[str, str]]:
+    amounts = resources(target)
+    if target.launcher == NodeLauncher.MANAGED_NODE_GROUP:
+        for kind in ("requests", "limits"):
+            amounts[kind]["hugepages-2Mi"] = HUGEPAGES
+    return amounts
+
+
 def render(
     name: str, namespace: str, target: NodeTarget, image: str = IMAGE, on_failure: OnFailure = OnFailure.GATE
 ) -> dict[str, Any]:
@@ -90,7 +107,7 @@ def render(
                 "name": "worker",
                 "image": image,
                 "command": ["/usr/sbin/sshd", "-De"],
-                "resources": resources(target),
+                "resources": _worker_resources(target),
                 "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
             }
         ],

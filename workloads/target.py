@@ -5,7 +5,7 @@ from typing import Any
 
 from eks_ddp.infra.addons.karpenter_nodes import efa_only_on_card_zero
 from eks_ddp.infra.aws.efa_node_group import KUBERNETES_EFFECT, NodeGroupShape, TaintEffect, placement_facts
-from eks_ddp.infra.facts.allocatable import Allocatable, NodeLauncher, allocatable
+from eks_ddp.infra.facts.allocatable import Allocatable, NodeLauncher, allocatable, without_efa_hugepages
 from eks_ddp.infra.facts.catalogue import InstanceType
 
 ARCHITECTURE_LABEL = "kubernetes.io/arch"
@@ -61,12 +61,13 @@ def target_of(shape: NodeGroupShape, instance: InstanceType) -> NodeTarget:
 
 def node_allocatable(instance: InstanceType, launcher: NodeLauncher | None, efa_interfaces: int) -> Allocatable:
     """What one node offers under `launcher`; when it is not known, what both engines offer (a pod sized so fits
-    whichever launches the node)."""
+    whichever launches the node); with EFA, less its pre-allocated huge pages."""
     offers = [
         allocatable(instance, engine, efa_only_on_card_zero(efa_interfaces) if engine == NodeLauncher.KARPENTER else 0)
         for engine in ([launcher] if launcher else list(NodeLauncher))
     ]
-    return Allocatable(*(min(values) for values in zip(*((o.millicores, o.memory_mib, o.pods) for o in offers))))
+    node = Allocatable(*(min(values) for values in zip(*((o.millicores, o.memory_mib, o.pods) for o in offers))))
+    return without_efa_hugepages(node, efa_interfaces > 0)
 
 
 def pod_room(instance: InstanceType, launcher: NodeLauncher | None = None, efa_interfaces: int = 0) -> tuple[int, int]:
@@ -90,8 +91,9 @@ def too_small(instance: InstanceType) -> str | None:
 def resources(target: NodeTarget) -> dict[str, dict[str, str]]:
     """Requests equal to limits (Guaranteed QoS): whole CPUs, memory, EFA interfaces, GPUs or Neuron devices.
 
-    No hugepages: no node group allocates them or announces them to the autoscaler,
-    so a pod requesting them would stay Pending.
+    No huge pages: Karpenter cannot launch a node for a pod that asks for them (aws/karpenter-provider-aws v1.14.1
+    computeCapacity knows none), and libfabric uses regular pages without them (the NCCL check asks for them on
+    managed groups only: workloads.nccl_check.HUGEPAGES).
     """
     cpus, gib = target.pod_room()
     amounts = {"cpu": str(cpus), "memory": f"{gib}Gi"}

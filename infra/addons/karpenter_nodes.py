@@ -94,7 +94,9 @@ def label_errors(labels: Mapping[str, str]) -> list[str]:
 
 def validate(args: NodeGroupShape, instance: InstanceType) -> None:
     """What Karpenter refuses beyond a node group's own checks (infra.aws.efa_node_group.validate_shape)."""
-    for problem in label_errors(node_labels(args.get("name", ""), instance, args.get("efa", True), args.get("labels", {}))):
+    for problem in label_errors(
+        node_labels(args.get("name", ""), instance, args.get("efa", True), args.get("labels", {}))
+    ):
         raise InvalidArgument(COMPONENT, "labels", dict(args.get("labels", {})), problem)
 
 

@@ -39,6 +39,7 @@ class TrainingOperatorArgs(TypedDict):
     mpi_jobs: NotRequired[bool]
     """Run its MPIJob v1 controller and CRD (default true); false where the MPI operator v2 owns MPIJobs."""
 
+
 # Without MPIJob v1, where the MPI operator v2 is installed (a local kustomization over the same release, shipped
 # in the wheel beside this module).
 WITHOUT_MPIJOB = str(Path(__file__).resolve().parent / "manifests" / "training-operator-without-mpijob")

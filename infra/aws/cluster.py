@@ -86,7 +86,9 @@ def validate(name: str, args: ClusterOptions) -> None:
     unknown = sorted(set(args.get("log_types", LOG_TYPES)) - set(LOG_TYPES))
     if unknown:
         raise InvalidArgument(COMPONENT, "log_types", unknown, f"use some of {', '.join(LOG_TYPES)}")
-    instance_facts.check_name(COMPONENT, "system_instance_type", args.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE))
+    instance_facts.check_name(
+        COMPONENT, "system_instance_type", args.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE)
+    )
     count = args.get("system_node_count", 2)
     if not 1 <= count <= 10:
         raise InvalidArgument(COMPONENT, "system_node_count", count, "use 1 to 10")

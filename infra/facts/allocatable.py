@@ -56,6 +56,19 @@ class Allocatable:
     pods: int
 
 
+# A node with EFA interfaces holds 5128 pre-allocated 2 MiB huge pages (EKS user guide, node-efa: "instances with the
+# EFA driver installed pre-allocate 5128 2MiB Huge Pages"; AWS's nccl-tests manifests request 5120Mi of them), and
+# kubelet takes huge pages out of allocatable memory (kubernetes pkg/kubelet/nodestatus/setters.go MachineInfo: "for
+# every huge page reservation, we need to remove it from allocatable memory"). Neither Karpenter's arithmetic nor
+# nodeadm's counts them: a pod sized to either would not fit the node that starts.
+EFA_HUGEPAGES_MIB = 5128 * 2
+
+
+def without_efa_hugepages(node: "Allocatable", efa: bool) -> "Allocatable":
+    """What a node with EFA really offers pods: its memory less the huge pages the EFA software pre-allocates."""
+    return Allocatable(node.millicores, node.memory_mib - EFA_HUGEPAGES_MIB, node.pods) if efa else node
+
+
 @cache
 def _eni_limits() -> dict[str, tuple[int, int]]:
     with ENI_LIMITS.open() as table:

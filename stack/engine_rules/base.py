@@ -135,15 +135,35 @@ class NodeSource:
     """EFA devices on each node (interfaces of type efa or efa-only)."""
     nvidia: bool
     """Whether its nodes run an NVIDIA AMI (the device plugin must reach them)."""
-    offers: dict[str, int]
+    offers: dict[str, float]
     """Extended resources the autoscaler believes a node it has not launched yet will have."""
 
 
-def _announced(deployment: Deployment, node_group: Registration) -> dict[str, int]:
+SUFFIXES = {
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "m": 10**-3,
+}
+
+
+def quantity(value: object) -> float:
+    """A Kubernetes quantity (`32`, `5120Mi`, `2G`) as a number."""
+    text = str(value)
+    suffix = next((s for s in SUFFIXES if text.endswith(s)), "")
+    return float(text.removesuffix(suffix) or 0) * SUFFIXES.get(suffix, 1)
+
+
+def _announced(deployment: Deployment, node_group: Registration) -> dict[str, float]:
     """kubernetes/autoscaler cluster-autoscaler-1.35.2, cloudprovider/aws/aws_manager.go (buildNodeFromTemplate,
     extractAllocatableResourcesFromAsg): a group at zero nodes offers only what its ASG's tags announce."""
     return {
-        tag.inputs["tag"]["key"].removeprefix(NODE_TEMPLATE_RESOURCES): int(tag.inputs["tag"]["value"])
+        tag.inputs["tag"]["key"].removeprefix(NODE_TEMPLATE_RESOURCES): quantity(tag.inputs["tag"]["value"])
         for tag in deployment.of_type("aws:autoscaling/tag:Tag")
         if node_group.urn in tag.property_dependencies.get("autoscalingGroupName", [])
         and tag.inputs["tag"]["key"].startswith(NODE_TEMPLATE_RESOURCES)
@@ -199,7 +219,7 @@ def _karpenter(deployment: Deployment, pool: Registration) -> NodeSource:
         "karpenter.sh/nodepool": str(pool.inputs.get("metadata", {}).get("name")),
     }
     extended = ((EFA_RESOURCE, efa), (GPU_RESOURCE, gpus), (NEURON_RESOURCE, neuron))
-    offers = {name: count for name, count in extended if count}
+    offers: dict[str, float] = {name: count for name, count in extended if count}
     return NodeSource(
         pool, instance_type, labels, list(template.get("spec", {}).get("taints") or []), efa, gpus > 0, offers
     )

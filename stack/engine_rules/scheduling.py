@@ -12,6 +12,7 @@ from eks_ddp.stack.engine_rules.base import (
     located,
     node_sources,
     pod_specs,
+    quantity,
     tolerated,
 )
 from eks_ddp.stack.mocking import Registration
@@ -169,19 +170,6 @@ def crds_have_one_owner(deployment: Deployment) -> Iterator[Finding]:
             )
 
 
-SUFFIXES = {
-    **{"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12},
-    "m": 10**-3,
-}
-
-
-def _quantity(value: object) -> float:
-    """A Kubernetes quantity (`32`, `5120Mi`, `2G`) as a number."""
-    text = str(value)
-    suffix = next((s for s in SUFFIXES if text.endswith(s)), "")
-    return float(text.removesuffix(suffix) or 0) * SUFFIXES.get(suffix, 1)
-
-
 def pod_requests(pod: dict[str, Any]) -> dict[str, float]:
     """What one pod asks of its node, per resource (CPU in millicores, memory in MiB): the larger of its biggest
     init container's request and its containers' sum, since init containers run one at a time before them
@@ -190,7 +178,7 @@ def pod_requests(pod: dict[str, Any]) -> dict[str, float]:
     def amounts(container: dict[str, Any]) -> dict[str, float]:
         requests = (container.get("resources") or {}).get("requests", {})
         scale = {"cpu": 1000, "memory": 2**-20}
-        return {name: _quantity(value) * scale.get(name, 1) for name, value in requests.items()}
+        return {name: quantity(value) * scale.get(name, 1) for name, value in requests.items()}
 
     running: dict[str, float] = {}
     for container in pod.get("containers", []):

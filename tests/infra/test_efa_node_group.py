@@ -52,6 +52,7 @@ def test_graviton_group_has_its_efa_setup_in_plain_resources(pulumi_mocks: Recor
         "k8s.io/cluster-autoscaler/enabled": "true",
         "k8s.io/cluster-autoscaler/training": "owned",
         "k8s.io/cluster-autoscaler/node-template/resources/vpc.amazonaws.com/efa": "1",
+        "k8s.io/cluster-autoscaler/node-template/resources/hugepages-2Mi": "10256Mi",  # the EFA software's pages
         "k8s.io/cluster-autoscaler/node-template/label/vpc.amazonaws.com/efa.present": "true",
         "k8s.io/cluster-autoscaler/node-template/label/role": "train",
         "k8s.io/cluster-autoscaler/node-template/taint/training": "true:NoSchedule",

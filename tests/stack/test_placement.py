@@ -39,7 +39,8 @@ def test_every_pod_of_the_stack_is_placed(stack: str) -> None:
 
 
 def test_a_pod_sized_for_managed_nodes_never_gets_a_karpenter_node() -> None:
-    """The dev training pod asked 114 GiB (116,736 MiB), nodeadm's room; Karpenter's c7g.16xlarge offers 113,259."""
+    """The dev training pod asked 114 GiB (116,736 MiB), nodeadm's room; Karpenter's c7g.16xlarge offers 113,259 less
+    its EFA huge pages."""
     deployment = _deployment("dev", autoscaler="karpenter")
 
     def managed_sized(job: Registration) -> None:
@@ -50,6 +51,22 @@ def test_a_pod_sized_for_managed_nodes_never_gets_a_karpenter_node() -> None:
     findings = rehearse_placement(_edited(deployment, "PyTorchJob", "train", managed_sized))
     assert findings and all(f.resource == "PyTorchJob eks-ddp-train-job" for f in findings)
     assert "116736 MiB" in findings[0].problem and "MiB short" in findings[0].problem
+
+
+def test_a_pod_sized_without_the_efa_huge_pages_never_fits_a_p4de_node() -> None:
+    """The gpu training pod asked 1,061 GiB, nodeadm's room on a p4de; the node's 5128 pre-allocated 2 MiB pages
+    (EFA) come out of its allocatable memory (kubelet nodestatus MachineInfo), which leaves 1,077,813 MiB."""
+    deployment = _deployment("gpu")
+
+    def unaware(job: Registration) -> None:
+        for replica in job.inputs["spec"]["pytorchReplicaSpecs"].values():
+            resources = replica["template"]["spec"]["containers"][0]["resources"]
+            resources["requests"]["memory"] = resources["limits"]["memory"] = "1061Gi"
+
+    assert rehearse_placement(deployment) == []
+    findings = rehearse_placement(_edited(deployment, "PyTorchJob", "train", unaware))
+    assert findings and all(f.resource == "PyTorchJob eks-ddp-train-job" for f in findings)
+    assert "1086464 MiB" in findings[0].problem and "MiB short" in findings[0].problem
 
 
 def test_a_side_step_on_a_full_gpu_group_keeps_a_training_pod_pending() -> None:

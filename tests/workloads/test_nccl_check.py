@@ -118,3 +118,18 @@ def test_the_launcher_waits_for_ready_workers_and_calls_the_test_where_awss_imag
     worker = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
     assert worker["containers"][0]["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
     assert worker["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+
+
+def test_workers_ask_for_the_efa_huge_pages_only_where_the_autoscaler_knows_them() -> None:
+    """AWS's nccl-tests workers request 5120Mi of 2 MiB pages; a managed group's ASG announces them to the Cluster
+    Autoscaler, while Karpenter v1.14.1 cannot launch a node for a pod that asks for them."""
+    from dataclasses import replace
+
+    from eks_ddp.infra.facts.allocatable import NodeLauncher
+
+    def limits(launcher: NodeLauncher) -> dict[str, str]:
+        manifest = nccl_check.render("nccl-check", "training", replace(P4DE, launcher=launcher))
+        return manifest["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+
+    assert limits(NodeLauncher.MANAGED_NODE_GROUP)["hugepages-2Mi"] == "5120Mi"
+    assert "hugepages-2Mi" not in limits(NodeLauncher.KARPENTER)
