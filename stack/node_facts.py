@@ -59,11 +59,12 @@ def node_groups(config: StackConfig) -> list[dict[str, Any]]:
 def _nccl_line(group: str, instance: InstanceType, checked: str | None) -> str:
     if group == checked:
         return nccl_floor(instance)
-    return (
-        f"not run on this group: it runs on {checked} (the job's group, or the first that qualifies)"
+    where = (
+        f"it runs on {checked} (the job's group, or the first that qualifies)"
         if checked
-        else "not run: eks-ddp:fabricCheck or ncclCheck is off, or no GPU group with EFA holds two nodes"
+        else "eks-ddp:fabricCheck or ncclCheck is off, or no GPU group with EFA holds two nodes"
     )
+    return f"not run on this group: {where}; here it would hold {nccl_floor(instance)}"
 
 
 def nccl_floor(instance: InstanceType) -> str:

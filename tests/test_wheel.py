@@ -77,7 +77,7 @@ def test_the_installed_wheel_runs_a_users_own_program_previews_and_rehearses_it(
 
     manifests = tmp_path / "manifests"
     preview = _run([str(python), "-m", "eks_ddp.stack.preview", "--stack", "prod", "--manifests", str(manifests)], project)
-    assert "Program research-training, stack prod:" in preview.stdout and "82.987  total" in preview.stdout
+    assert "Program research-training, stack prod:" in preview.stdout and "55.949  total" in preview.stdout
     assert (manifests / "trainjob-training-llm.yaml").is_file()
     rehearsal = _run([str(python), "-m", "eks_ddp.stack.rehearsal"], project)
     assert "research-training prod: 19 rules, idempotence, placement and a bad GPU node, every rule holds" in rehearsal.stderr

@@ -36,9 +36,17 @@ def check_name(component: str, argument: str, name: str) -> None:
 
 
 def describe(name: str, opts: pulumi.InvokeOptions | None = None) -> InstanceType:
-    """EC2's facts for `name` (in a Pulumi program; the project's mocks answer from `offline`)."""
-    result = aws.ec2.get_instance_type(instance_type=name, opts=opts)
+    """EC2's facts for `name` (in a Pulumi program; the project's mocks answer from `offline`). A name EC2 does not
+    know is refused in one line with the closest names the catalogue has, as offline."""
+    try:
+        result = aws.ec2.get_instance_type(instance_type=name, opts=opts)
+    except Exception as error:  # the provider's invoke error: EC2's InvalidInstanceType, or no credentials
+        answer = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise InvalidArgument(
+            "EC2", "instance_type", name, f"EC2 did not describe it ({answer}); {_hint(name)}"
+        ) from None
     gpus = list(result.gpuses or [])
+    neuron = getattr(result, "neuron_devices", None)  # pulumi-aws 7.x; older releases leave it to the catalogue
     listed = catalogue.lookup(name)
     return InstanceType(
         name=name,
@@ -51,7 +59,7 @@ def describe(name: str, opts: pulumi.InvokeOptions | None = None) -> InstanceTyp
         efa=bool(result.efa_supported),
         gpu_model=gpus[0].name if gpus else "",
         gpu_maker=gpus[0].manufacturer.lower() if gpus else "",
-        neuron_devices=listed.neuron_devices if listed else 0,
+        neuron_devices=sum(device.count for device in neuron) if neuron else (listed.neuron_devices if listed else 0),
     )
 
 
@@ -70,12 +78,15 @@ def offline(name: str) -> InstanceType:
     listed = catalogue.lookup(name)
     if listed is not None:
         return listed
-    closest = difflib.get_close_matches(name or "", list(catalogue.INSTANCE_TYPES), n=3, cutoff=0.5)
-    hint = f"did you mean {', '.join(closest)}?" if closest else "see EC2's instance types"
     unknown = (
         "no EC2 type of that name is known offline (EC2's types as Karpenter v1.14.1 lists them; `pulumi up` asks EC2)"
     )
-    raise InvalidArgument("EC2", "instance_type", name, f"{unknown}; {hint}")
+    raise InvalidArgument("EC2", "instance_type", name, f"{unknown}; {_hint(name)}")
+
+
+def _hint(name: str) -> str:
+    closest = difflib.get_close_matches(name or "", list(catalogue.INSTANCE_TYPES), n=3, cutoff=0.5)
+    return f"did you mean {', '.join(closest)}?" if closest else "see EC2's instance types"
 
 
 def ec2_answer(name: str) -> dict[str, Any]:
@@ -91,4 +102,9 @@ def ec2_answer(name: str) -> dict[str, Any]:
         "efaSupported": facts.efa,
         "gpuses": gpus,
         "supportedArchitectures": [facts.architecture.value],
+        "neuronDevices": [
+            {"count": facts.neuron_devices, "coreCount": 0, "coreVersion": 0, "memorySize": 0, "name": ""}
+        ]
+        if facts.neuron_devices
+        else [],
     }

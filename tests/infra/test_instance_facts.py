@@ -60,3 +60,31 @@ def test_any_type_for_any_group_x86_arm_cpu_gpu_system_or_training(pulumi_mocks:
     assert len(pulumi_mocks.named("gpu-template").inputs["networkInterfaces"]) == 4
     assert pulumi_mocks.named("cpu-nodes").inputs["amiType"] == "AL2023_x86_64_STANDARD"
     assert pulumi_mocks.named("other-nodes").inputs["instanceTypes"] == ["r7i.48xlarge"]
+
+
+class Ec2Answers(RecordingMocks):
+    """EC2 under `pulumi up`: a Neuron type newer than the catalogue, and a name it refuses."""
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
+        if args.token == instance_facts.GET_INSTANCE_TYPE and args.args["instanceType"] == "trn3.48xlarge":
+            return {**instance_facts.ec2_answer("trn2.48xlarge"), "instanceType": "trn3.48xlarge"}, []
+        if args.token == instance_facts.GET_INSTANCE_TYPE and args.args["instanceType"] == "c7g.16xlarg":
+            return {}, [("instanceType", "InvalidInstanceType: the supplied instance types do not exist: [c7g.16xlarg]")]
+        return super().call(args)
+
+
+def test_under_pulumi_up_ec2s_neuron_devices_count_and_a_name_it_refuses_is_one_line(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.monitor.mocks = Ec2Answers()
+    found: dict[str, Any] = {}
+
+    def program() -> None:
+        found["trn3"] = instance_facts.describe("trn3.48xlarge")
+        try:
+            instance_facts.describe("c7g.16xlarg")
+        except InvalidArgument as error:
+            found["error"] = str(error)
+
+    pulumi_mocks.run(program)
+    assert found["trn3"].neuron_devices == 16 and found["trn3"].network_cards == 16
+    assert "'c7g.16xlarg' is not allowed; EC2 did not describe it (" in found["error"]
+    assert "InvalidInstanceType" in found["error"] and "did you mean c7g.16xlarge" in found["error"]
