@@ -107,7 +107,7 @@ class StackConfig:
             for group in self.platform.get("node_groups", [])
             if group.get("efa", True)
             and group.get("max_size", 2) >= 2
-            and (describe(group["instance_type"]).is_gpu or not gpu)
+            and (not gpu or describe(group["instance_type"]).is_gpu)
         ]
         trained = self.job.node_group if self.job else None
         return trained if trained in groups else next(iter(groups), None)

@@ -68,7 +68,7 @@ def job_commands(operator: OperatorKind, job: str, namespace: str) -> tuple[str,
 
 
 def _efa_check(config: StackConfig, platform: TrainingPlatform, name: str, on_failure: OnFailure) -> list[Resource]:
-    checked = config.checked_group(gpu=False)
+    checked = config.checked_group(gpu=False, describe=instance_facts.describe)
     if checked is None:
         return []
     group = platform.node_groups[checked]
@@ -93,7 +93,7 @@ def _efa_check(config: StackConfig, platform: TrainingPlatform, name: str, on_fa
 def _nccl_check(
     config: StackConfig, platform: TrainingPlatform, name: str, on_failure: OnFailure, after: list[Resource]
 ) -> list[Resource]:
-    checked = config.checked_group(gpu=True)
+    checked = config.checked_group(gpu=True, describe=instance_facts.describe)
     if checked is None or platform.mpi_operator is None:
         return []
     group = platform.node_groups[checked]
