@@ -78,15 +78,27 @@ def test_a_group_may_run_its_own_image() -> None:
     assert not any(r.type == "docker-build:index:Image" for r in run_under_mocks(parse(values, region)))
 
 
+def _priced(registrations: list[Registration], item: str) -> float | None:
+    """The unit price the preview's cost estimate gives the node group named in `item` (None: unknown)."""
+    from datetime import date
+
+    from eks_ddp.stack import cost
+    from eks_ddp.stack.engine_rules import Deployment
+
+    lines = cost.estimate(Deployment(registrations, "us-east-1", "arn:aws:iam::123456789012:role/ci", date(2026, 11, 24)))
+    (line,) = [line for line in lines if item in line.item]
+    return line.unit_hourly if line.priced else None
+
+
 @pytest.mark.parametrize(
-    ("instance_type", "facts"),
+    ("instance_type", "facts", "price"),
     [
-        ("p6-b200.48xlarge", "x86_64, 192 vCPUs, 2048 GiB, GPUs 8 x B200, 8 EFA interfaces"),
-        ("g4dn.metal", "x86_64, 96 vCPUs, 384 GiB, GPUs 8 x T4, 1 EFA interfaces"),
-        ("g6e.12xlarge", "x86_64, 48 vCPUs, 384 GiB, GPUs 4 x L40S, 1 EFA interfaces"),
+        ("p6-b200.48xlarge", "x86_64, 192 vCPUs, 2048 GiB, GPUs 8 x B200, 8 EFA interfaces", 113.9328),
+        ("g4dn.metal", "x86_64, 96 vCPUs, 384 GiB, GPUs 8 x T4, 1 EFA interfaces", 7.824),
+        ("g6e.12xlarge", "x86_64, 48 vCPUs, 384 GiB, GPUs 4 x L40S, 1 EFA interfaces", 10.49264),
     ],
 )
-def test_any_current_gpu_type_previews_with_ec2s_facts(instance_type: str, facts: str) -> None:
+def test_any_current_gpu_type_previews_with_ec2s_facts_and_price(instance_type: str, facts: str, price: float) -> None:
     values, region = stack_file.load("gpu")
     values["nodeGroups"][1]["instanceType"] = instance_type
     config = parse(values, region)
@@ -94,6 +106,7 @@ def test_any_current_gpu_type_previews_with_ec2s_facts(instance_type: str, facts
     assert f"{instance_type} ({facts})" in line
     registrations = run_under_mocks(config)
     assert any(r.type == "docker-build:index:Image" and "Dockerfile.cuda" in str(r.inputs) for r in registrations)
+    assert _priced(registrations, f"eks-ddp-gpu-nodes ({instance_type}") == price
 
 
 def test_a_type_that_is_not_ec2s_or_has_no_supported_accelerator_is_one_line_naming_the_key() -> None:
@@ -274,6 +287,7 @@ def test_the_trainium_stack_runs_the_users_neuron_code_on_every_device_and_efa_i
     assert (env["FI_PROVIDER"], env["FI_EFA_USE_DEVICE_RDMA"], env["CCOM_SOCKET_IFNAME"]) == ("efa", "1", "eth0")
     assert master["image"].endswith("/neuron-training:1") and "OMP_NUM_THREADS" not in env
     assert not any(r.type == "docker-build:index:Image" for r in registrations)
+    assert _priced(registrations, "eks-ddp-trainium-nodes (trn1.32xlarge") == 21.5
     tags = {
         r.inputs["tag"]["key"]: r.inputs["tag"]["value"] for r in registrations if r.type == "aws:autoscaling/tag:Tag"
     }
