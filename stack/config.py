@@ -7,19 +7,22 @@ validation, before any resource is registered; errors name the stack key
 (`eks-ddp:nodeGroups[1].instanceType`), the value and what is allowed.
 """
 
+import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, TypeVar, cast
 
+import pulumi_aws as aws
+
 from eks_ddp.infra import platform
 from eks_ddp.infra.addons.training_operator import OperatorKind
 from eks_ddp.infra.aws.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
 from eks_ddp.infra.aws.efa_node_group import NodeGroupShape
-from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts import instance_facts
+from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.infra.facts.catalogue import Architecture, InstanceType
 from eks_ddp.infra.platform import AutoscalerKind, MonitoringKind, StorageKind, TrainingPlatformArgs
 from eks_ddp.stack.project_config import PROJECT, closest
@@ -327,6 +330,30 @@ def _storage(raw: Any) -> tuple[StorageKind, dict[str, Any]]:
 Describe = Callable[[str], InstanceType]
 
 
+# The regions the AWS provider `pulumi up` runs knows (pulumi-aws `Region`, which its region validation follows).
+REGIONS = [region.value for region in aws.Region]
+
+
+def _region(region: str | None) -> str:
+    """`aws:region` must be a region the AWS provider knows: a typo would otherwise preview and rehearse clean."""
+    if not region:
+        raise ConfigError("aws:region", region, "set the AWS region, e.g. `pulumi config set aws:region us-east-1`")
+    if region not in REGIONS:
+        near = difflib.get_close_matches(region, REGIONS, n=3, cutoff=0.6)
+        hint = f"did you mean {', '.join(near)}?" if near else f"use one of {', '.join(REGIONS)}"
+        raise ConfigError("aws:region", region, f"no AWS region of that name; {hint}")
+    return region
+
+
+def _zones(zones: list[str], region: str, key: str) -> list[str]:
+    """Each zone must be one of the region's (`us-east-1a`, or a Local Zone such as `us-east-1-bos-1a`)."""
+    for zone in zones:
+        if not re.fullmatch(rf"{re.escape(region)}(-[a-z]+-\d+)?[a-z]", zone):
+            where = f"{_key('vpc')}.{key}"
+            raise ConfigError(where, zone, f"not a zone of aws:region {region}: use {region}a, {region}b, ...")
+    return zones
+
+
 def _choice(key: str, value: str, kind: type[Kind]) -> Kind:
     """`value` as one of `kind`'s members, or an error naming the stack key and the members."""
     allowed = [member.value for member in kind]
@@ -511,13 +538,14 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     `pulumi up` (`__main__.py` passes infra.facts.instance_facts.describe).
     """
     top = _fields(dict(values), PROJECT, TOP_LEVEL)
-    if not region:
-        raise ConfigError("aws:region", region, "set the AWS region, e.g. `pulumi config set aws:region us-east-1`")
+    region = _region(region)
     network = _fields(top.get("vpc") or {}, _key("vpc"), VPC)
-    zones = _strings(network.get("availability_zones", []), f"{_key('vpc')}.availabilityZones")
+    zones = _zones(
+        _strings(network.get("availability_zones", []), f"{_key('vpc')}.availabilityZones"), region, "availabilityZones"
+    )
     if "existing_private_subnet_ids" in network:  # an existing VPC: its zones are the subnets' (zone -> id)
         subnets = network["existing_private_subnet_ids"]
-        zones = list(subnets)
+        zones = _zones(list(subnets), region, "existingPrivateSubnetIds")
         _strings(list(subnets.values()), f"{_key('vpc')}.existingPrivateSubnetIds")
     platform_args, layout, group_images = _node_groups(top.get("node_groups", []), zones)
     platform_args.update({"network": network, "tags": {"project": PROJECT}})  # type: ignore[typeddict-item]

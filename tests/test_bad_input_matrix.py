@@ -118,6 +118,9 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("config: a job on 2-GiB nodes", _small_group_job(), "eks-ddp:job.nodeGroup: 'small' is not allowed; t4g.small (2 vCPUs, 2 GiB) leaves no whole CPU and GiB"),
     ("config: unknown training operator", _config("trainingOperator", "v3"), "eks-ddp:trainingOperator: 'v3' is not allowed; use one of v1, v2, none"),
     ("config: unknown autoscaler", _config("autoscaler", "keda"), "eks-ddp:autoscaler: 'keda' is not allowed; use one of cluster-autoscaler, karpenter, none"),
+    ("config: misspelled region", lambda: parse(DEV, "us-eest-1"), "aws:region: 'us-eest-1' is not allowed; no AWS region of that name; did you mean us-west-1, us-east-1, us-west-2?"),
+    ("config: zones of another region", lambda: parse(DEV, "us-west-2"), "eks-ddp:vpc.availabilityZones: 'us-east-1a' is not allowed; not a zone of aws:region us-west-2: use us-west-2a, us-west-2b, ..."),
+    ("config: subnets in zones of another region", lambda: parse(stack_file.load("gpu")[0], "eu-west-1"), "eks-ddp:vpc.existingPrivateSubnetIds: 'us-east-1a' is not allowed; not a zone of aws:region eu-west-1"),
     ("config: unknown fabric check mode", _config("fabricCheck", "warn"), "eks-ddp:fabricCheck: 'warn' is not allowed; use one of gate, report, off"),
     ("config: a Karpenter-restricted node label", lambda: parse({**DEV, "autoscaler": "karpenter", "nodeGroups": [
         DEV["nodeGroups"][0], {**DEV["nodeGroups"][1], "labels": {"karpenter.sh/team": "a"}}]}, REGION),

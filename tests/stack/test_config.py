@@ -165,3 +165,9 @@ def test_stack_files_are_read_with_the_clis_yaml_rules(tmp_path: Path) -> None:
     assert values["fabricCheck"] == "off" and values["trainingNamespace"] == "2026-01-01"
     with pytest.raises(StackFileError, match="eks-ddp:ncclCheck' must be of type 'boolean'"):
         _scratch_stack(tmp_path, "  eks-ddp:ncclCheck: yes\n")
+
+
+def test_a_local_zone_of_the_region_is_a_zone_of_it() -> None:
+    values, _ = stack_file.load("dev")
+    values = {**values, "vpc": {"cidr": "10.0.0.0/16", "availabilityZones": ["us-east-1a", "us-east-1-bos-1a"]}}
+    assert parse(values, "us-east-1").region == "us-east-1"
