@@ -19,10 +19,11 @@ import yaml
 
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts.catalogue import PRICES_AS_OF
+from eks_ddp.infra.facts.versions import DEFAULT_KUBERNETES_VERSION
 from eks_ddp.stack import cost, node_facts, project_config, stack_file
 from eks_ddp.stack.config import ConfigError, StackConfig, parse
 from eks_ddp.stack.engine_rules import Deployment
-from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
+from eks_ddp.stack.mocking import ACCOUNT, DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.stack.programs import Program
 from eks_ddp.stack.project_config import PROJECT, StackFileError
 from eks_ddp.stack.reference_data import read_network_cards
@@ -103,6 +104,18 @@ def _eks_ddp_config(program: Program, stack: str, override: dict[str, str]) -> S
     return parse(values, region)
 
 
+def where_it_runs(region: str, config: StackConfig | None) -> str:
+    """What the ids assume: the region and zones, the Kubernetes version, and the account, which the mocks invent."""
+    parts = [f"Region {region}"]
+    if config is not None:
+        network = config.platform.get("network", {})
+        zones = network.get("availability_zones") or list(network.get("existing_private_subnet_ids", {}))
+        version = config.platform.get("kubernetes_version", DEFAULT_KUBERNETES_VERSION)
+        parts += [f"zones {', '.join(zones)}", f"Kubernetes {version}"]
+    parts.append(f"account {ACCOUNT} (a mock value: every id, ARN and digest below is invented)")
+    return "; ".join(parts)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m eks_ddp.stack.preview", description=__doc__.split("\n", 1)[0] if __doc__ else None
@@ -177,8 +190,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(
         f"Program {program.project}, stack {args.stack}: {len(registrations)} resources "
-        "(under mocks; nothing was sent to AWS)\n"
+        "(under mocks; nothing was sent to AWS)"
     )
+    print(f"{where_it_runs(region, config)}\n")
     print("\n".join(tree_lines(registrations)))
     if groups:
         print("\nNode groups (offline facts: infra.facts.catalogue; `pulumi up` takes EC2's):")

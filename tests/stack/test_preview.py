@@ -42,6 +42,18 @@ def test_preview_prints_tree_counts_cost_and_writes_valid_manifests(tmp_path: Pa
     validate_pytorchjob(job)
 
 
+def test_the_first_lines_say_where_the_stack_runs_and_that_the_account_is_invented(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert preview.main(["--stack", "workshop", "--manifests", str(tmp_path)]) == 0
+    first, second = capsys.readouterr().out.splitlines()[:2]
+    assert first.startswith("Program eks-ddp, stack workshop: ") and first.endswith("(under mocks; nothing was sent to AWS)")
+    assert second == (
+        "Region us-west-2; zones us-west-2a, us-west-2b; Kubernetes 1.35; "
+        "account 123456789012 (a mock value: every id, ARN and digest below is invented)"
+    )
+
+
 def test_preview_json_is_complete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert preview.main(["--stack", "dev", "--manifests", str(tmp_path), "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
