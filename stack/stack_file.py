@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eks_ddp.stack import project_config
+from eks_ddp.stack import config_paths, project_config
 from eks_ddp.stack.project_config import PROJECT, ROOT
 
 
@@ -41,7 +41,12 @@ def load(stack: str, root: Path = ROOT, override: dict[str, str] | None = None) 
             f"--stack {stack}: {path.name} not found (stacks here: {', '.join(stacks(root)) or 'none'})"
         )
     declared, project = project_config.declarations(root), project_config.project_name(root)
-    stack_config = {**((project_config.read_yaml(path) or {}).get("config") or {}), **(override or {})}
+    defaults = {f"{project}:{key}": spec.get("default") for key, spec in declared.items()}
+    try:
+        file_config = (project_config.read_yaml(path) or {}).get("config") or {}
+        stack_config = config_paths.merged(file_config, override or {}, defaults)
+    except config_paths.PathError as error:
+        raise project_config.StackFileError(f"--config: {error}") from None
     own = {
         key.removeprefix(f"{project}:"): value
         for key, value in stack_config.items()
@@ -64,6 +69,6 @@ def cli_config(stack: str, root: Path = ROOT, override: dict[str, str] | None = 
     values, _ = load(stack, root, override)
     project = project_config.project_name(root)
     stack_config = {**((project_config.read_yaml(root / f"Pulumi.{stack}.yaml") or {}).get("config") or {})}
-    others = {key: value for key, value in {**stack_config, **(override or {})}.items() if ":" in key}
+    others = {key: value for key, value in config_paths.merged(stack_config, override or {}, {}).items() if ":" in key}
     merged = {**others, **{f"{project}:{key}": value for key, value in values.items()}}
     return {key: value if isinstance(value, str) else json.dumps(value) for key, value in merged.items()}
