@@ -204,6 +204,7 @@ JOB = {
     "args": ("args", list),
     "env": ("env", dict),
 }
+TABLES = (TOP_LEVEL, VPC, SYSTEM, NODE_GROUP, STORAGE, JOB)
 # The job's image when the stack builds the bundled trainer's (the program puts the built image in its place).
 BUILT_IMAGE = "(built by the stack)"
 # Keys that existed once, and why they went.
@@ -274,6 +275,12 @@ class _Layout:
         if argument == "storage":
             return f"{_key('storage')}.kind"
         return _key(_camel(TOP_LEVEL, argument))
+
+
+def _in_stack_words(text: str) -> str:
+    """A component's message with its arguments' Python names (`min_size`) in the stack file's words (`minSize`)."""
+    words = {snake: camel for table in TABLES for camel, (snake, _) in table.items() if "_" in snake}
+    return re.sub(r"\b[a-z]+(?:_[a-z]+)+\b", lambda match: words.get(match.group(0), match.group(0)), text)
 
 
 def _camel(table: Mapping[str, tuple[str, type]], argument: str) -> str:
@@ -582,7 +589,7 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     try:
         platform.validate(PROJECT, platform_args, describe)
     except InvalidArgument as error:
-        raise ConfigError(layout.stack_key(error), error.value, error.allowed) from None
+        raise ConfigError(layout.stack_key(error), error.value, _in_stack_words(error.allowed)) from None
     operator = _choice("trainingOperator", top.get("training_operator") or OperatorKind.V1.value, OperatorKind)
     platform_args["training_operator"] = operator
     claim = None if kind == StorageKind.NONE else "shared"

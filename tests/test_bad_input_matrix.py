@@ -2,6 +2,7 @@
 with a message that names the key or argument and says what is allowed."""
 
 import copy
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi_kubernetes as k8s
+
 import pytest
 
 from eks_ddp.infra.aws.cluster import Cluster
@@ -86,8 +88,8 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     # Stack configuration (Pulumi.<stack>.yaml): errors name the config key.
     ("config: instance type without EFA", _config("nodeGroups.1.instanceType", "c7g.large"), "eks-ddp:nodeGroups[1].efa: True is not allowed; c7g.large does not support EFA; turn efa off"),
     ("config: not an instance type", _config("nodeGroups.1.instanceType", "c7g"), "eks-ddp:nodeGroups[1].instanceType: 'c7g' is not allowed; give an EC2 instance type such as"),
-    ("config: minSize > maxSize", _config("nodeGroups.1.minSize", 8), "eks-ddp:nodeGroups[1].minSize: 8 is not allowed; need 0 <= min_size <= max_size"),
-    ("config: desiredSize outside the range", _config("nodeGroups.1.desiredSize", 0), "eks-ddp:nodeGroups[1].desiredSize: 0 is not allowed; must lie between min_size=1 and max_size=6"),
+    ("config: minSize > maxSize", _config("nodeGroups.1.minSize", 8), "eks-ddp:nodeGroups[1].minSize: 8 is not allowed; need 0 <= minSize <= maxSize"),
+    ("config: desiredSize outside the range", _config("nodeGroups.1.desiredSize", 0), "eks-ddp:nodeGroups[1].desiredSize: 0 is not allowed; must lie between minSize=1 and maxSize=6"),
     ("config: zone outside the VPC's", _config("nodeGroups.1.availabilityZone", "us-west-2a"), "eks-ddp:nodeGroups[1].availabilityZone: 'us-west-2a' is not allowed; use one of eks-ddp:vpc.availabilityZones (us-east-1a, us-east-1b)"),
     ("config: CIDR too small", _config("vpc.cidr", "10.0.0.0/25"), "eks-ddp:vpc.cidr: '10.0.0.0/25' is not allowed; the prefix must be /16 to /24"),
     ("config: FSx capacity 1000 GiB", _config("storage.capacityGiB", 1000), "eks-ddp:storage.capacityGiB: 1000 is not allowed; use 1200, 2400 or a multiple of 2400 GiB"),
@@ -176,6 +178,9 @@ def test_bad_input_fails_first_and_says_why(pulumi_mocks: Recorded, capsys: pyte
         with pytest.raises((ConfigError, InvalidArgument, StackFileError)) as raised:
             attempt()
         assert message in str(raised.value), str(raised.value)
+        if case.startswith("config"):  # a stack key's message speaks the stack file's words, not the Python names
+            allowed = re.sub(r"'[^']*'", "", str(raised.value).partition(" is not allowed")[2])  # values as written
+            assert not re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", allowed), allowed
 
     pulumi_mocks.run(program)
     if case.startswith("trainer"):
