@@ -5,6 +5,7 @@ from pathlib import Path
 import pulumi
 
 from eks_ddp.infra.facts import instance_facts
+from eks_ddp.stack import placeholders
 from eks_ddp.stack.config import parse
 from eks_ddp.stack.program import build, job_commands
 from eks_ddp.stack.project_config import PROJECT, check_declared, configured_keys, declarations
@@ -16,6 +17,7 @@ check_declared(pulumi.get_stack(), configured_keys(), declared)
 readers = {"string": config.get, "integer": config.get_int, "boolean": config.get_bool}
 values = {key: readers.get(spec.get("type", ""), config.get_object)(key) for key, spec in declared.items()}
 configured = {key: value for key, value in values.items() if value is not None}
+placeholders.refuse(configured, f"{PROJECT}:")  # the stack files' example ids, before anything is created
 # Instance facts from EC2: any type works, and sizing follows what EC2 says it has.
 settings = parse(configured, pulumi.Config("aws").get("region"), describe=instance_facts.describe)
 deployed = build(settings, name=PROJECT)

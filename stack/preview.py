@@ -20,7 +20,7 @@ import yaml
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts.catalogue import PRICES_AS_OF
 from eks_ddp.infra.facts.versions import DEFAULT_KUBERNETES_VERSION
-from eks_ddp.stack import cost, node_facts, project_config, stack_file
+from eks_ddp.stack import cost, node_facts, placeholders, project_config, stack_file
 from eks_ddp.stack.config import ConfigError, StackConfig, parse
 from eks_ddp.stack.engine_rules import Deployment
 from eks_ddp.stack.mocking import ACCOUNT, DEPLOYER_ROLE_ARN, Registration
@@ -79,6 +79,12 @@ def tree_lines(registrations: list[Registration]) -> list[str]:
     return lines
 
 
+MOCKED_HEADER = (
+    f"# Rendered offline under the Pulumi SDK's mocks: account {ACCOUNT}, every AWS id and ARN, and every image digest\n"
+    "# (@sha256:000...) in it are invented; `pulumi up` fills in the real ones.\n"
+)
+
+
 def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path]:
     """One YAML file per object; files an earlier preview wrote there go first, so none outlives its object."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -91,7 +97,7 @@ def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path
             directory
             / f"{manifest['kind'].lower()}-{metadata.get('namespace', 'cluster')}-{metadata.get('name', 'unnamed')}.yaml"
         )
-        path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+        path.write_text(MOCKED_HEADER + yaml.safe_dump(manifest, sort_keys=False))
         written.append(path)
     return written
 
@@ -156,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(line.hourly for line in lines)
     counts = Counter(r.type for r in registrations)
     groups = node_facts.node_groups(config) if config is not None else []
+    marked = placeholders.found(program.config(args.stack, override))
     seconds = time.perf_counter() - started
     if args.json:
         print(
@@ -165,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                     "stack": args.stack,
                     "resources": [{"type": r.type, "name": r.name, "parent": r.parent} for r in registrations],
                     "node_groups": groups,
+                    "placeholders": [{"key": key, "value": value, "put": what} for key, value, what in marked],
                     "counts": dict(sorted(counts.items())),
                     "cost": {
                         "prices_as_of": PRICES_AS_OF,
@@ -192,7 +200,10 @@ def main(argv: list[str] | None = None) -> int:
         f"Program {program.project}, stack {args.stack}: {len(registrations)} resources "
         "(under mocks; nothing was sent to AWS)"
     )
-    print(f"{where_it_runs(region, config)}\n")
+    print(where_it_runs(region, config))
+    for key, value, what in marked:
+        print(f"  placeholder {key}: {value}; put {what} there (`pulumi up` refuses it)")
+    print()
     print("\n".join(tree_lines(registrations)))
     if groups:
         print("\nNode groups (offline facts: infra.facts.catalogue; `pulumi up` takes EC2's):")
