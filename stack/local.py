@@ -97,15 +97,19 @@ def local_job(stack: str, project_dir: Path = stack_file.ROOT, override: dict[st
     config = parse(values, region)
     if config.job is None:
         raise ConfigError("eks-ddp:job", None, f"Pulumi.{stack}.yaml defines no job to run")
-    if config.job.job.elastic:
-        raise ConfigError(
-            "eks-ddp:job.elasticMinReplicas", config.job.job.elastic_min_replicas, "the local run covers static jobs"
+    job = config.job.job
+    if job.elastic:
+        print(
+            f"note: eks-ddp:job.elasticMinReplicas: the local run starts the job's {job.replicas} pods as a static "
+            "job (one machine cannot lose a node); `make rehearse` rehearses its node losses and resizes",
+            flush=True,
         )
+        job = dataclasses.replace(job, elastic_min_replicas=None)
     spec = config.job_shape({group.get("name", ""): group for group in config.platform.get("node_groups", [])})
     target = target_of(spec, offline(spec["instance_type"]))
     # Without shared storage the pods' /shared is scratch space and results go to S3; here one local
     # directory plays both (no S3 in the demo), so the job is rendered as if it had a claim.
-    job = config.job.job if config.job.job.claim_name else dataclasses.replace(config.job.job, claim_name="scratch")
+    job = job if job.claim_name else dataclasses.replace(job, claim_name="scratch")
     return LocalJob(config.operator, job, target, config.job.evaluate)
 
 

@@ -171,3 +171,14 @@ def test_a_gpu_jobs_processes_are_scaled_to_this_machine_and_the_output_says_so(
     command = replicas(job, tmp_path, 29500)[0].command
     assert command[command.index("--global-batch-size") + 1] == str(128 * 2 * 8)  # the cluster's, kept by accumulation
     assert command[command.index("--device") + 1] == "auto"  # the pod's `cuda` would stop on this CPU machine
+
+
+def test_the_workshops_elastic_job_runs_locally_as_a_static_job_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """`make demo STACK=workshop` stopped with `the local run covers static jobs`; it now runs the job's 4 pods."""
+    from eks_ddp.stack.local import local_job
+
+    local = local_job("workshop")
+    assert local.job.replicas == 4 and not local.job.elastic and local.job.dataset == "cifar10"
+    assert capsys.readouterr().out.startswith(
+        "note: eks-ddp:job.elasticMinReplicas: the local run starts the job's 4 pods as a static job"
+    )
