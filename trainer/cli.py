@@ -7,6 +7,7 @@ SIGTERM checkpoint, 1 for a failed download or an unusable checkpoint.
 
 import argparse
 import logging
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -211,7 +212,14 @@ def _run_train(args: argparse.Namespace, topology: Topology) -> None:
         print(f"model:   {out / 'model.pt'}")
         print(f"curves:  {out / 'training-curves.png'}")
         print(f"summary: {out / 'summary.json'}")
-        print(f"tensorboard: tensorboard --logdir {out / outputs.TENSORBOARD_DIR}")
+        print(f"tensorboard: {tensorboard_command()} --logdir {out / outputs.TENSORBOARD_DIR}")
+
+
+def tensorboard_command() -> str:
+    """TensorBoard of the environment the trainer runs in: its script beside this interpreter (a virtual environment's
+    bin/, which a user's shell may not have on PATH), else the interpreter running its module."""
+    script = Path(sys.executable).parent / "tensorboard"
+    return shlex.quote(str(script)) if script.exists() else f"{shlex.quote(sys.executable)} -m tensorboard.main"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

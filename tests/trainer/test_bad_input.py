@@ -163,3 +163,17 @@ def test_evaluating_the_model_of_another_run_is_refused(finished_run: Path) -> N
     assert result.returncode == 2
     _assert_one_line_error(result.stderr, f"--model-file {model} was written by run job, not --run-name job-2")
     assert run_trainer(["evaluate", "--model-file", str(model), "--run-name", "job"]).returncode == 0
+
+
+def test_the_printed_tensorboard_command_runs_from_any_shell(tmp_path: Path) -> None:
+    """`tensorboard` lives in the virtual environment's bin/, which the user's PATH may lack: the trainer prints the
+    script by its path, and the command it prints answers `--version`."""
+    import shlex
+    import subprocess
+
+    from eks_ddp.trainer.cli import tensorboard_command
+
+    command = shlex.split(tensorboard_command())
+    assert Path(command[0]).is_absolute()
+    ran = subprocess.run([*command, "--version_tb"], capture_output=True, text=True, env={"PATH": ""}, check=False)
+    assert ran.returncode == 0 and ran.stdout.strip(), ran.stderr[-500:]
