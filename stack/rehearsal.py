@@ -29,7 +29,7 @@ from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.stack.programs import Program
 from eks_ddp.stack.project_config import PROJECT, StackFileError
-from eks_ddp.stack.reference_data import NETWORK_CARDS, read_network_cards
+from eks_ddp.stack.reference_data import read_network_cards
 
 
 def _comparable(value: Any) -> Any:
@@ -195,11 +195,6 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         broken += bool(findings)
-    if not NETWORK_CARDS.exists():
-        print(
-            f"note: {NETWORK_CARDS} is absent: EFA interfaces were checked against infra.facts.catalogue",
-            file=sys.stderr,
-        )
     return 1 if broken else 0
 
 

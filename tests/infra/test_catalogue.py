@@ -89,3 +89,12 @@ def test_every_type_a_stack_or_the_issue_names_has_its_list_price() -> None:
     assert {name: INSTANCE_TYPES[name].hourly_usd for name in expected} == expected
     unpriced = {name for name, facts in INSTANCE_TYPES.items() if facts.hourly_usd is None}
     assert len(unpriced) == 18 and {"p5e.48xlarge", "trn2.48xlarge", "hpc7a.96xlarge"} <= unpriced
+
+
+def test_the_shipped_network_cards_are_ec2s_as_upstream_publishes_them() -> None:
+    """stack/data/network-cards.tsv, which the rehearsal reads, is the upstream table row for row."""
+    from eks_ddp.stack.reference_data import NETWORK_CARDS
+
+    upstream = [line for line in _reference("network-cards.tsv").read_text().splitlines() if not line.startswith("#")]
+    shipped = [line for line in NETWORK_CARDS.read_text().splitlines() if not line.startswith("#")]
+    assert shipped == upstream and len(shipped) == 1346
