@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from eks_ddp.infra.facts.catalogue import Architecture, InstanceType
-from eks_ddp.stack.config import SYSTEM_GROUP, StackConfig
+from eks_ddp.stack.config import SYSTEM_GROUP, StackConfig, system_shape
 from eks_ddp.workloads.image import BUILD_ARGS, DOCKERFILES, PLATFORMS, Accelerator, accelerator_of
 
 
@@ -43,7 +43,7 @@ def needing_images(
     }
     if config.job is None or config.job.node_group != SYSTEM_GROUP:
         return groups
-    return {**groups, SYSTEM_GROUP: describe(config.job_shape({})["instance_type"])}
+    return {**groups, SYSTEM_GROUP: describe(system_shape(config.platform)["instance_type"])}
 
 
 def builds(
