@@ -8,6 +8,7 @@ settings of its node group. It trains a small network on scikit-learn's digits (
 """
 
 import argparse
+import gc
 import os
 from pathlib import Path
 
@@ -55,6 +56,7 @@ def main() -> None:
         print(f"own script: test accuracy {accuracy:.4f} on {world} rank(s); model in {output / 'model.pt'}")
     dist.barrier()  # no rank tears the group down while rank 0 still evaluates
     del ddp  # before the group goes (DDP holds it)
+    gc.collect()  # a wrapper caught in a reference cycle goes too (the bundled trainer's teardown, distributed.stop)
     dist.destroy_process_group()
 
 
