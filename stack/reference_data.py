@@ -1,16 +1,13 @@
 """Upstream facts the engines go by, shipped with the rehearsal so a user's rehearsal checks what CI checks.
 
 `data/network-cards.tsv` is EC2's own data (extracted from aws/karpenter-provider-aws v1.14.1,
-`zz_generated.vpclimits.go`; tests/infra/test_catalogue.py checks it against the copy in `../shared/reference/`
-where that is checked out): the authority for how many EFA interfaces an instance type takes, independent of our
+`zz_generated.vpclimits.go`; tests/infra/test_catalogue.py checks it against the repository's copy in
+`upstream/reference/`): the authority for how many EFA interfaces an instance type takes, independent of our
 catalogue.
 """
 
 from pathlib import Path
 
-from eks_ddp.stack.project_config import ROOT
-
-REFERENCE = ROOT.parent / "shared" / "reference"
 NETWORK_CARDS = Path(__file__).resolve().parent / "data" / "network-cards.tsv"
 
 

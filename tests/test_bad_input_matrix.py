@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pulumi_kubernetes as k8s
-
 import pytest
 
 from eks_ddp.infra.aws.cluster import Cluster

@@ -1,6 +1,6 @@
 """KarpenterNodePool: one training group's nodes launched by Karpenter: an EC2NodeClass and a NodePool (1.14.1).
 
-The manifests come from pure functions, which tests validate against the CRDs in ../shared/schemas and the rules
+The manifests come from pure functions, which tests validate against the CRDs in upstream/schemas and the rules
 encoded here from aws/karpenter-provider-aws v1.14.1:
 - pkg/providers/launchtemplate/launchtemplate.go (generateNetworkInterfaces): with `networkInterfaces` set,
   each entry's type goes to EC2 unchanged, and the CRD's types are `interface` and `efa-only` only: card 0

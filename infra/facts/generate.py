@@ -1,7 +1,7 @@
 """`python -m eks_ddp.infra.facts.generate REFERENCE_DIR [--pricing GO_FILE]`: the offline tables, from upstream data.
 
-Writes data/instance-types.tsv beside this module from two generated upstream tables (this repository's CI keeps
-copies in ../shared/reference/): aws/karpenter-provider-aws v1.14.1 `website/content/en/docs/reference/
+Writes data/instance-types.tsv beside this module from two generated upstream tables (the repository keeps
+copies in upstream/reference/): aws/karpenter-provider-aws v1.14.1 `website/content/en/docs/reference/
 instance-types.md` (every EC2 type's vCPUs, memory, architecture, GPUs with maker, model and memory, Neuron
 devices, EFA devices; Karpenter generates it from EC2 DescribeInstanceTypes) and `pkg/providers/instancetype/
 zz_generated.vpclimits.go` (network cards). With `--pricing`, also data/prices-us-east-1.tsv from the same tag's

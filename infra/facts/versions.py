@@ -69,7 +69,7 @@ KARPENTER_CHART = ("karpenter", "1.14.1", "oci://public.ecr.aws/karpenter")
 
 # Monitoring (eks-ddp:monitoring prometheus). kube-prometheus-stack 88.5.3 (2026-08-22) is the newest chart of
 # prometheus-community/helm-charts: prometheus-operator v0.93.1 (its PodMonitor/ServiceMonitor CRDs are v0.93.0's
-# in ../shared/schemas, a patch apart), Grafana, kube-state-metrics 8.4.0, prometheus-node-exporter 4.56.1.
+# in upstream/schemas, a patch apart), Grafana, kube-state-metrics 8.4.0, prometheus-node-exporter 4.56.1.
 PROMETHEUS_COMMUNITY = "https://prometheus-community.github.io/helm-charts"
 KUBE_PROMETHEUS_STACK_CHART = ("kube-prometheus-stack", "88.5.3", PROMETHEUS_COMMUNITY)
 # The same node-exporter chart again, for AWS's EFA node exporter image on EFA nodes (infra/addons/prometheus_monitoring.py).

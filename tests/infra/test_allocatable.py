@@ -1,21 +1,17 @@
 """Each engine's allocatable, against Karpenter's own published figures and the shipped instance types."""
 
 import csv
-from pathlib import Path
 
 import pytest
 
 from eks_ddp.infra.facts.allocatable import Allocatable, NodeLauncher, allocatable, eni_pods, kube_reserved_millicores
 from eks_ddp.infra.facts.catalogue import INSTANCE_TYPES, Architecture, InstanceType
 from eks_ddp.workloads.target import DAEMON_SETS_MIB, NodeTarget, daemon_sets_millicores, pod_room, resources
-
-REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "instance-types.tsv"
+from tests.upstream import REFERENCE
 
 
 def _karpenter_table() -> list[dict[str, str]]:
-    if not REFERENCE.exists():
-        pytest.skip(f"{REFERENCE} is absent (../shared is not checked out here): Karpenter's table cannot be compared")
-    with REFERENCE.open() as table:
+    with (REFERENCE / "instance-types.tsv").open() as table:
         return list(csv.DictReader((line.removeprefix("# ") for line in table), delimiter="\t"))
 
 

@@ -4,12 +4,9 @@ the PodMonitor against prometheus-operator's CRD, and bad input refused in one l
 import json
 import re
 from datetime import date
-from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
-import yaml
 
 from eks_ddp.infra.addons.prometheus_monitoring import DCGM_COUNTERS, EFA_COUNTERS, dashboards, efa_exporter_values
 from eks_ddp.stack import stack_file
@@ -19,8 +16,8 @@ from eks_ddp.stack.mocking import Registration
 from eks_ddp.stack.rehearsal import rehearse_values
 from eks_ddp.trainer.metrics_export import PER_POD, PREFIX, MetricsExport
 from eks_ddp.workloads.training_pod import METRICS_PORT_NAME
+from tests.upstream import validate_against_crd
 
-SCHEMAS = Path(__file__).resolve().parents[2].parent / "shared" / "schemas"
 # PromQL words that are not metric names: functions, aggregations and their modifiers.
 PROMQL_WORDS = {
     "sum",
@@ -142,12 +139,9 @@ def test_prometheus_watches_the_training_pods_the_gpus_and_provisions_the_dashbo
     # The training dashboard selects on eks_ddp_job: Prometheus' sanitised name of the pod label the monitor keeps.
     assert monitor.inputs["spec"]["podTargetLabels"] == ["eks-ddp/job"]
     assert all('{eks_ddp_job=~"$job"}' in query for query in _queries(dashboards()["training.json"])[:-1])
-    path = SCHEMAS / "monitoring.coreos.com_podmonitors-v0.93.0.yaml"
-    if not path.exists():
-        pytest.skip(f"{path} is absent (../shared/ is not checked out): PodMonitor schema not checked")
-    schema = next(v for v in yaml.safe_load(path.read_text())["spec"]["versions"] if v["name"] == "v1")
-    jsonschema.validate(
-        {k: monitor.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}, schema["schema"]["openAPIV3Schema"]
+    validate_against_crd(
+        {k: monitor.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")},
+        "monitoring.coreos.com_podmonitors-v0.93.0.yaml",
     )
 
 

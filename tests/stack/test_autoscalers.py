@@ -5,12 +5,9 @@ or never schedule. (The Cluster Autoscaler with each operator: tests/stack/test_
 import json
 from dataclasses import replace
 from datetime import date
-from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
-import yaml
 
 from eks_ddp.policy.rules import StackResource, efa_groups_consistent
 from eks_ddp.stack import stack_file
@@ -19,9 +16,9 @@ from eks_ddp.stack.engine_rules import Deployment, check
 from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.stack.rehearsal import rehearse_values
+from tests.upstream import validate_against_crd
 
 TODAY = date(2026, 11, 22)
-SCHEMAS = Path(__file__).resolve().parents[2].parent / "shared" / "schemas"
 CRDS = {
     "EC2NodeClass": "karpenter.k8s.aws_ec2nodeclasses-v1.14.1.yaml",
     "NodePool": "karpenter.sh_nodepools-v1.14.1.yaml",
@@ -62,14 +59,9 @@ def test_karpenter_with_each_operator_passes_the_rehearsal(stack: str, operator:
 def test_the_node_classes_and_pools_the_stacks_render_validate_against_the_crds(stack: str) -> None:
     registrations = _registrations(stack)
     for kind, crd in CRDS.items():
-        path = SCHEMAS / crd
-        if not path.exists():
-            pytest.skip(f"{path} is absent (../shared/ is not checked out): {kind} schema not checked")
-        versions = yaml.safe_load(path.read_text())["spec"]["versions"]
-        schema = next(v for v in versions if v["name"] == "v1")["schema"]["openAPIV3Schema"]
         for registration in _kind(registrations, kind):
             manifest = json.loads(json.dumps(registration.inputs), parse_float=lambda text: int(float(text)))
-            jsonschema.validate({key: manifest[key] for key in ("apiVersion", "kind", "metadata", "spec")}, schema)
+            validate_against_crd({key: manifest[key] for key in ("apiVersion", "kind", "metadata", "spec")}, crd)
 
 
 def test_the_gpu_node_class_gets_efa_on_every_card_from_the_reservation() -> None:

@@ -7,12 +7,12 @@ import pytest
 
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.config import parse
-from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.stack.engine_rules import Deployment, check
 from eks_ddp.stack.engine_rules.pulumi_kubernetes import awaited_to_completion, is_training, phases
+from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
-from eks_ddp.workloads.batch_jobs import FABRIC_CHECK_LABEL
 from eks_ddp.stack.rehearsal import rehearse_values
+from eks_ddp.workloads.batch_jobs import FABRIC_CHECK_LABEL
 
 TODAY = date(2026, 11, 22)
 K8S = "kubernetes:"

@@ -8,7 +8,7 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from eks_ddp.infra.addons.training_operator import TrainingOperator
-from eks_ddp.infra.aws.efa_node_group import EfaNodeGroup, EfaNodeGroupArgs, shape_of
+from eks_ddp.infra.aws.efa_node_group import EfaNodeGroupArgs, shape_of
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts.catalogue import Architecture
 from eks_ddp.workloads import pytorchjob

@@ -8,15 +8,11 @@ import os
 import subprocess
 from pathlib import Path
 
-import jsonschema
-import pytest
-import yaml
-
 from eks_ddp.infra.facts.catalogue import INSTANCE_TYPES
 from eks_ddp.workloads import nccl_check
 from eks_ddp.workloads.batch_jobs import OnFailure
 from eks_ddp.workloads.target import NodeTarget
-from tests.workloads.schemas import SCHEMAS
+from tests.upstream import validate_against_crd
 
 P5 = NodeTarget(
     INSTANCE_TYPES["p5.48xlarge"],
@@ -55,12 +51,8 @@ def _run(
 
 
 def test_the_mpijob_validates_and_takes_every_gpu_and_efa_device_of_two_nodes() -> None:
-    crd_path = SCHEMAS / "kubeflow.org_mpijobs-v2beta1-mpi-operator-v0.8.0.yaml"
-    if not crd_path.exists():
-        pytest.skip(f"{crd_path} is absent (../shared/ is not checked out): MPIJob schema not checked")
     manifest = nccl_check.render("nccl-check", "training", P5)
-    crd = yaml.safe_load(crd_path.read_text())
-    jsonschema.validate(manifest, crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    validate_against_crd(manifest, "kubeflow.org_mpijobs-v2beta1-mpi-operator-v0.8.0.yaml")
     worker = manifest["spec"]["mpiReplicaSpecs"]["Worker"]
     limits = worker["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert worker["replicas"] == 2 and manifest["spec"]["slotsPerWorker"] == 8

@@ -1,4 +1,4 @@
-"""The Kubeflow Trainer v2 rendering: schemas from ../shared/schemas and the controllers' rules (kubeflow/trainer v2.3.0)."""
+"""The Kubeflow Trainer v2 rendering: schemas from upstream/schemas and the controllers' rules (kubeflow/trainer v2.3.0)."""
 
 from dataclasses import replace
 
