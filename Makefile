@@ -21,7 +21,7 @@ STEP = @echo "==> $(1)"; SECONDS=0
 TOOK = echo "    took $$SECONDS s"
 PROGRESS = sed -n -u -E 's/^(Collecting|Installing collected|Successfully installed)/    &/p' | cut -c1-118
 
-.PHONY: demo preview rehearse test typecheck unit bench watch-picture clean
+.PHONY: demo preview rehearse test typecheck docs unit bench watch-picture clean
 
 $(STAMP): pyproject.toml requirements.txt requirements-dev.txt trainer/requirements.txt
 	$(call STEP,[1/3] a virtual environment in $(VENV) from $(PYTHON) ($(shell $(PYTHON) --version 2>&1)))
@@ -44,11 +44,15 @@ preview: $(STAMP)
 rehearse: $(STAMP)
 	$(BIN)/python -m eks_ddp.stack.rehearsal
 
-## test: type-check everything, then run the whole test suite
-test: typecheck unit
+## test: type-check everything, build the docs strictly, then run the whole test suite
+test: typecheck docs unit
 
 typecheck: $(STAMP)
 	$(BIN)/pyright
+
+## docs: the documentation site from docs/ and mkdocs.yml in runs/site; any broken link or anchor fails it
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir runs/site
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest

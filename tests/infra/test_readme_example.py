@@ -1,17 +1,20 @@
-"""The README's Pulumi program runs as-is (a file, as the CLI runs it) under the public offline runner."""
+"""The documented Pulumi program (docs/your-project.md) runs as-is, as a file, under the public offline runner."""
 
 import re
 from pathlib import Path
 
 from eks_ddp.stack.mocking import run_offline
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "your-project.md"
+SECTION = "## A second example: a PyTorchJob on a Graviton group"
 
 
-def test_readme_program_runs_as_a_file_under_run_offline(tmp_path: Path) -> None:
-    section = README.read_text().split("## Deploying with `pulumi up`", 1)[1]
+def test_documented_program_runs_as_a_file_under_run_offline(tmp_path: Path) -> None:
+    text = PAGE.read_text()
+    assert SECTION in text, f"{PAGE.name} has no section {SECTION!r}"
+    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
     code = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert code is not None, "the README's deploy section has no Python example"
+    assert code is not None, f"{PAGE.name}'s section {SECTION!r} has no Python example"
     program = tmp_path / "__main__.py"
     program.write_text(code.group(1))
     registrations = run_offline(program)
