@@ -3,7 +3,8 @@
 The job is rendered by the same functions its component applies (a PyTorchJob, a
 TrainJob on its runtime, or an Indexed Job, per `eks-ddp:trainingOperator`); each
 pod's container command then runs as a local process with the environment its
-engine gives it (the training operator's MASTER_* and PET_* variables, the
+engine gives it (the training operator's MASTER_* and PET_* variables, or an elastic
+PyTorchJob's PET_RDZV_* and PET_NNODES=min:max for torchrun's c10d rendezvous, the
 Trainer's torch plugin's, or the Indexed Job's own, its completion index
 resolved). Only five things change, each printed: the rendezvous address becomes
 127.0.0.1 on a free port, the claim's mount path maps to a local directory, the
@@ -98,13 +99,6 @@ def local_job(stack: str, project_dir: Path = stack_file.ROOT, override: dict[st
     if config.job is None:
         raise ConfigError("eks-ddp:job", None, f"Pulumi.{stack}.yaml defines no job to run")
     job = config.job.job
-    if job.elastic:
-        print(
-            f"note: eks-ddp:job.elasticMinReplicas: the local run starts the job's {job.replicas} pods as a static "
-            "job (one machine cannot lose a node); `make rehearse` rehearses its node losses and resizes",
-            flush=True,
-        )
-        job = dataclasses.replace(job, elastic_min_replicas=None)
     spec = config.job_shape({group.get("name", ""): group for group in config.platform.get("node_groups", [])})
     target = target_of(spec, offline(spec["instance_type"]))
     # Without shared storage the pods' /shared is scratch space and results go to S3; here one local
@@ -158,12 +152,15 @@ def describe_ranks(job: EngineJob) -> str:
     scaled = (
         "" if here == there else f"; {there} per pod in the cluster (one per GPU), scaled to {os.cpu_count()} CPUs here"
     )
-    return f"{pods} replicas x {here} process(es) per pod = {pods * here} ranks{scaled}"
+    nodes = next(e["value"] for e in _engine_env(job.pods[0]) if e["name"] == "PET_NNODES")
+    elastic = f"; elastic: torchrun's c10d rendezvous admits {nodes.replace(':', ' to ')} pods" if ":" in nodes else ""
+    return f"{pods} replicas x {here} process(es) per pod = {pods * here} ranks{scaled}{elastic}"
 
 
 def local_env(variables: list[dict[str, Any]], index: int, port: int, processes: int, pods: int) -> dict[str, str]:
-    """The pod's variables here: the rendezvous on 127.0.0.1:`port`, this machine's process count, and the
-    Job controller's completion index where a variable reads it (the only field reference a training pod uses)."""
+    """The pod's variables here: the rendezvous (static or elastic) on 127.0.0.1:`port`, this machine's process
+    count, and the Job controller's completion index where a variable reads it (the only field reference a
+    training pod uses)."""
     local = {
         "MASTER_ADDR": "127.0.0.1",
         "PET_MASTER_ADDR": "127.0.0.1",
@@ -171,6 +168,7 @@ def local_env(variables: list[dict[str, Any]], index: int, port: int, processes:
         "PET_MASTER_PORT": str(port),
         "PET_NPROC_PER_NODE": str(processes),
         "WORLD_SIZE": str(pods * processes),
+        "PET_RDZV_ENDPOINT": f"127.0.0.1:{port}",  # an elastic job's rendezvous, on Worker-0's port in the cluster
     }
     env = {}
     for variable in variables:

@@ -82,17 +82,29 @@ def admission_errors(manifest: dict[str, Any]) -> list[str]:
 
 
 def pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """A static job's pods as the operator creates them, Master-0 then Worker-0..n-1, with its variables.
+    """The job's pods as the operator creates them, in rank order (Master-0, then Worker-0..n-1), with its variables.
 
-    Encoded from the training operator v1.9.4, pkg/controller.v1/pytorch/envvar.go (setPodEnv) and
-    master.go: every container gets MASTER_ADDR/PORT and their PET_ twins naming the Master's
-    service, WORLD_SIZE = replicas x nprocPerNode, RANK = PET_NODE_RANK (Workers count from 1),
-    PET_NPROC_PER_NODE and PET_NNODES.
+    Encoded from the training operator v1.9.4 (identical in v1.9.0), pkg/controller.v1/pytorch/envvar.go
+    (setPodEnv), master.go and elastic.go. A static job's containers get MASTER_ADDR/PORT and their PET_ twins
+    naming the Master's service, WORLD_SIZE = replicas x nprocPerNode, RANK = PET_NODE_RANK (Workers count from 1),
+    PET_NPROC_PER_NODE and PET_NNODES. An elastic job has Workers only: no MASTER_*, RANK or WORLD_SIZE, but
+    torchrun's rendezvous on Worker-0's `pytorchjob-port` (PET_RDZV_ENDPOINT), PET_RDZV_BACKEND, PET_RDZV_ID,
+    PET_MAX_RESTARTS and PET_NNODES = "min:max", so torchrun starts once `min` pods joined, up to `max`.
     """
     name, spec = manifest["metadata"]["name"], manifest["spec"]
-    if "elasticPolicy" in spec:
-        raise ValueError(f"PyTorchJob {name} is elastic: its pods' variables come from the rendezvous, not from here")
     replicas, processes = spec["pytorchReplicaSpecs"], spec["nprocPerNode"]
+    if "elasticPolicy" in spec:
+        policy = spec["elasticPolicy"]
+        injected = {
+            "PYTHONUNBUFFERED": "1",
+            "PET_NPROC_PER_NODE": processes,
+            "PET_RDZV_ENDPOINT": f"{name}-worker-0:{MASTER_PORT}",
+            "PET_RDZV_BACKEND": policy.get("rdzvBackend", "c10d"),
+            "PET_NNODES": f"{policy['minReplicas']}:{policy['maxReplicas']}",
+            **({"PET_MAX_RESTARTS": str(policy["maxRestarts"])} if "maxRestarts" in policy else {}),
+            **({"PET_RDZV_ID": policy["rdzvId"]} if "rdzvId" in policy else {}),
+        }
+        return [_with_env(replicas["Worker"], injected) for _ in range(replicas["Worker"]["replicas"])]
     workers = replicas.get("Worker", {}).get("replicas", 0)
     ordered = [("Master", 0)] + [("Worker", index + 1) for index in range(workers)]
     address = f"{name}-master-0"
@@ -110,8 +122,13 @@ def pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
             "PET_NPROC_PER_NODE": processes,
             "PET_NNODES": str(len(ordered)),
         }
-        pod = copy.deepcopy(replicas[kind]["template"]["spec"])
-        for container in pod["containers"]:
-            container["env"] = [*container.get("env", []), *({"name": k, "value": v} for k, v in injected.items())]
-        pods.append(pod)
+        pods.append(_with_env(replicas[kind], injected))
     return pods
+
+
+def _with_env(replica: dict[str, Any], injected: dict[str, str]) -> dict[str, Any]:
+    """A pod of `replica`, every container's env followed by what the operator injects."""
+    pod = copy.deepcopy(replica["template"]["spec"])
+    for container in pod["containers"]:
+        container["env"] = [*container.get("env", []), *({"name": k, "value": v} for k, v in injected.items())]
+    return pod

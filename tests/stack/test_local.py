@@ -8,6 +8,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -173,12 +174,29 @@ def test_a_gpu_jobs_processes_are_scaled_to_this_machine_and_the_output_says_so(
     assert command[command.index("--device") + 1] == "auto"  # the pod's `cuda` would stop on this CPU machine
 
 
-def test_the_workshops_elastic_job_runs_locally_as_a_static_job_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
-    """`make demo STACK=workshop` stopped with `the local run covers static jobs`; it now runs the job's 4 pods."""
-    from eks_ddp.stack.local import local_job
-
-    local = local_job("workshop")
-    assert local.job.replicas == 4 and not local.job.elastic and local.job.dataset == "cifar10"
-    assert capsys.readouterr().out.startswith(
-        "note: eks-ddp:job.elasticMinReplicas: the local run starts the job's 4 pods as a static job"
+def test_the_workshops_elastic_job_trains_through_torchruns_elastic_rendezvous(open_workdir: Path) -> None:
+    """`make demo STACK=workshop`: the job's 4 pods meet in torchrun's c10d rendezvous with the job's min and max
+    (PET_NNODES=2:4, as the operator sets it), on 127.0.0.1, and train as 4 ranks; the evaluation follows."""
+    workdir = open_workdir / "work"
+    job, _ = render_for("workshop")
+    pods = replicas(job, workdir, 29533)
+    assert [(p.env["PET_NNODES"], p.env["PET_RDZV_ENDPOINT"], p.env["PET_RDZV_BACKEND"]) for p in pods] == [
+        ("2:4", "127.0.0.1:29533", "c10d")
+    ] * 4
+    assert not {"RANK", "WORLD_SIZE", "MASTER_ADDR"} & {k for pod in job.pods for k in _variables(pod)}
+    command = [sys.executable, "-m", "eks_ddp.stack.local", "--stack", "workshop", "--workdir", str(workdir)]
+    command += ["--config", "eks-ddp:job.epochs=2"]
+    result = subprocess.run(command, cwd=ROOT, env=trainer_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith(
+        "Running PyTorchJob cifar10-elastic of stack workshop locally: 4 replicas x 1 process(es) per pod = 4 ranks; "
+        "elastic: torchrun's c10d rendezvous admits 2 to 4 pods"
     )
+    (output,) = (workdir / "shared" / "runs" / "cifar10-elastic").iterdir()
+    summary = json.loads((output / "summary.json").read_text())
+    assert summary["world_size"] == 4 and summary["epochs"] == 2
+    assert json.loads((output / "evaluation.json").read_text())["run"] == summary["run"]
+
+
+def _variables(pod: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in pod["containers"][0].get("env", [])}

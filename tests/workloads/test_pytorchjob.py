@@ -4,7 +4,7 @@ import jsonschema
 import pytest
 
 from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
-from eks_ddp.workloads.pytorchjob import admission_errors, render
+from eks_ddp.workloads.pytorchjob import admission_errors, pod_specs, render
 from eks_ddp.workloads.target import NodeTarget
 from eks_ddp.workloads.training_pod import TrainingJob, run_id, trainer_command, validate_name
 from tests.workloads.schemas import validate_pytorchjob
@@ -71,6 +71,22 @@ def test_elastic_job_has_workers_only_and_c10d_rendezvous() -> None:
     assert list(manifest["spec"]["pytorchReplicaSpecs"]) == ["Worker"]
     policy = manifest["spec"]["elasticPolicy"]
     assert policy == {"rdzvBackend": "c10d", "rdzvId": "training-elastic", "minReplicas": 2, "maxReplicas": 4, "maxRestarts": 3}
+
+
+def test_an_elastic_jobs_pods_get_the_operators_rendezvous_variables_and_no_ranks() -> None:
+    """training operator v1.9.4 elastic.go and envvar.go: no Master, so no MASTER_*, RANK or WORLD_SIZE; torchrun's
+    c10d rendezvous on Worker-0's pytorchjob-port (23456) with PET_NNODES=min:max."""
+    job = TrainingJob(name="elastic", namespace="training", image="img:1", replicas=4, elastic_min_replicas=2)
+    pods = pod_specs(render(job, GRAVITON))
+    injected = {
+        "PYTHONUNBUFFERED": "1", "PET_NPROC_PER_NODE": "1", "PET_RDZV_ENDPOINT": "elastic-worker-0:23456",
+        "PET_RDZV_BACKEND": "c10d", "PET_NNODES": "2:4", "PET_MAX_RESTARTS": "3", "PET_RDZV_ID": "training-elastic",
+    }
+    assert len(pods) == 4
+    for pod in pods:
+        env = [(e["name"], e.get("value")) for e in pod["containers"][0]["env"]]
+        assert env[-len(injected):] == list(injected.items())  # appended after the pod's own, in the operator's order
+        assert not {"MASTER_ADDR", "RANK", "WORLD_SIZE", "PET_NODE_RANK"} & {name for name, _ in env}
 
 
 def test_schema_rejects_an_integer_nproc_per_node() -> None:
