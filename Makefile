@@ -21,7 +21,7 @@ STEP = @echo "==> $(1)"; SECONDS=0
 TOOK = echo "    took $$SECONDS s"
 PROGRESS = sed -n -u -E 's/^(Collecting|Installing collected|Successfully installed)/    &/p' | cut -c1-118
 
-.PHONY: demo preview rehearse test typecheck docs unit bench watch-picture clean
+.PHONY: demo tensorboard preview rehearse test typecheck docs unit bench watch-picture clean
 
 $(STAMP): pyproject.toml requirements.txt requirements-dev.txt trainer/requirements.txt
 	$(call STEP,[1/3] a virtual environment in $(VENV) from $(PYTHON) ($(shell $(PYTHON) --version 2>&1)))
@@ -35,6 +35,10 @@ $(STAMP): pyproject.toml requirements.txt requirements-dev.txt trainer/requireme
 ## demo: run a stack's rendered PyTorchJob and EvaluationJob on this machine (default the dev stack: 2 replicas)
 demo: $(STAMP)
 	$(BIN)/python -m eks_ddp.stack.local --stack $(STACK) $(addprefix --config ,$(CONFIG))
+
+## tensorboard: TensorBoard on 127.0.0.1:6006 for the newest run's events under runs/ (make demo's, for one)
+tensorboard: $(STAMP)
+	$(BIN)/python -m eks_ddp.stack.last_run
 
 ## preview: what `pulumi up` would create for a stack (default dev), offline, with its hourly cost
 preview: $(STAMP)
