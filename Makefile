@@ -58,8 +58,10 @@ typecheck: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --site-dir runs/site
 
+# Three workers, each taking the next test as it frees up (worksteal); the slowest tests start first (conftest.py) and
+# are listed at the end.
 unit: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 3 --dist worksteal --durations=15
 
 ## bench: trainer vs. the workshop-style loop (images/s and time to 97 % on MNIST)
 bench: $(STAMP)

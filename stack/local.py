@@ -99,6 +99,12 @@ def local_job(stack: str, project_dir: Path = stack_file.ROOT, override: dict[st
     if config.job is None:
         raise ConfigError("eks-ddp:job", None, f"Pulumi.{stack}.yaml defines no job to run")
     job = config.job.job
+    script = job.code.script if job.code else "-m"
+    if not script.startswith("-m") and not Path(script).is_file():
+        raise ConfigError(
+            "eks-ddp:job.script", script, f"the local run starts it from {Path.cwd()}, where there is no such file (in "
+            "the cluster it comes from eks-ddp:image); copy your script here to run the job locally"
+        )
     spec = config.job_shape({group.get("name", ""): group for group in config.platform.get("node_groups", [])})
     target = target_of(spec, offline(spec["instance_type"]))
     # Without shared storage the pods' /shared is scratch space and results go to S3; here one local

@@ -60,4 +60,10 @@ def mnist_subset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_mnist_subset(tmp_path_factory.mktemp("mnist-subset"))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The `slow` tests (real torchrun runs, tens of seconds each) first, so that with several workers
+    (`make test`) no long test starts last and runs alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 from tests.pulumi_harness import pulumi_mocks  # noqa: E402,F401  (the fixture, for tests/infra, tests/workloads and tests/stack)

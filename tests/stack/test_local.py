@@ -200,3 +200,19 @@ def test_the_workshops_elastic_job_trains_through_torchruns_elastic_rendezvous(o
 
 def _variables(pod: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in pod["containers"][0].get("env", [])}
+
+
+def test_a_stack_whose_script_lives_only_in_its_image_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Pulumi.trainium.yaml's Neuron script comes from the user's image: the local run names the key and what to do
+    instead of letting torchrun fail in every pod."""
+    from eks_ddp.stack import local
+
+    assert local.main(["--stack", "trainium", "--workdir", str(tmp_path / "work")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: eks-ddp:job.script: 'train_neuron.py' is not allowed; the local run starts it from {Path.cwd()}, "
+        "where there is no such file (in the cluster it comes from eks-ddp:image); copy your script here to run the "
+        "job locally\n"
+    )
+    assert not (tmp_path / "work").exists()

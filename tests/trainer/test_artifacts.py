@@ -24,6 +24,8 @@ from eks_ddp.trainer.errors import UsageError
 from tests.conftest import free_port, read_summary, run_trainer
 from tests.trainer.launch import start, wait_for_checkpoint
 
+pytestmark = pytest.mark.slow
+
 BUCKET = "models"
 ARGS = ["train", "--dataset", "digits", "--epochs", "3", "--batch-size", "32", "--checkpoint-every", "20"]
 

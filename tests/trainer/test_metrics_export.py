@@ -20,6 +20,8 @@ from eks_ddp.workloads import pytorchjob
 from eks_ddp.workloads.training_pod import METRICS_PORT, pod_monitor
 from tests.conftest import ROOT, free_port, run_trainer, trainer_command, trainer_env
 
+pytestmark = pytest.mark.slow
+
 ARGS = ["train", "--dataset", "digits", "--epochs", "30", "--batch-size", "16", "--log-every", "2",
         "--checkpoint-every", "40", "--metrics-address", "127.0.0.1"]
 

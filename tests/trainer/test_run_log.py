@@ -4,9 +4,12 @@ and each step once after a resume (the cut-off run's later lines and events are 
 import json
 from pathlib import Path
 
+import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tests.conftest import read_summary, run_trainer
+
+pytestmark = pytest.mark.slow
 
 ARGS = ["train", "--dataset", "digits", "--epochs", "3", "--batch-size", "32", "--log-every", "5",
         "--checkpoint-every", "20"]

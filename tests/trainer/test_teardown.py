@@ -6,7 +6,11 @@ worker waiting for the GIL; 60 runs in one process pair ended on none of three t
 
 import subprocess
 
+import pytest
+
 from tests.conftest import ROOT, TORCHRUN, free_port, trainer_env
+
+pytestmark = pytest.mark.slow
 
 RUNS = 60
 
