@@ -64,7 +64,8 @@ def fresh_environment(tmp_path: Path) -> Path:
 def test_the_installed_wheel_runs_a_users_own_program_previews_and_rehearses_it(tmp_path: Path) -> None:
     wheel, project, python = build_wheel(tmp_path), users_project(tmp_path), fresh_environment(tmp_path)
     pip = [str(python), "-m", "pip", "--quiet", "--disable-pip-version-check"]
-    _run([*pip, "install", str(wheel)], tmp_path)
+    install = [*pip, "install", "--no-compile"]  # Python compiles what it imports; pip would compile every file
+    _run([*install, str(wheel)], tmp_path)
     _run([str(python), "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is not None)"], tmp_path)
 
     installed = json.loads(_run([str(python), "-c", PROBE], project).stdout)
@@ -82,7 +83,7 @@ def test_the_installed_wheel_runs_a_users_own_program_previews_and_rehearses_it(
     rehearsal = _run([str(python), "-m", "eks_ddp.stack.rehearsal"], project)
     assert "research-training prod: 19 rules, idempotence, placement and a bad GPU node, every rule holds" in rehearsal.stderr
 
-    _run([*pip, "install", f"{wheel}[trainer]"], tmp_path, timeout=900)
+    _run([*install, f"{wheel}[trainer]"], tmp_path, timeout=900)
     trainer = _run([str(python), "-m", "eks_ddp.trainer", "train", "--help"], tmp_path)
     assert "--dataset" in trainer.stdout
     _run([str(python), "-c", "import torch; assert torch.__version__.startswith('2.13.0')"], tmp_path)
