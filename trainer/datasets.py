@@ -4,6 +4,7 @@ Holding the whole split as one tensor lets the training loop gather a batch with
 single index operation: no DataLoader workers, no per-sample collation.
 """
 
+import importlib.util
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,8 @@ import torch
 from eks_ddp.trainer.errors import UsageError
 from eks_ddp.trainer.idx import read_idx
 from eks_ddp.trainer.sources import CIFAR10, MNIST
+
+DIGITS_SPLIT = Path(__file__).resolve().parent / "data" / "digits-split.txt"
 
 DATASETS = ("digits", "mnist", "cifar10", "synthetic")
 CIFAR10_CLASSES = ("plane", "car", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
@@ -88,16 +91,19 @@ def _standardized(
 
 
 def _digits() -> Splits:
-    """scikit-learn's bundled 1,797 8x8 digits, split 80/20 stratified with a fixed seed."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
+    """scikit-learn's bundled 1,797 8x8 digits, split 80/20 stratified with a fixed seed.
 
-    images, labels = load_digits(return_X_y=True)
-    images = images.reshape(-1, 1, 8, 8) / 16.0
-    train_x, test_x, train_y, test_y = (
-        np.asarray(part) for part in train_test_split(images, labels, test_size=0.2, stratify=labels, random_state=0)
-    )
-    return _standardized("digits", DIGIT_CLASSES, train_x, train_y, test_x, test_y)
+    Read from scikit-learn's own CSV without importing scikit-learn (which costs every rank about a second), and
+    split by the indices its `train_test_split(..., stratify=labels, random_state=0)` returns, shipped in
+    data/digits-split.txt (tests/trainer/test_datasets.py compares both with scikit-learn's own calls).
+    """
+    package = importlib.util.find_spec("sklearn")  # finds the package without running it
+    if package is None or not package.submodule_search_locations:
+        raise UsageError("--dataset digits: scikit-learn is not installed (pip install scikit-learn)")
+    data = np.loadtxt(Path(package.submodule_search_locations[0], "datasets", "data", "digits.csv.gz"), delimiter=",")
+    images, labels = data[:, :-1].reshape(-1, 1, 8, 8) / 16.0, data[:, -1].astype(np.int64)
+    train, test = (np.array(line.split(), dtype=np.int64) for line in DIGITS_SPLIT.read_text().splitlines()[1:3])
+    return _standardized("digits", DIGIT_CLASSES, images[train], labels[train], images[test], labels[test])
 
 
 def _find(data_dir: Path, file_name: str, dataset: str) -> Path:

@@ -1,4 +1,6 @@
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,27 @@ def test_digits_is_an_80_20_stratified_split_standardized_on_train() -> None:
     assert splits.train_x.dtype == torch.float32 and splits.train_y.dtype == torch.int64
     assert abs(float(splits.train_x.mean())) < 1e-5 and abs(float(splits.train_x.std()) - 1) < 1e-3
     assert torch.bincount(splits.test_y).min() >= 35  # every digit is in the test split
+
+
+def test_digits_are_scikit_learns_data_and_split_without_importing_it() -> None:
+    """The same tensors the trainer built with load_digits and train_test_split (random_state=0), in the same order,
+    from a run that never imports scikit-learn (a second of every rank's start-up)."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    script = "import sys; from eks_ddp.trainer import datasets as d; d.load('digits', None)\n"
+    script += "print('sklearn' in sys.modules)"
+    imported = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert imported == "False\n"
+    images, labels = load_digits(return_X_y=True)
+    train_x, test_x, train_y, test_y = train_test_split(
+        images.reshape(-1, 1, 8, 8) / 16.0, labels, test_size=0.2, stratify=labels, random_state=0
+    )
+    parts = (np.asarray(part) for part in (train_x, train_y, test_x, test_y))
+    expected = datasets._standardized("digits", datasets.DIGIT_CLASSES, *parts)
+    splits = datasets.load("digits", None)
+    for field in ("train_x", "train_y", "test_x", "test_y"):
+        assert torch.equal(getattr(splits, field), getattr(expected, field)), field
 
 
 def test_mnist_reads_the_official_idx_files(mnist_subset: Path) -> None:
