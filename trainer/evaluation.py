@@ -7,10 +7,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from sklearn.metrics import confusion_matrix
 from torch import nn
 
-from eks_ddp.trainer import datasets, models, plots, precision
+from eks_ddp.trainer import datasets, models, precision
 from eks_ddp.trainer.errors import UsageError
 from eks_ddp.trainer.outputs import load_model_file, write_json
 
@@ -55,7 +54,10 @@ class Report:
 
 
 def report(predictions: torch.Tensor, labels: torch.Tensor, classes: tuple[str, ...]) -> Report:
-    matrix = confusion_matrix(labels.numpy(), predictions.numpy(), labels=list(range(len(classes))))
+    # sklearn.metrics.confusion_matrix's layout (true class by row), counted with NumPy: importing scikit-learn would
+    # cost every training rank a second, and training reports per epoch through here.
+    count = len(classes)
+    matrix = np.bincount(labels.numpy() * count + predictions.numpy(), minlength=count * count).reshape(count, count)
     totals = matrix.sum(axis=1)
     per_class = {
         name: float(matrix[index, index] / totals[index]) if totals[index] else 0.0
@@ -101,6 +103,8 @@ def evaluate_command(
     for line in result.lines():
         print(line)
     matrix_path = matrix_path or model_file.with_name("confusion-matrix.png")
+    from eks_ddp.trainer import plots  # matplotlib, for the evaluation only
+
     plots.confusion_matrix(result.matrix, tuple(metadata["classes"]), matrix_path)
     print(f"Confusion matrix: {matrix_path}")
     if json_path is not None:

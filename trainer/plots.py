@@ -11,7 +11,6 @@ matplotlib.use("Agg")  # headless: pods and CI have no display
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from sklearn.metrics import ConfusionMatrixDisplay  # noqa: E402
 
 from eks_ddp.trainer.atomic import write_atomically  # noqa: E402
 
@@ -37,6 +36,8 @@ def training_curves(history: Sequence[dict[str, Any]], path: Path) -> None:
 
 
 def confusion_matrix(matrix: np.ndarray, classes: Sequence[str], path: Path) -> None:
+    from sklearn.metrics import ConfusionMatrixDisplay  # a second to import: the evaluation's alone
+
     figure, axis = plt.subplots(figsize=(1 + 0.7 * len(classes), 1 + 0.6 * len(classes)))
     ConfusionMatrixDisplay(matrix, display_labels=list(classes)).plot(ax=axis, colorbar=False, values_format="d")
     axis.set_title("Confusion matrix (rows: true class)")

@@ -27,7 +27,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from eks_ddp.trainer import artifacts, datasets, distributed, evaluation, models, outputs, plots, precision
+from eks_ddp.trainer import artifacts, datasets, distributed, evaluation, models, outputs, precision
 from eks_ddp.trainer.checkpoint import CheckpointManager, decode
 from eks_ddp.trainer.config import TrainConfig
 from eks_ddp.trainer.distributed import Topology
@@ -206,6 +206,8 @@ class Run:
     def _draw_curves(self) -> None:
         """Redraw training-curves.png when an epoch has ended since it was drawn."""
         if len(self.progress.history) > self.plotted:
+            from eks_ddp.trainer import plots  # matplotlib: only rank 0 draws, and only once an epoch has ended
+
             plots.training_curves(self.progress.history, self.config.output_dir / outputs.CURVES_FILE)
             self.plotted = len(self.progress.history)
 
