@@ -58,10 +58,10 @@ typecheck: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --site-dir runs/site
 
-# Three workers, each handed the next test when it frees up (one at a time: xdist's default first hands each a
-# quarter of the run); the slowest tests come first (conftest.py) and are listed at the end.
+# Three workers, each taking the next test as it frees up (worksteal); the slowest tests start first (conftest.py) and
+# are listed at the end.
 unit: $(STAMP)
-	$(BIN)/python -m pytest -n 3 --dist load --maxschedchunk 1 --durations=15
+	$(BIN)/python -m pytest -n 3 --dist worksteal --durations=15
 
 ## bench: trainer vs. the workshop-style loop (images/s and time to 97 % on MNIST)
 bench: $(STAMP)
