@@ -99,11 +99,13 @@ def local_job(stack: str, project_dir: Path = stack_file.ROOT, override: dict[st
     if config.job is None:
         raise ConfigError("eks-ddp:job", None, f"Pulumi.{stack}.yaml defines no job to run")
     job = config.job.job
-    script = job.code.script if job.code else "-m"
-    if not script.startswith("-m") and not Path(script).is_file():
+    launched = job.code.launch()[0] if job.code else "-m"  # a script's path, or -m for a module
+    if launched != "-m" and not Path(launched).is_file():
         raise ConfigError(
-            "eks-ddp:job.script", script, f"the local run starts it from {Path.cwd()}, where there is no such file (in "
-            "the cluster it comes from eks-ddp:image); copy your script here to run the job locally"
+            "eks-ddp:job.script",
+            launched,
+            f"the local run starts it from {Path.cwd()}, where there is no such file (in the cluster it comes from "
+            "eks-ddp:image); copy your script here to run the job locally",
         )
     spec = config.job_shape({group.get("name", ""): group for group in config.platform.get("node_groups", [])})
     target = target_of(spec, offline(spec["instance_type"]))
@@ -137,13 +139,14 @@ def _localize(command: list[str], shared: Path) -> list[str]:
     return [executables.get(local[0], local[0]), *local[1:]]
 
 
-def _engine_env(pod: dict[str, Any]) -> list[dict[str, Any]]:
-    return pod["containers"][0].get("env", [])
+def _engine_variable(job: EngineJob, name: str) -> str:
+    """A variable the engine gives the job's first pod."""
+    return next(e["value"] for e in job.pods[0]["containers"][0].get("env", []) if e["name"] == name)
 
 
 def cluster_processes(job: EngineJob) -> int:
     """torchrun's processes per pod in the cluster, as the engine gives them (PET_NPROC_PER_NODE)."""
-    return int(next(e["value"] for e in _engine_env(job.pods[0]) if e["name"] == "PET_NPROC_PER_NODE"))
+    return int(_engine_variable(job, "PET_NPROC_PER_NODE"))
 
 
 def processes_per_pod(job: EngineJob) -> int:
@@ -158,7 +161,7 @@ def describe_ranks(job: EngineJob) -> str:
     scaled = (
         "" if here == there else f"; {there} per pod in the cluster (one per GPU), scaled to {os.cpu_count()} CPUs here"
     )
-    nodes = next(e["value"] for e in _engine_env(job.pods[0]) if e["name"] == "PET_NNODES")
+    nodes = _engine_variable(job, "PET_NNODES")
     elastic = f"; elastic: torchrun's c10d rendezvous admits {nodes.replace(':', ' to ')} pods" if ":" in nodes else ""
     return f"{pods} replicas x {here} process(es) per pod = {pods * here} ranks{scaled}{elastic}"
 

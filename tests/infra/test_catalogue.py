@@ -14,12 +14,8 @@ from tests.upstream import REFERENCE
 ABSENT_FROM_VPC_LIMITS = 41
 
 
-def _reference(name: str) -> Path:
-    return REFERENCE / name
-
-
 def _network_cards() -> dict[str, int]:
-    return read_network_cards(_reference("network-cards.tsv"))
+    return read_network_cards(REFERENCE / "network-cards.tsv")
 
 
 def test_network_cards_match_ec2() -> None:
@@ -40,7 +36,7 @@ def test_network_cards_match_ec2() -> None:
 def test_efa_support_matches_the_device_plugins_list() -> None:
     """The plugin's chart v0.5.30 lists the types EFA works on: ours are among them, and a type the
     catalogue marks without EFA is not (the flag decides whether a group may turn EFA on offline)."""
-    known = set(_reference("efa-instance-types.txt").read_text().split())
+    known = set((REFERENCE / "efa-instance-types.txt").read_text().split())
     assert {name for name, facts in INSTANCE_TYPES.items() if not facts.efa} & known == set()
     assert set(EFA_INSTANCE_TYPES) - known == {"dl1.24xlarge"}  # Habana's, which the chart leaves out
     # The chart's list (2026-08) names types newer than Karpenter v1.14.1's table: offline they are refused,
@@ -50,9 +46,8 @@ def test_efa_support_matches_the_device_plugins_list() -> None:
 
 def test_the_shipped_table_is_what_the_generator_makes_of_the_upstream_data(tmp_path: Path) -> None:
     """Every type Karpenter's table lists is known offline with EC2's facts; regenerate after upstream moves."""
-    reference = _reference("instance-types.tsv").parent
     generated = tmp_path / "instance-types.tsv"
-    generate.write(reference, generated)
+    generate.write(REFERENCE, generated)
     body = [line for line in generated.read_text().splitlines() if not line.startswith("#")]
     assert body == [line for line in generate.TABLE.read_text().splitlines() if not line.startswith("#")]
     assert len(INSTANCE_TYPES) == len(body) - 1 == 1336
@@ -93,6 +88,6 @@ def test_the_shipped_network_cards_are_ec2s_as_upstream_publishes_them() -> None
     """stack/data/network-cards.tsv, which the rehearsal reads, is the upstream table row for row."""
     from eks_ddp.stack.reference_data import NETWORK_CARDS
 
-    upstream = [line for line in _reference("network-cards.tsv").read_text().splitlines() if not line.startswith("#")]
+    upstream = [line for line in (REFERENCE / "network-cards.tsv").read_text().splitlines() if not line.startswith("#")]
     shipped = [line for line in NETWORK_CARDS.read_text().splitlines() if not line.startswith("#")]
     assert shipped == upstream and len(shipped) == 1346
