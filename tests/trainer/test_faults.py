@@ -14,8 +14,8 @@ from tests.trainer.launch import start, wait_for_checkpoint
 
 pytestmark = pytest.mark.slow
 
-# Small batches make ~450 steps: long enough to interrupt after the first checkpoint.
-ARGS = ["train", "--dataset", "digits", "--epochs", "10", "--batch-size", "16", "--seed", "3", "--checkpoint-every", "40", "--log-every", "5"]
+# Small batches make 180 steps: after the step-40 checkpoint, 140 steps (a second or more) to interrupt in.
+ARGS = ["train", "--dataset", "digits", "--epochs", "4", "--batch-size", "16", "--seed", "3", "--checkpoint-every", "40", "--log-every", "5"]
 
 
 def _children(pid: int) -> list[int]:

@@ -22,7 +22,7 @@ from tests.conftest import ROOT, free_port, run_trainer, trainer_command, traine
 
 pytestmark = pytest.mark.slow
 
-ARGS = ["train", "--dataset", "digits", "--epochs", "30", "--batch-size", "16", "--log-every", "2",
+ARGS = ["train", "--dataset", "digits", "--epochs", "4", "--batch-size", "16", "--log-every", "2",
         "--checkpoint-every", "40", "--metrics-address", "127.0.0.1"]
 
 

@@ -28,7 +28,7 @@ pytestmark = [
 
 MASTER_IP, WORKER_IP, PORT = "10.231.0.1", "10.231.0.2", 23456  # the operator's MASTER_PORT; +1 per attempt
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
-ARGS = ["train", "--dataset", "digits", "--epochs", "6", "--batch-size", "16", "--seed", "11", "--checkpoint-every", "40", "--log-every", "20", "--timeout-minutes", "1"]
+ARGS = ["train", "--dataset", "digits", "--epochs", "3", "--batch-size", "16", "--seed", "11", "--checkpoint-every", "40", "--log-every", "20", "--timeout-minutes", "1"]
 
 
 @dataclass(frozen=True)

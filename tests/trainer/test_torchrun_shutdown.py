@@ -51,7 +51,7 @@ ARGS = [
     "--dataset",
     "digits",
     "--epochs",
-    "10",
+    "4",
     "--batch-size",
     "16",
     "--seed",
@@ -88,6 +88,7 @@ def _terminate_during_a_slow_checkpoint(tmp_path: Path, shutdown_timeout: str | 
     torchrun.send_signal(signal.SIGTERM)  # what the kubelet sends the pod's PID 1
     _, stderr = torchrun.communicate(timeout=3 * SLOW_CHECKPOINT_SECONDS + 120)
     stopped = re.search(r"\[rank 0\] stopped by signal at step (\d+); checkpoint written", stderr)
+    assert not (output / "summary.json").exists(), "the run ended before the signal"
 
     resumed = run_trainer([*ARGS, "--output-dir", str(output)], nproc=2)
     assert resumed.returncode == 0, resumed.stderr
