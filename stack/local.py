@@ -47,6 +47,7 @@ from eks_ddp.stack.local_pods import (
     wait_for_pods,
 )
 from eks_ddp.stack.project_config import StackFileError
+from eks_ddp.trainer.startup import freeze_imports
 from eks_ddp.workloads import batch_jobs, indexed_job, preflight, pytorchjob, trainjob
 from eks_ddp.workloads.target import NodeTarget, target_of
 from eks_ddp.workloads.training_pod import COMPLETION_INDEX, SHARED_MOUNT, TrainingJob
@@ -308,4 +309,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    freeze_imports()  # the Pulumi SDKs' objects, never examined again by the collector
     raise SystemExit(main())

@@ -11,7 +11,9 @@ releases did); this module does, naming the closest declared key, because the
 program would otherwise never read a misspelled one.
 """
 
+import copy
 import difflib
+import functools
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,9 +27,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 BOOL = "tag:yaml.org,2002:bool"
+_PARSER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's parser, several times faster, where PyYAML has it (its wheels do); else PyYAML's own."""
 
 
-class CliYamlLoader(yaml.SafeLoader):
+class CliYamlLoader(_PARSER):
     """YAML as the Pulumi CLI reads it (gopkg.in/yaml.v3 into untyped values, YAML 1.2's core schema): only true and
     false are booleans and dates stay strings, so `fabricCheck: off` is "off", which PyYAML's YAML 1.1 reads as False."""
 
@@ -40,8 +44,14 @@ CliYamlLoader.add_implicit_resolver(BOOL, re.compile(r"^(?:true|True|TRUE|false|
 
 
 def read_yaml(path: Path) -> Any:
-    """A Pulumi.yaml or stack file, with the CLI's scalar rules."""
-    return yaml.load(path.read_text(), Loader=CliYamlLoader)
+    """A Pulumi.yaml or stack file, with the CLI's scalar rules (a copy: callers may change it)."""
+    return copy.deepcopy(_parse(path.read_text()))
+
+
+@functools.lru_cache(maxsize=64)
+def _parse(text: str) -> Any:
+    """A program reads its project and stack files a hundred times in a rehearsal: each text is parsed once."""
+    return yaml.load(text, Loader=CliYamlLoader)
 
 
 class StackFileError(ValueError):

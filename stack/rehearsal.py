@@ -30,6 +30,7 @@ from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.stack.programs import Program
 from eks_ddp.stack.project_config import PROJECT, StackFileError
 from eks_ddp.stack.reference_data import read_network_cards
+from eks_ddp.trainer.startup import freeze_imports
 
 
 def _comparable(value: Any) -> Any:
@@ -199,4 +200,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    freeze_imports()  # the Pulumi SDKs' objects, never examined again by the collector
     raise SystemExit(main())

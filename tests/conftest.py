@@ -1,5 +1,6 @@
 """Helpers to run the trainer for real: as a subprocess, alone or under torchrun."""
 
+import gc
 import json
 import os
 import socket
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from eks_ddp.trainer.startup import IMPORT_THRESHOLD, freeze_imports
 from eks_ddp.workloads.training_pod import TRAINER_MODULE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +60,13 @@ def mnist_subset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from benchmarks.mnist_subset import write_mnist_subset
 
     return write_mnist_subset(tmp_path_factory.mktemp("mnist-subset"))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The collector skips the SDKs the tests imported, and runs rarely: the suite runs Pulumi programs by the hundred,
+    each making millions of short-lived objects (a third less CPU for them here; see eks_ddp.trainer.startup)."""
+    freeze_imports()
+    gc.set_threshold(IMPORT_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
