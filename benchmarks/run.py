@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--repeats", type=int, default=3, help="interleaved throughput runs of each loop (best is reported)"
     )
     parser.add_argument("--mnist-epochs", type=int, default=8)
+    parser.add_argument("--mnist-images", type=int, default=4000, help="training images of the MNIST subset (up to 4,000)")
     parser.add_argument("--target", type=float, default=0.97)
     args = parser.parse_args(argv)
 
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 _baseline(args.nproc, work / f"baseline-throughput-{repeat}", throughput_args)["images_per_second"]
             )
         ours_precision = json.loads((work / "trainer-throughput-0" / "summary.json").read_text())["precision"]
-        mnist = write_mnist_subset(work / "mnist")
+        mnist = write_mnist_subset(work / "mnist", train_images=args.mnist_images)
         accuracy_args = [*common, "--dataset", "mnist", "--data-dir", str(mnist), "--epochs", str(args.mnist_epochs)]
         ours_mnist = _trainer(args.nproc, work / "trainer-mnist", accuracy_args)
         theirs_mnist = _baseline(args.nproc, work / "baseline-mnist", accuracy_args)
