@@ -23,6 +23,9 @@ PROGRESS = sed -n -u -E 's/^(Collecting|Installing collected|Successfully instal
 
 .PHONY: demo tensorboard preview rehearse test typecheck docs unit bench watch-picture clean
 
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+
 $(STAMP): pyproject.toml requirements.txt requirements-dev.txt trainer/requirements.txt
 	$(call STEP,[1/3] a virtual environment in $(VENV) from $(PYTHON) ($(shell $(PYTHON) --version 2>&1)))
 	@$(PYTHON) -m venv $(VENV); $(TOOK)
@@ -30,6 +33,13 @@ $(STAMP): pyproject.toml requirements.txt requirements-dev.txt trainer/requireme
 	@$(BIN)/python -m pip install --upgrade pip | $(PROGRESS); $(TOOK)
 	$(call STEP,[3/3] the Pulumi SDKs (requirements.txt)$(,) eks-ddp with its trainer (torch 2.13.0) and the test tools)
 	@$(BIN)/python -m pip install --progress-bar off -r requirements.txt -e '.[trainer,dev]' | $(PROGRESS); $(TOOK)
+	@touch $@
+
+# checkov in its own environment (its pins would downgrade boto3 and others in .venv); tests/test_checkov.py runs it.
+$(CHECKOV_STAMP): requirements-checkov.txt
+	$(call STEP,checkov (requirements-checkov.txt) in $(CHECKOV_VENV)$(,) for the security checks of the manifests)
+	@$(PYTHON) -m venv $(CHECKOV_VENV) && $(CHECKOV_VENV)/bin/python -m pip install --progress-bar off \
+		-r requirements-checkov.txt | $(PROGRESS); $(TOOK)
 	@touch $@
 
 ## demo: run a stack's rendered PyTorchJob and EvaluationJob on this machine (default the dev stack: 2 replicas)
@@ -60,7 +70,7 @@ docs: $(STAMP)
 
 # Three workers, each taking the next test as it frees up (worksteal); the slowest tests start first (conftest.py) and
 # are listed at the end.
-unit: $(STAMP)
+unit: $(STAMP) $(CHECKOV_STAMP)
 	$(BIN)/python -m pytest -n 3 --dist worksteal --durations=15
 
 ## bench: trainer vs. the workshop-style loop (images/s and time to 97 % on MNIST)
@@ -72,4 +82,4 @@ watch-picture: $(STAMP)
 	$(BIN)/python -m eks_ddp.stack.watch_picture --output docs/watch-training.png
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) runs .pytest_cache

@@ -42,13 +42,14 @@ from eks_ddp.stack.local_pods import (
     init_steps,
     localize,
     pod_user,
+    security_note,
     run_init_steps,
     user_home,
     wait_for_pods,
 )
 from eks_ddp.stack.project_config import StackFileError
 from eks_ddp.trainer.startup import freeze_imports
-from eks_ddp.workloads import batch_jobs, indexed_job, preflight, pytorchjob, trainjob
+from eks_ddp.workloads import batch_jobs, indexed_job, preflight, pytorchjob, security, trainjob
 from eks_ddp.workloads.target import NodeTarget, target_of
 from eks_ddp.workloads.training_pod import COMPLETION_INDEX, SHARED_MOUNT, TrainingJob
 
@@ -182,6 +183,8 @@ def local_env(variables: list[dict[str, Any]], index: int, port: int, processes:
     }
     env = {}
     for variable in variables:
+        if variable in security.SCRATCH_ENV:  # HOME on the pod's scratch volume: user_home's directory stands in
+            continue
         name = variable["name"]
         if "valueFrom" in variable:
             path = variable["valueFrom"].get("fieldRef", {}).get("fieldPath")
@@ -240,6 +243,7 @@ def run(stack: str, workdir: Path, project_dir: Path = stack_file.ROOT, override
         f"(offline dataset){'; gpu-preflight and its quarantine skipped (no GPUs or EFA here)' if checked else ''}; "
         f"containers run as {user.describe()} on {shared} (owner uid {shared.stat().st_uid})"
     )
+    print(f"Security context: {security_note(user)}")
     if run_init_steps(steps, base, user):
         print(f"error: an init container of {job.kind} {job.name} failed", file=sys.stderr)
         return 1

@@ -23,6 +23,15 @@ class InitStep:
     name: str
     command: list[str]
     as_root: bool
+    capabilities: tuple[str, ...] = ()
+    """What a root step's securityContext adds back after dropping every capability (`CHOWN`, ...)."""
+
+    def wrap(self) -> list[str]:
+        """A root step as the kubelet runs it: no privilege escalation, only its own capabilities (as root here)."""
+        if not self.as_root or os.geteuid() != 0 or shutil.which("setpriv") is None:
+            return self.command
+        kept = "".join(f",+{capability.lower()}" for capability in self.capabilities)
+        return ["setpriv", "--no-new-privs", f"--bounding-set=-all{kept}", "--", *self.command]
 
 
 def localize(argument: str, shared: Path) -> str:
@@ -37,6 +46,7 @@ def init_steps(pod: dict[str, Any], shared: Path, skipped: set[str]) -> list[Ini
             c["name"],
             [localize(a, shared) for a in c["command"]],
             (c.get("securityContext") or {}).get("runAsUser") == 0,
+            tuple(((c.get("securityContext") or {}).get("capabilities") or {}).get("add", ())),
         )
         for c in pod.get("initContainers", [])
         if c["name"] not in skipped
@@ -57,11 +67,16 @@ class ContainerUser:
     read_anywhere: bool = False
 
     def wrap(self, command: list[str]) -> list[str]:
+        """As the pods' restricted securityContext runs it: the pod's user, no privilege escalation, no capability
+        (but CAP_DAC_READ_SEARCH where `read_anywhere` needs it)."""
         if self.uid is None:
             return command
-        switch = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups"]
+        switch = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--no-new-privs"]
         if self.read_anywhere:
-            switch += ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
+            kept = "+dac_read_search"
+            switch += [f"--bounding-set=-all,{kept}", f"--inh-caps={kept}", f"--ambient-caps={kept}"]
+        else:
+            switch += ["--bounding-set=-all"]
         return [*switch, "--", *command]
 
     def describe(self) -> str:
@@ -72,6 +87,17 @@ class ContainerUser:
             if self.read_anywhere
             else ""
         )
+
+
+NOT_HERE = "the read-only root file system and the RuntimeDefault seccomp profile (no container runtime here)"
+
+
+def security_note(user: ContainerUser) -> str:
+    """What of the pods' securityContext the local run applies to its processes, and what it cannot."""
+    if user.uid is None:
+        return f"not applied: the pod's user, no privilege escalation, dropped capabilities, {NOT_HERE}"
+    kept = " but CAP_DAC_READ_SEARCH" if user.read_anywhere else ""
+    return f"no privilege escalation, every capability dropped{kept} (setpriv); not applied: {NOT_HERE}"
 
 
 def pod_user(pod: dict[str, Any], workdir: Path) -> ContainerUser:
@@ -112,7 +138,7 @@ def user_home(workdir: Path, user: ContainerUser) -> dict[str, str]:
 def run_init_steps(pods: list[list[InitStep]], env: dict[str, str], user: ContainerUser) -> int:
     """Every pod's init containers, the pods side by side (as the kubelets run them); the first failure's exit code."""
     running = [
-        subprocess.Popen(steps[0].command if steps[0].as_root else user.wrap(steps[0].command), env=env)
+        subprocess.Popen(steps[0].wrap() if steps[0].as_root else user.wrap(steps[0].command), env=env)
         for steps in pods
         if steps
     ]

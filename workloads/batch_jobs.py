@@ -4,10 +4,10 @@ from enum import Enum
 from typing import Any
 
 from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
+from eks_ddp.workloads import security
 from eks_ddp.workloads.target import ARCHITECTURE_LABEL, NodeTarget
 from eks_ddp.workloads.training_pod import (
     DOWNLOADABLE_DATASETS,
-    RUN_AS_TRAINER,
     SHARED_MOUNT,
     TRAINER_MODULE,
     TrainingJob,
@@ -99,7 +99,7 @@ def _job(
 
 
 def _shared_volume(job: TrainingJob) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    return [shared_volume(job)], [{"name": "shared", "mountPath": SHARED_MOUNT}]
+    return [shared_volume(job), security.SCRATCH_VOLUME], [{"name": "shared", "mountPath": SHARED_MOUNT}]
 
 
 def evaluation_command(job: TrainingJob, target: NodeTarget) -> list[str]:
@@ -141,16 +141,18 @@ def _trainer_pod(job: TrainingJob, target: NodeTarget, command: list[str]) -> di
     volumes, mounts = _shared_volume(job)
     spec: dict[str, Any] = {
         "containers": [
-            {
-                "name": "trainer",
-                "image": job.image,
-                "command": command,
-                "volumeMounts": mounts,
-                "resources": SIDE_STEP_RESOURCES,
-            }
+            security.restricted(
+                {
+                    "name": "trainer",
+                    "image": job.image,
+                    "command": command,
+                    "volumeMounts": mounts,
+                    "resources": SIDE_STEP_RESOURCES,
+                }
+            )
         ],
         "volumes": volumes,
-        "securityContext": RUN_AS_TRAINER,
+        "securityContext": security.POD,
         "initContainers": [volume_permissions(job, run_id(job, target))],
         "nodeSelector": side_step_selector(target),
     }
@@ -182,25 +184,18 @@ def render_evaluation(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     in S3 instead (`evaluate --model-uri --wait-minutes`), and uploads its report next to it.
     """
     pod = _trainer_pod(job, target, evaluation_command(job, target))
-    mounts = pod["containers"][0]["volumeMounts"]
+    _, mounts = _shared_volume(job)
     if job.claim_name:
         summary = f"{job.paths(run_id(job, target))['output']}/summary.json"
-        pod["initContainers"].append(
-            {
-                "name": "wait-for-training",
-                "image": job.image,
-                "command": ["sh", "-c", f'until [ -f "{summary}" ]; do echo "waiting for {summary}"; sleep 30; done'],
-                "volumeMounts": mounts,
-                "resources": {
-                    "requests": {"cpu": "10m", "memory": "32Mi"},
-                    "limits": {"cpu": "100m", "memory": "64Mi"},
-                },
-            }
-        )
+        waiting = ["sh", "-c", f'until [ -f "{summary}" ]; do echo "waiting for {summary}"; sleep 30; done']
+        resources = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}
+        step = {"name": "wait-for-training", "command": waiting, "resources": resources}
     elif job.dataset in DOWNLOADABLE_DATASETS:  # scratch space: the test set is fetched into it first
-        pod["initContainers"].append(
-            {"name": "prepare-data", "image": job.image, "command": prepare_data_command(job), "volumeMounts": mounts}
-        )
+        step = {"name": "prepare-data", "command": prepare_data_command(job), "resources": SIDE_STEP_RESOURCES}
+    else:
+        step = None
+    if step:
+        pod["initContainers"].append(security.restricted({**step, "image": job.image, "volumeMounts": mounts}))
     manifest = _job(f"{job.name}-evaluate", job.namespace, pod, {"eks-ddp/job": job.name, "eks-ddp/step": "evaluate"})
     manifest["spec"]["activeDeadlineSeconds"] = EVALUATION_DEADLINE_SECONDS
     return manifest

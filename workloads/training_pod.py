@@ -17,7 +17,7 @@ from typing import Any, NotRequired, TypedDict
 import pulumi
 
 from eks_ddp.infra.storage.shared_claim import SHARED_UID
-from eks_ddp.workloads import preflight
+from eks_ddp.workloads import preflight, security
 from eks_ddp.workloads.fabric_env import collective_env
 from eks_ddp.workloads.target import NodeTarget, resources
 
@@ -32,7 +32,6 @@ WORKER_SHUTDOWN_SECONDS = CHECKPOINT_GRACE_SECONDS - 15
 # Kubernetes never applies fsGroup to a ReadWriteMany Lustre volume: a small root step makes the
 # job's directories and gives them to the trainer's user, which every other container runs as.
 PERMISSIONS_IMAGE = "public.ecr.aws/docker/library/busybox:1.37.0"
-RUN_AS_TRAINER = {"runAsUser": SHARED_UID, "runAsGroup": SHARED_UID, "runAsNonRoot": True}
 # How long torchrun waits for every pod to join. Its static rendezvous gives up after 600 s
 # (torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py), but a pod can wait for a
 # node scaled up from zero: the Cluster Autoscaler allows 15 minutes to provision one
@@ -322,7 +321,7 @@ def volume_permissions(job: TrainingJob, run: str) -> dict[str, Any]:
         "name": "volume-permissions",
         "image": PERMISSIONS_IMAGE,
         "command": ["sh", "-c", f"mkdir -p {directories} && chown {SHARED_UID}:{SHARED_UID} {directories}"],
-        "securityContext": {"runAsUser": 0, "runAsNonRoot": False},
+        "securityContext": security.ROOT_PERMISSIONS_STEP,
         "volumeMounts": [{"name": "shared", "mountPath": SHARED_MOUNT}],
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "32Mi"}},
     }
@@ -368,26 +367,32 @@ def pod_template(job: TrainingJob, target: NodeTarget, container: str) -> dict[s
         *collective_env(target, f"{job.paths(run_id(job, target))['output']}/flight-recorder-rank-"),
         *user_code_env(job, target),
     ]
-    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, shared_volume(job)]
+    volumes: list[dict[str, Any]] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+        shared_volume(job),
+        security.SCRATCH_VOLUME,
+    ]
     mounts: list[dict[str, Any]] = [
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": "shared", "mountPath": SHARED_MOUNT},
     ]
     spec: dict[str, Any] = {
         "containers": [
-            {
-                "name": container,
-                "image": job.image,
-                "imagePullPolicy": "IfNotPresent",
-                "command": trainer_command(job, target),
-                "env": env,
-                "resources": resources(target),
-                "volumeMounts": mounts,
-                "ports": [{"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"}],
-            }
+            security.restricted(
+                {
+                    "name": container,
+                    "image": job.image,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": trainer_command(job, target),
+                    "env": env,
+                    "resources": resources(target),
+                    "volumeMounts": mounts,
+                    "ports": [{"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"}],
+                }
+            )
         ],
         "volumes": volumes,
-        "securityContext": RUN_AS_TRAINER,
+        "securityContext": security.POD,
         "nodeSelector": target.node_selector(),
         "tolerations": target.tolerations(),
         # Room for the SIGTERM checkpoint before the kubelet's SIGKILL.
@@ -402,13 +407,15 @@ def pod_template(job: TrainingJob, target: NodeTarget, container: str) -> dict[s
     if job.code is None and job.dataset in DOWNLOADABLE_DATASETS:  # the user's image has no `trainer` to run
         # Pods may start before the DataPrepJob finishes (or have only scratch space): fetch or verify the data.
         spec["initContainers"].append(
-            {
-                "name": "prepare-data",
-                "image": job.image,
-                "command": prepare_data_command(job),
-                "volumeMounts": mounts,
-                "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
-            }
+            security.restricted(
+                {
+                    "name": "prepare-data",
+                    "image": job.image,
+                    "command": prepare_data_command(job),
+                    "volumeMounts": mounts,
+                    "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
+                }
+            )
         )
     return {"metadata": {"labels": pod_labels(job)}, "spec": spec}
 

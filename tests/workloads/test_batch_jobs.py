@@ -41,7 +41,8 @@ def test_data_preparation_job_writes_onto_the_claim() -> None:
         "/shared/data/mnist",
     ]
     assert manifest["spec"]["template"]["spec"]["volumes"] == [
-        {"name": "shared", "persistentVolumeClaim": {"claimName": "shared"}}
+        {"name": "shared", "persistentVolumeClaim": {"claimName": "shared"}},
+        {"name": "scratch", "emptyDir": {}},  # /tmp and HOME: the root file system is read-only
     ]
 
 
@@ -121,8 +122,9 @@ def test_the_default_fabric_image_comes_from_the_stacks_own_region() -> None:
     assert default_fabric_image("arm64", "us-east-1") is None
 
 
-def test_every_pod_on_the_claim_gets_its_directories_from_a_root_step_and_runs_as_the_trainer() -> None:
-    """A new Lustre file system's root is root's and fsGroup is never applied to it: mkdir as uid 1000 failed."""
+def test_every_pod_on_the_claim_gets_its_directories_from_a_root_step_and_runs_restricted_as_the_trainer() -> None:
+    """A new Lustre file system's root is root's and fsGroup is never applied to it: mkdir as uid 1000 failed. The
+    root step keeps two capabilities; every other container runs as the restricted Pod Security Standard asks."""
     from eks_ddp.workloads.pytorchjob import render
 
     pods = [
@@ -137,5 +139,14 @@ def test_every_pod_on_the_claim_gets_its_directories_from_a_root_step_and_runs_a
         for directory in ("/shared/data", "/shared/data/mnist", f"/shared/runs/{RUN}", f"/shared/checkpoints/{RUN}"):
             assert directory in script
         assert "chown 1000:1000" in script
-        assert pod["securityContext"] == {"runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": True}
-        assert all("securityContext" not in c for c in [*pod["containers"], *pod["initContainers"][1:]])
+        assert first["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE"]}
+        assert first["securityContext"]["allowPrivilegeEscalation"] is False
+        assert pod["securityContext"] == {
+            "runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}
+        }
+        for container in [*pod["containers"], *pod["initContainers"][1:]]:
+            assert container["securityContext"] == {
+                "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": True
+            }, container["name"]
+            assert {"name": "scratch", "mountPath": "/tmp"} in container["volumeMounts"]
+            assert {"name": "HOME", "value": "/tmp"} in container["env"]

@@ -1,0 +1,52 @@
+"""checkov (the scanner a platform team runs) on every shipped stack's rendered Jobs that run the trainer's image.
+
+The checks below are those of the restricted containers (eks_ddp.workloads.security): resources, no privilege
+escalation, no NET_RAW or other capability, a read-only root file system, a seccomp profile, a security context on
+pod and container. checkov 3.3.30 does not read PyTorchJob, TrainJob or JobSet objects; the training pods inside
+them get the same contexts (tests/workloads/test_batch_jobs.py). Not yet checked here (issue 25): image digests and
+pull policy, service account tokens, network policies, the root permissions step's two capabilities, uid 1000
+(below checkov's 10,000), the GPU pre-flight and the EFA fabric check's containers.
+"""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from eks_ddp.stack import preview, stack_file
+from tests.conftest import ROOT
+
+CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
+RESTRICTED_CONTAINER_CHECKS = [
+    "CKV_K8S_10", "CKV_K8S_11", "CKV_K8S_12", "CKV_K8S_13",  # CPU and memory requests and limits
+    "CKV_K8S_20",  # allowPrivilegeEscalation
+    "CKV_K8S_22",  # readOnlyRootFilesystem
+    "CKV_K8S_28",  # NET_RAW
+    "CKV_K8S_29", "CKV_K8S_30",  # a securityContext on the pod and the container
+    "CKV_K8S_31",  # seccomp profile
+    "CKV_K8S_37",  # capabilities
+]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHECKOV.exists(), reason="checkov is installed by `make test` (make .venv-checkov/.installed)")
+def test_every_stacks_trainer_jobs_pass_the_restricted_container_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files: list[Path] = []
+    for stack in sorted(stack_file.stacks()):
+        assert preview.main(["--stack", stack, "--manifests", str(tmp_path / stack)]) == 0, stack
+        files += sorted((tmp_path / stack).glob("job-*-data.yaml")) + sorted((tmp_path / stack).glob("job-*-evaluate.yaml"))
+    capsys.readouterr()
+    assert len(files) >= 8, files  # every stack has an evaluation Job
+    command = [str(CHECKOV), "--framework", "kubernetes", "--compact", "-o", "json", "--skip-download"]  # offline
+    command += ["--check", ",".join(RESTRICTED_CONTAINER_CHECKS), *(arg for file in files for arg in ("-f", str(file)))]
+    report = json.loads(subprocess.run(command, capture_output=True, text=True, timeout=300, check=False).stdout)
+    results = (report[0] if isinstance(report, list) else report)["results"]
+    assert [(r["check_id"], r["resource"], r["file_path"]) for r in results["failed_checks"]] == []
+    passed = {(r["check_id"], r["resource"], r["file_path"]) for r in results["passed_checks"]}
+    jobs = {(resource, path) for _, resource, path in passed if resource.startswith("Job.")}
+    assert len(jobs) == len(files)  # every file's Job was read ...
+    for check in RESTRICTED_CONTAINER_CHECKS:  # ... and passed every check
+        assert {(check, *job) for job in jobs} <= passed, check
