@@ -55,7 +55,15 @@ from eks_ddp.infra.storage.fsx import validate as validate_fsx
 
 COMPONENT = "TrainingPlatform"
 NODE_AGENT = "eks-node-monitoring-agent"
-TRAINING_LABELS = {"purpose": "distributed-training"}
+TRAINING_LABELS = {
+    "purpose": "distributed-training",
+    # Pod Security Admission: enforce baseline, because two containers need more than restricted allows (the claim's
+    # root permissions step, with CHOWN and DAC_OVERRIDE, and the GPU pre-flight's DCGM, which runs as root); warn
+    # and audit at restricted, so any other pod that falls short of it is named (workloads/security.py).
+    "pod-security.kubernetes.io/enforce": "baseline",
+    "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+}
 
 
 class StorageKind(str, Enum):

@@ -16,6 +16,7 @@ from eks_ddp.stack.engine_rules.eks import (
     no_access_entry_for_the_deployer,
 )
 from eks_ddp.stack.engine_rules.karpenter import controller_schedules, efa_on_every_card, node_classes_admitted
+from eks_ddp.stack.engine_rules.pod_security import admitted_by_namespace_level
 from eks_ddp.stack.engine_rules.pulumi_kubernetes import (
     checks_gate_training,
     immutable_specs_replaced,
@@ -54,6 +55,7 @@ RULES: tuple[Rule, ...] = (
     node_classes_admitted,
     efa_on_every_card,
     controller_schedules,
+    admitted_by_namespace_level,
 )
 
 

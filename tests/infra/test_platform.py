@@ -63,7 +63,12 @@ def test_workshop_shape_composes_every_component(pulumi_mocks: Recorded) -> None
     assert pulumi_mocks.named("ddp-workers-nodes").inputs["subnetIds"] == [subnet_a]
     (storage_class,) = pulumi_mocks.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
     assert storage_class.inputs["parameters"]["subnetId"] == subnet_a
-    assert pulumi_mocks.named("ddp-namespace").inputs["metadata"]["labels"] == {"purpose": "distributed-training"}
+    assert pulumi_mocks.named("ddp-namespace").inputs["metadata"]["labels"] == {
+        "purpose": "distributed-training",
+        "pod-security.kubernetes.io/enforce": "baseline",
+        "pod-security.kubernetes.io/warn": "restricted",
+        "pod-security.kubernetes.io/audit": "restricted",
+    }
     plugin = pulumi_mocks.named("ddp-efa-device-plugin-chart")
     assert plugin.inputs["values"]["tolerations"] == [{"key": "training", "operator": "Exists", "effect": "NoSchedule"}]
     assert pulumi_mocks.named("ddp-cluster-system").urn in plugin.dependencies

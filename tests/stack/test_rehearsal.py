@@ -172,7 +172,13 @@ def _efa_check_not_awaited(runs: list[Registration]) -> None:
     _named(runs, "eks-ddp-efa-check-job")["metadata"]["annotations"] = {"pulumi.com/waitFor": "jsonpath={.metadata}"}
 
 
+def _privileged_trainer(registrations: list[Registration]) -> None:
+    master = _named(registrations, "eks-ddp-train-job")["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    master["containers"][0]["securityContext"] = {"privileged": True}
+
+
 DEFECTS: list[tuple[Callable[[list[Registration]], None], str]] = [
+    (_privileged_trainer, "pod-security: PyTorchJob eks-ddp-train-job spec: pytorch: privileged: Namespace"),
     (_training_created_with_the_checks, "fabric-gate: PyTorchJob eks-ddp-train-job dependencies: created without"),
     (_efa_check_not_awaited, "fabric-gate: PyTorchJob eks-ddp-train-job dependencies: the Job eks-ddp-efa-check-job"),
     (_remove_skip_await, "awaits: Job eks-ddp-data-job metadata.annotations: pulumi up waits for the Job to complete"),
