@@ -151,6 +151,17 @@ def ecr_scanned_and_immutable(_: str, props: Props) -> list[str]:
     return problems
 
 
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+
+
+def namespace_pod_security(_: str, props: Props) -> list[str]:
+    """Without the label a namespace admits privileged pods (Pod Security Admission's default level)."""
+    level = ((props.get("metadata") or {}).get("labels") or {}).get(POD_SECURITY_ENFORCE)
+    if level in ("baseline", "restricted"):
+        return []
+    return [f"{POD_SECURITY_ENFORCE} is {level or 'unset'}: the namespace admits privileged pods"]
+
+
 EFA_LABEL = "vpc.amazonaws.com/efa.present"
 
 
@@ -249,6 +260,12 @@ RESOURCE_RULES: Sequence[ResourceRule] = (
         "ECR repositories scan on push and have immutable tags.",
         ("aws:ecr/repository:Repository",),
         ecr_scanned_and_immutable,
+    ),
+    ResourceRule(
+        "namespace-pod-security",
+        "Namespaces enforce the baseline or restricted Pod Security Standard.",
+        ("kubernetes:core/v1:Namespace",),
+        namespace_pod_security,
     ),
     ResourceRule(
         "pytorchjob-sane",
