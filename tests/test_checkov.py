@@ -4,7 +4,7 @@ The checks below are those of the restricted containers (eks_ddp.workloads.secur
 escalation, no NET_RAW or other capability, a read-only root file system, a seccomp profile, a security context on
 pod and container. checkov 3.3.30 does not read PyTorchJob, TrainJob or JobSet objects; the training pods inside
 them get the same contexts (tests/workloads/test_batch_jobs.py). Not yet checked here (issue 25): image digests and
-pull policy, service account tokens, network policies, the root permissions step's two capabilities, uid 1000
+pull policy, network policies, the root permissions step's two capabilities, uid 1000
 (below checkov's 10,000), the GPU pre-flight and the EFA fabric check's containers.
 """
 
@@ -26,6 +26,7 @@ RESTRICTED_CONTAINER_CHECKS = [
     "CKV_K8S_29", "CKV_K8S_30",  # a securityContext on the pod and the container
     "CKV_K8S_31",  # seccomp profile
     "CKV_K8S_37",  # capabilities
+    "CKV_K8S_38",  # no service account token where the pod does not call the Kubernetes API
 ]
 
 

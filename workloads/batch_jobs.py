@@ -153,6 +153,7 @@ def _trainer_pod(job: TrainingJob, target: NodeTarget, command: list[str]) -> di
         ],
         "volumes": volumes,
         "securityContext": security.POD,
+        "automountServiceAccountToken": security.NO_API_TOKEN,
         "initContainers": [volume_permissions(job, run_id(job, target))],
         "nodeSelector": side_step_selector(target),
     }

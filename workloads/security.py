@@ -35,6 +35,11 @@ CONTAINER = {
     "readOnlyRootFilesystem": True,
 }
 """Every container's securityContext but the permissions step's."""
+NO_API_TOKEN = False
+"""`automountServiceAccountToken` of every pod: none calls the Kubernetes API with the service account's token (the
+GPU pre-flight's quarantine step has its own projected token, workloads/preflight.py). IRSA and EKS Pod Identity
+still work: the EKS pod identity webhook projects its own token volume whatever this says
+(aws/amazon-eks-pod-identity-webhook v0.6.17, pkg/handler/handler.go, which never reads the field)."""
 ROOT_PERMISSIONS_STEP = {
     "runAsUser": 0,
     "runAsNonRoot": False,

@@ -393,6 +393,7 @@ def pod_template(job: TrainingJob, target: NodeTarget, container: str) -> dict[s
         ],
         "volumes": volumes,
         "securityContext": security.POD,
+        "automountServiceAccountToken": security.NO_API_TOKEN,
         "nodeSelector": target.node_selector(),
         "tolerations": target.tolerations(),
         # Room for the SIGTERM checkpoint before the kubelet's SIGKILL.

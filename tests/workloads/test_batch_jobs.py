@@ -144,6 +144,7 @@ def test_every_pod_on_the_claim_gets_its_directories_from_a_root_step_and_runs_r
         assert pod["securityContext"] == {
             "runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}
         }
+        assert pod["automountServiceAccountToken"] is False  # none calls the Kubernetes API
         for container in [*pod["containers"], *pod["initContainers"][1:]]:
             assert container["securityContext"] == {
                 "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": True
