@@ -301,6 +301,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             metadata={"name": self.training_namespace, "labels": TRAINING_LABELS},
             opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
         )
+        self.namespace = namespace  # what the namespace's own objects (its NetworkPolicies) are created after
         self._build_node_add_ons(name, args, tags, system, namespace)
         self._build_monitoring(name, args, tags, system)
         self._build_operators(name, args, system)

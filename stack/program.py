@@ -11,6 +11,7 @@ from eks_ddp.infra.facts import instance_facts
 from eks_ddp.infra.platform import TrainingPlatform
 from eks_ddp.stack import images
 from eks_ddp.stack.config import FabricCheck, StackConfig
+from eks_ddp.workloads import network_policy
 from eks_ddp.workloads.batch_jobs import OnFailure, default_fabric_image
 from eks_ddp.workloads.components import (
     DataPrepJob,
@@ -23,6 +24,7 @@ from eks_ddp.workloads.components import (
     PyTorchJob,
     TrainingJobArgs,
     TrainJob,
+    apply,
 )
 from eks_ddp.workloads.image import Accelerator, TrainerImage, TrainerImageArgs
 
@@ -128,6 +130,8 @@ def _checks(config: StackConfig, platform: TrainingPlatform, name: str) -> list[
 
 def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
     platform = TrainingPlatform(name, config.platform)
+    for policy in network_policy.training_policies(platform.training_namespace):
+        apply(f"{name}-{policy['metadata']['name']}", policy, platform, platform.provider, [platform.namespace])
     group_images = _images(config, platform, name)
     checks = _checks(config, platform, name)
     job = None

@@ -4,7 +4,7 @@ The checks below are those of the restricted containers (eks_ddp.workloads.secur
 escalation, no NET_RAW or other capability, a read-only root file system, a seccomp profile, a security context on
 pod and container. checkov 3.3.30 does not read PyTorchJob, TrainJob or JobSet objects; the training pods inside
 them get the same contexts (tests/workloads/test_batch_jobs.py). Not yet checked here (issue 25): image digests and
-pull policy, network policies, the root permissions step's two capabilities, uid 1000
+pull policy, the root permissions step's two capabilities, uid 1000
 (below checkov's 10,000), the GPU pre-flight and the EFA fabric check's containers.
 """
 
@@ -28,6 +28,7 @@ RESTRICTED_CONTAINER_CHECKS = [
     "CKV_K8S_37",  # capabilities
     "CKV_K8S_38",  # no service account token where the pod does not call the Kubernetes API
 ]
+NETWORK_POLICY_CHECK = "CKV2_K8S_6"  # a NetworkPolicy selects the pod (the namespace's, workloads/network_policy.py)
 
 
 @pytest.mark.slow
@@ -36,13 +37,17 @@ def test_every_stacks_trainer_jobs_pass_the_restricted_container_checks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     files: list[Path] = []
+    policies: list[Path] = []  # read with the Jobs: CKV2_K8S_6 looks for a NetworkPolicy that selects each pod
     for stack in sorted(stack_file.stacks()):
         assert preview.main(["--stack", stack, "--manifests", str(tmp_path / stack)]) == 0, stack
-        files += sorted((tmp_path / stack).glob("job-*-data.yaml")) + sorted((tmp_path / stack).glob("job-*-evaluate.yaml"))
+        rendered = tmp_path / stack
+        files += sorted(rendered.glob("job-*-data.yaml")) + sorted(rendered.glob("job-*-evaluate.yaml"))
+        policies += sorted(rendered.glob("networkpolicy-*.yaml"))
     capsys.readouterr()
-    assert len(files) >= 8, files  # every stack has an evaluation Job
+    assert len(files) >= 8 and len(policies) == 4 * len(stack_file.stacks()), (files, policies)
     command = [str(CHECKOV), "--framework", "kubernetes", "--compact", "-o", "json", "--skip-download"]  # offline
-    command += ["--check", ",".join(RESTRICTED_CONTAINER_CHECKS), *(arg for file in files for arg in ("-f", str(file)))]
+    checks = ",".join([*RESTRICTED_CONTAINER_CHECKS, NETWORK_POLICY_CHECK])
+    command += ["--check", checks, *(arg for file in [*files, *policies] for arg in ("-f", str(file)))]
     report = json.loads(subprocess.run(command, capture_output=True, text=True, timeout=300, check=False).stdout)
     results = (report[0] if isinstance(report, list) else report)["results"]
     assert [(r["check_id"], r["resource"], r["file_path"]) for r in results["failed_checks"]] == []
@@ -51,3 +56,4 @@ def test_every_stacks_trainer_jobs_pass_the_restricted_container_checks(
     assert len(jobs) == len(files)  # every file's Job was read ...
     for check in RESTRICTED_CONTAINER_CHECKS:  # ... and passed every check
         assert {(check, *job) for job in jobs} <= passed, check
+    assert sum(check == NETWORK_POLICY_CHECK for check, _, _ in passed) == len(files)  # every Job's pod is guarded

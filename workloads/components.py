@@ -83,6 +83,8 @@ def apply(
         return k8s.batch.v1.Job(name, metadata=metadata, spec=spec, opts=opts)
     if manifest["kind"] == "Service":
         return k8s.core.v1.Service(name, metadata=metadata, spec=spec, opts=opts)
+    if manifest["kind"] == "NetworkPolicy":
+        return k8s.networking.v1.NetworkPolicy(name, metadata=metadata, spec=spec, opts=opts)
     return k8s.apiextensions.CustomResource(
         name, api_version=manifest["apiVersion"], kind=manifest["kind"], metadata=metadata, spec=spec, opts=opts
     )

@@ -1,5 +1,6 @@
 """Cluster: the EKS control plane, its managed add-ons, admin access and a system node group."""
 
+import json
 import re
 from collections.abc import Sequence
 from typing import NotRequired, TypedDict
@@ -22,6 +23,9 @@ ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPoli
 GROUP_LABEL = "eks-ddp/node-group"
 SYSTEM_LABEL = {GROUP_LABEL: "system"}
 DEFAULT_SYSTEM_INSTANCE_TYPE = "m7g.large"
+# The VPC CNI's network policy agent enforces NetworkPolicies only when its add-on turns it on (EKS user guide,
+# "Restrict Pod network traffic with Kubernetes network policies": configuration value `enableNetworkPolicy`).
+ADDON_CONFIGURATION = {"vpc-cni": json.dumps({"enableNetworkPolicy": "true"})}
 
 
 class ClusterOptions(TypedDict):
@@ -211,6 +215,7 @@ class Cluster(pulumi.ComponentResource):
                 cluster_name=self.cluster_name,
                 addon_name=addon,
                 addon_version=versions.ADDON_VERSIONS[addon],
+                configuration_values=ADDON_CONFIGURATION.get(addon),
                 resolve_conflicts_on_create="OVERWRITE",
                 resolve_conflicts_on_update="OVERWRITE",
                 tags=tags,

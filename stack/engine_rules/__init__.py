@@ -16,6 +16,7 @@ from eks_ddp.stack.engine_rules.eks import (
     no_access_entry_for_the_deployer,
 )
 from eks_ddp.stack.engine_rules.karpenter import controller_schedules, efa_on_every_card, node_classes_admitted
+from eks_ddp.stack.engine_rules.network_policy import job_traffic
 from eks_ddp.stack.engine_rules.pod_security import admitted_by_namespace_level
 from eks_ddp.stack.engine_rules.pulumi_kubernetes import (
     checks_gate_training,
@@ -56,6 +57,7 @@ RULES: tuple[Rule, ...] = (
     efa_on_every_card,
     controller_schedules,
     admitted_by_namespace_level,
+    job_traffic,
 )
 
 

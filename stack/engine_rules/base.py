@@ -101,16 +101,22 @@ def tolerated(taints: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -
     return True
 
 
-def pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """The pod templates of a Job, an operator's job (`*ReplicaSpecs`) or a training runtime (its replicated jobs)."""
+def pod_templates(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod templates (metadata and spec) of a Job, an operator's job (`*ReplicaSpecs`) or a training runtime
+    (its replicated jobs)."""
     spec = manifest.get("spec", {})
     replicated = spec.get("template", {}).get("spec", {}).get("replicatedJobs")
     if replicated is not None:
-        return [job.get("template", {}).get("spec", {}).get("template", {}).get("spec", {}) for job in replicated]
+        return [job.get("template", {}).get("spec", {}).get("template", {}) for job in replicated]
     if "template" in spec:
-        return [spec["template"].get("spec", {})]
+        return [spec["template"]]
     replica_specs = [value for key, value in spec.items() if key.endswith("ReplicaSpecs")]  # pytorch, mpi, ...
-    return [replica.get("template", {}).get("spec", {}) for specs in replica_specs for replica in specs.values()]
+    return [replica.get("template", {}) for specs in replica_specs for replica in specs.values()]
+
+
+def pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod specs of `manifest`'s pod templates."""
+    return [template.get("spec", {}) for template in pod_templates(manifest)]
 
 
 def efa_interface_count(template: Registration | None) -> int:

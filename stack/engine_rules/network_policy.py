@@ -1,0 +1,128 @@
+"""NetworkPolicy as the VPC CNI's network policy agent enforces it: what a job's pods may send and receive.
+
+Encoded from the API's own definition (kubernetes/api networking/v1 types.go, Kubernetes 1.35, and the "Network
+Policies" concept page): a pod selected by a policy of its namespace whose `policyTypes` name a direction is
+isolated in that direction, and then only what some selecting policy's rule allows passes; a connection needs the
+sender's egress and the receiver's ingress. A rule's peer is a `podSelector` (pods of the policy's namespace), a
+`namespaceSelector` (every pod of those namespaces), both (those pods of those namespaces) or an `ipBlock` (here,
+addresses outside the cluster); no `from`/`to` means any peer, no `ports` any port. `matchExpressions` and
+`except` are not used by the stack and are refused here rather than guessed.
+"""
+
+import ipaddress
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from eks_ddp.stack.engine_rules.base import Deployment, Finding, located, pod_templates
+from eks_ddp.workloads.network_policy import NAMESPACE_NAME, SCRAPER_NAMESPACE
+from eks_ddp.workloads.training_pod import METRICS_PORT, TRAINER_LABEL
+
+RENDEZVOUS_PORT = 23456  # the training operator's MASTER_PORT and elastic rendezvous port
+COLLECTIVE_PORT = 45123  # any port gloo or NCCL picks for its sockets at run time
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A pod (its namespace and labels) or, with `address`, something outside the cluster."""
+
+    namespace: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    address: str | None = None
+
+
+def _selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    if selector is None:
+        return False
+    if selector.get("matchExpressions"):
+        raise ValueError("matchExpressions are not encoded")
+    return all(labels.get(key) == value for key, value in (selector.get("matchLabels") or {}).items())
+
+
+def _peer_matches(peer: dict[str, Any], endpoint: Endpoint, policy_namespace: str) -> bool:
+    if "ipBlock" in peer:
+        if peer["ipBlock"].get("except"):
+            raise ValueError("ipBlock.except is not encoded")
+        network = ipaddress.ip_network(peer["ipBlock"]["cidr"])
+        return endpoint.address is not None and ipaddress.ip_address(endpoint.address) in network
+    if endpoint.namespace is None:
+        return False
+    if "namespaceSelector" in peer:
+        in_namespace = _selects(peer["namespaceSelector"], {NAMESPACE_NAME: endpoint.namespace})
+    else:
+        in_namespace = endpoint.namespace == policy_namespace
+    return in_namespace and _selects(peer.get("podSelector", {}), endpoint.labels)
+
+
+def _port_matches(ports: list[dict[str, Any]] | None, port: int, protocol: str) -> bool:
+    return not ports or any(p.get("protocol", "TCP") == protocol and p.get("port") in (None, port) for p in ports)
+
+
+def _types(policy: dict[str, Any]) -> list[str]:
+    spec = policy["spec"]
+    return spec.get("policyTypes") or ["Ingress", *(["Egress"] if "egress" in spec else [])]
+
+
+def _direction_allows(
+    policies: list[dict[str, Any]], pod: Endpoint, peer: Endpoint, port: int, protocol: str, direction: str
+) -> bool:
+    """Whether `pod` may talk to (`Egress`) or hear from (`Ingress`) `peer`."""
+    if pod.namespace is None:
+        return True  # outside the cluster: no policy applies
+    selecting = [
+        p
+        for p in policies
+        if p["metadata"]["namespace"] == pod.namespace
+        and _selects(p["spec"]["podSelector"], pod.labels)
+        and direction in _types(p)
+    ]
+    if not selecting:
+        return True
+    key, peers = ("ingress", "from") if direction == "Ingress" else ("egress", "to")
+    return any(
+        (not rule.get(peers) or any(_peer_matches(x, peer, p["metadata"]["namespace"]) for x in rule[peers]))
+        and _port_matches(rule.get("ports"), port, protocol)
+        for p in selecting
+        for rule in p["spec"].get(key) or []
+    )
+
+
+def allowed(
+    policies: list[dict[str, Any]], source: Endpoint, target: Endpoint, port: int, protocol: str = "TCP"
+) -> bool:
+    """Whether a connection from `source` to `target`'s `port` passes every policy on both sides."""
+    return _direction_allows(policies, source, target, port, protocol, "Egress") and _direction_allows(
+        policies, target, source, port, protocol, "Ingress"
+    )
+
+
+def _expected(pod: Endpoint) -> Iterator[tuple[str, Endpoint, Endpoint, int, str, bool]]:
+    """What a job's pod must be able to do, and what must not reach it."""
+    scraper = Endpoint(SCRAPER_NAMESPACE, {"app.kubernetes.io/name": "prometheus"})
+    dns = Endpoint("kube-system", {"k8s-app": "kube-dns"})
+    stranger = Endpoint("default", {"app": "anything"})
+    yield "rendezvous with the job's other pods", pod, pod, RENDEZVOUS_PORT, "TCP", True
+    yield "collectives between the job's pods", pod, pod, COLLECTIVE_PORT, "TCP", True
+    yield "DNS", pod, dns, 53, "UDP", True
+    yield "HTTPS to S3 and STS", pod, Endpoint(address="52.216.0.10"), 443, "TCP", True
+    if TRAINER_LABEL.items() <= pod.labels.items():
+        yield "Prometheus scraping the metrics port", scraper, pod, METRICS_PORT, "TCP", True
+    yield "a pod of another namespace reaching the rendezvous port", stranger, pod, RENDEZVOUS_PORT, "TCP", False
+    yield "a pod of another namespace reaching the metrics port", stranger, pod, METRICS_PORT, "TCP", False
+
+
+def job_traffic(deployment: Deployment) -> Iterator[Finding]:
+    """In a namespace with NetworkPolicies, every pod the stack creates can rendezvous, run its collectives, resolve
+    names, reach HTTPS and be scraped, and no pod of another namespace reaches it."""
+    policies = [r.inputs for r in deployment.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")]
+    guarded = {policy["metadata"]["namespace"] for policy in policies}
+    for registration in deployment.kubernetes_objects():
+        namespace = registration.inputs.get("metadata", {}).get("namespace")
+        if namespace not in guarded:
+            continue
+        for template in pod_templates(registration.inputs):
+            pod = Endpoint(namespace, dict((template.get("metadata") or {}).get("labels") or {}))
+            for what, source, target, port, protocol, wanted in _expected(pod):
+                if allowed(policies, source, target, port, protocol) != wanted:
+                    problem = "is blocked" if wanted else "gets through"
+                    yield Finding("network-policy", located(registration), "spec", f"{what} {problem}")
