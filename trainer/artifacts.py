@@ -178,6 +178,8 @@ class ArtifactStore:
             self.failures[item.kind] += 1
             return
         except UPLOAD_FAILED as error:
+            if item.kind == CHECKPOINTS and not item.path.exists():
+                return  # pruned locally while it went up (after the check above): a newer one is queued behind it
             self._failed(
                 item.kind,
                 f"could not upload {item.path.name} to s3://{item.bucket}/{item.key} ({_reason(error)}), "

@@ -195,6 +195,38 @@ def test_a_pod_that_cannot_get_the_history_back_leaves_the_longer_one_in_s3(
     assert counted.startswith("failed uploads and deletes in S3 by this process: metrics 1;")
 
 
+class _PrunedWhileUploading:
+    """S3 through moto, but each file vanishes just before boto3 opens it: the trainer's rotation of its local
+    checkpoints won the race against the upload thread."""
+
+    def __init__(self, s3: Any) -> None:
+        self.s3 = s3
+
+    def upload_file(self, filename: str, *args: Any, **kwargs: Any) -> None:
+        Path(filename).unlink()
+        self.s3.upload_file(filename, *args, **kwargs)
+
+
+def test_a_checkpoint_pruned_locally_while_it_goes_up_is_no_failure(
+    s3: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Seen once in a full `make test`: a run's summary counted a failed checkpoint upload, though nothing was lost."""
+    payload, manifest = tmp_path / "step-000000010.pt", tmp_path / "step-000000010.json"
+    payload.write_bytes(b"state")
+    manifest.write_text("{}")
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"step": 10}\n')
+    store = ArtifactStore(Location(BUCKET, "runs/p"), None, keep=2, client=_PrunedWhileUploading(s3))
+    caplog.set_level(logging.WARNING, logger="eks_ddp.trainer.artifacts")
+    store.upload_checkpoint(payload, manifest)
+    store.upload(metrics, "metrics.jsonl")  # any other file that vanishes is still a failure
+    store.close(30)
+    assert store.failures == {"checkpoints": 0, "metrics": 1}
+    assert [r.getMessage().split(" (")[0] for r in caplog.records][:1] == [
+        f"could not upload metrics.jsonl to s3://{BUCKET}/runs/p/metrics.jsonl"
+    ]
+
+
 def test_an_unreachable_endpoint_warns_once_and_the_run_keeps_its_local_results(
     s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
