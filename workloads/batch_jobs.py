@@ -98,6 +98,13 @@ def _job(
     }
 
 
+def _trainer_job(name: str, namespace: str, pod_spec: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    """A Job of the trainer's image, with the checkov checks it does not pass and why (workloads/security.py)."""
+    manifest = _job(name, namespace, pod_spec, labels)
+    manifest["metadata"]["annotations"] = dict(security.CHECKOV_SKIPS)
+    return manifest
+
+
 def _shared_volume(job: TrainingJob) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return [shared_volume(job), security.SCRATCH_VOLUME], [{"name": "shared", "mountPath": SHARED_MOUNT}]
 
@@ -164,7 +171,7 @@ def _trainer_pod(job: TrainingJob, target: NodeTarget, command: list[str]) -> di
 
 def render_data_preparation(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     """The workshop's data download step, onto the shared claim (idempotent: verified files stay)."""
-    return _job(
+    return _trainer_job(
         f"{job.name}-data",
         job.namespace,
         _trainer_pod(job, target, prepare_data_command(job)),
@@ -197,7 +204,8 @@ def render_evaluation(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
         step = None
     if step:
         pod["initContainers"].append(security.restricted({**step, "image": job.image, "volumeMounts": mounts}))
-    manifest = _job(f"{job.name}-evaluate", job.namespace, pod, {"eks-ddp/job": job.name, "eks-ddp/step": "evaluate"})
+    labels = {"eks-ddp/job": job.name, "eks-ddp/step": "evaluate"}
+    manifest = _trainer_job(f"{job.name}-evaluate", job.namespace, pod, labels)
     manifest["spec"]["activeDeadlineSeconds"] = EVALUATION_DEADLINE_SECONDS
     return manifest
 
