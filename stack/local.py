@@ -101,11 +101,11 @@ def local_job(stack: str, project_dir: Path = stack_file.ROOT, override: dict[st
     if config.job is None:
         raise ConfigError("eks-ddp:job", None, f"Pulumi.{stack}.yaml defines no job to run")
     job = config.job.job
-    launched = job.code.launch()[0] if job.code else "-m"  # a script's path, or -m for a module
-    if launched != "-m" and not Path(launched).is_file():
+    launched = job.code.launch() if job.code else []  # [script], or ["-m", module]
+    if len(launched) == 1 and not Path(launched[0]).is_file():
         raise ConfigError(
             "eks-ddp:job.script",
-            launched,
+            launched[0],
             f"the local run starts it from {Path.cwd()}, where there is no such file (in the cluster it comes from "
             "eks-ddp:image); copy your script here to run the job locally",
         )

@@ -26,9 +26,12 @@ class InitStep:
     capabilities: tuple[str, ...] = ()
     """What a root step's securityContext adds back after dropping every capability (`CHOWN`, ...)."""
 
-    def wrap(self) -> list[str]:
-        """A root step as the kubelet runs it: no privilege escalation, only its own capabilities (as root here)."""
-        if not self.as_root or os.geteuid() != 0 or shutil.which("setpriv") is None:
+    def wrap(self, user: "ContainerUser") -> list[str]:
+        """The step as the kubelet runs it: a root step as root with only its own capabilities and no privilege
+        escalation (when this process is root), any other as the containers' `user`."""
+        if not self.as_root:
+            return user.wrap(self.command)
+        if os.geteuid() != 0 or shutil.which("setpriv") is None:
             return self.command
         kept = "".join(f",+{capability.lower()}" for capability in self.capabilities)
         return ["setpriv", "--no-new-privs", f"--bounding-set=-all{kept}", "--", *self.command]
@@ -138,7 +141,7 @@ def user_home(workdir: Path, user: ContainerUser) -> dict[str, str]:
 def run_init_steps(pods: list[list[InitStep]], env: dict[str, str], user: ContainerUser) -> int:
     """Every pod's init containers, the pods side by side (as the kubelets run them); the first failure's exit code."""
     running = [
-        subprocess.Popen(steps[0].wrap() if steps[0].as_root else user.wrap(steps[0].command), env=env)
+        subprocess.Popen(steps[0].wrap(user), env=env)
         for steps in pods
         if steps
     ]

@@ -106,7 +106,7 @@ def _trainer_job(name: str, namespace: str, pod_spec: dict[str, Any], labels: di
 
 
 def _shared_volume(job: TrainingJob) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    return [shared_volume(job), security.SCRATCH_VOLUME], [{"name": "shared", "mountPath": SHARED_MOUNT}]
+    return [shared_volume(job)], [{"name": "shared", "mountPath": SHARED_MOUNT}]
 
 
 def evaluation_command(job: TrainingJob, target: NodeTarget) -> list[str]:
@@ -159,14 +159,12 @@ def _trainer_pod(job: TrainingJob, target: NodeTarget, command: list[str]) -> di
             )
         ],
         "volumes": volumes,
-        "securityContext": security.POD,
-        "automountServiceAccountToken": security.NO_API_TOKEN,
         "initContainers": [volume_permissions(job, run_id(job, target))],
         "nodeSelector": side_step_selector(target),
     }
     if job.service_account:
         spec["serviceAccountName"] = job.service_account
-    return spec
+    return security.restricted_pod(spec)
 
 
 def render_data_preparation(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:

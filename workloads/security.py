@@ -35,11 +35,6 @@ CONTAINER = {
     "readOnlyRootFilesystem": True,
 }
 """Every container's securityContext but the permissions step's."""
-NO_API_TOKEN = False
-"""`automountServiceAccountToken` of every pod: none calls the Kubernetes API with the service account's token (the
-GPU pre-flight's quarantine step has its own projected token, workloads/preflight.py). IRSA and EKS Pod Identity
-still work: the EKS pod identity webhook projects its own token volume whatever this says
-(aws/amazon-eks-pod-identity-webhook v0.6.17, pkg/handler/handler.go, which never reads the field)."""
 ROOT_PERMISSIONS_STEP = {
     "runAsUser": 0,
     "runAsNonRoot": False,
@@ -57,6 +52,20 @@ CHECKOV_SKIPS = {
 }
 """The two checkov checks a Job of the trainer's image does not pass, each with its reason, where a reviewer reads
 them (checkov reads `checkov.io/skip<N>: <check>=<reason>` annotations on the object)."""
+
+
+def restricted_pod(spec: dict[str, Any]) -> dict[str, Any]:
+    """`spec` (a pod's) with the trainer's user, the runtime's seccomp profile, the scratch volume, and no service
+    account token: none of these pods calls the Kubernetes API with it (the GPU pre-flight's quarantine step has its
+    own projected token, workloads/preflight.py). IRSA and EKS Pod Identity still work: the EKS pod identity webhook
+    projects its own token volume whatever `automountServiceAccountToken` says (aws/amazon-eks-pod-identity-webhook
+    v0.6.17, pkg/handler/handler.go, which never reads the field)."""
+    return {
+        **spec,
+        "securityContext": POD,
+        "automountServiceAccountToken": False,
+        "volumes": [*spec.get("volumes", []), SCRATCH_VOLUME],
+    }
 
 
 def restricted(container: dict[str, Any]) -> dict[str, Any]:

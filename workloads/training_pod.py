@@ -367,11 +367,7 @@ def pod_template(job: TrainingJob, target: NodeTarget, container: str) -> dict[s
         *collective_env(target, f"{job.paths(run_id(job, target))['output']}/flight-recorder-rank-"),
         *user_code_env(job, target),
     ]
-    volumes: list[dict[str, Any]] = [
-        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
-        shared_volume(job),
-        security.SCRATCH_VOLUME,
-    ]
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, shared_volume(job)]
     mounts: list[dict[str, Any]] = [
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": "shared", "mountPath": SHARED_MOUNT},
@@ -392,8 +388,6 @@ def pod_template(job: TrainingJob, target: NodeTarget, container: str) -> dict[s
             )
         ],
         "volumes": volumes,
-        "securityContext": security.POD,
-        "automountServiceAccountToken": security.NO_API_TOKEN,
         "nodeSelector": target.node_selector(),
         "tolerations": target.tolerations(),
         # Room for the SIGTERM checkpoint before the kubelet's SIGKILL.
@@ -418,7 +412,7 @@ def pod_template(job: TrainingJob, target: NodeTarget, container: str) -> dict[s
                 }
             )
         )
-    return {"metadata": {"labels": pod_labels(job)}, "spec": spec}
+    return {"metadata": {"labels": pod_labels(job)}, "spec": security.restricted_pod(spec)}
 
 
 TRAINER_LABEL = {"app.kubernetes.io/name": "eks-ddp-trainer"}

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eks_ddp.stack.engine_rules.base import Deployment, Finding, located, pod_templates
+from eks_ddp.workloads import indexed_job, pytorchjob, trainjob
 from eks_ddp.workloads.network_policy import NAMESPACE_NAME, SCRAPER_NAMESPACE
 from eks_ddp.workloads.training_pod import METRICS_PORT, TRAINER_LABEL
 
-RENDEZVOUS_PORT = 23456  # the training operator's MASTER_PORT and elastic rendezvous port
+RENDEZVOUS_PORTS = sorted({pytorchjob.MASTER_PORT, trainjob.MASTER_PORT, indexed_job.MASTER_PORT})
 COLLECTIVE_PORT = 45123  # any port gloo or NCCL picks for its sockets at run time
 
 
@@ -101,13 +102,15 @@ def _expected(pod: Endpoint) -> Iterator[tuple[str, Endpoint, Endpoint, int, str
     scraper = Endpoint(SCRAPER_NAMESPACE, {"app.kubernetes.io/name": "prometheus"})
     dns = Endpoint("kube-system", {"k8s-app": "kube-dns"})
     stranger = Endpoint("default", {"app": "anything"})
-    yield "rendezvous with the job's other pods", pod, pod, RENDEZVOUS_PORT, "TCP", True
+    for port in RENDEZVOUS_PORTS:
+        yield "rendezvous with the job's other pods", pod, pod, port, "TCP", True
     yield "collectives between the job's pods", pod, pod, COLLECTIVE_PORT, "TCP", True
     yield "DNS", pod, dns, 53, "UDP", True
     yield "HTTPS to S3 and STS", pod, Endpoint(address="52.216.0.10"), 443, "TCP", True
     if TRAINER_LABEL.items() <= pod.labels.items():
         yield "Prometheus scraping the metrics port", scraper, pod, METRICS_PORT, "TCP", True
-    yield "a pod of another namespace reaching the rendezvous port", stranger, pod, RENDEZVOUS_PORT, "TCP", False
+    for port in RENDEZVOUS_PORTS:
+        yield "a pod of another namespace reaching the rendezvous port", stranger, pod, port, "TCP", False
     yield "a pod of another namespace reaching the metrics port", stranger, pod, METRICS_PORT, "TCP", False
 
 

@@ -40,7 +40,7 @@ def test_a_container_runs_as_the_pods_user_without_privilege_escalation_or_capab
 def test_the_root_permissions_step_keeps_only_the_capabilities_its_securitycontext_adds() -> None:
     (step,) = [s for s in init_steps(render_for("dev")[0].pods[0], Path("/x"), skipped=set()) if s.as_root]
     assert step.name == "volume-permissions" and step.capabilities == ("CHOWN", "DAC_OVERRIDE")
-    status = _status(InitStep(step.name, ["cat"], step.as_root, step.capabilities).wrap())
+    status = _status(InitStep(step.name, ["cat"], step.as_root, step.capabilities).wrap(ContainerUser(1000)))
     assert status["Uid"].split()[0] == "0" and status["NoNewPrivs"].strip() == "1"
     assert int(status["CapBnd"], 16) == int(status["CapEff"], 16) == _mask(CAP_CHOWN, CAP_DAC_OVERRIDE)
 
