@@ -46,6 +46,7 @@ def default_fabric_image(architecture: str, region: str) -> str | None:
     return f"{DLC_ACCOUNTS.get(region, '763104351884')}.dkr.ecr.{region}.{domain}/{FABRIC_IMAGE}"
 
 
+FABRIC_IMAGE_KEY = "eks-ddp:fabricCheckImage (FabricCheckJob's image)"
 FABRIC_PORT = 47592
 FABRIC_CHECK_LABEL = "eks-ddp/fabric-check"
 """On every fabric check's object and pods (EFA and NCCL): what the rehearsal's gate rule knows them by."""
@@ -242,21 +243,19 @@ def render_fabric_check(
         },
     }
     amounts = {"vpc.amazonaws.com/efa": str(max(1, target.efa_interfaces)), "cpu": "1", "memory": "2Gi"}
+    check = {
+        "name": "fabric-check",
+        "image": image,
+        "command": ["bash", "-c", verdict(FABRIC_SCRIPT.replace("{port}", str(FABRIC_PORT)), on_failure, "EFA")],
+        "env": [{"name": "PEER", "value": f"{name}-0.{name}"}],
+        "resources": {"requests": amounts, "limits": amounts},
+    }
+    # Restricted like the training pods: libfabric's EFA provider needs no capability as a non-root user, only the
+    # device the EFA plugin hands over and the locked-memory limit containerd gives every container (unlimited on
+    # the EKS AMIs); fi_info and fi_pingpong write no file.
     pod_spec = {
         "subdomain": name,
-        "containers": [
-            {
-                "name": "fabric-check",
-                "image": image,
-                "command": [
-                    "bash",
-                    "-c",
-                    verdict(FABRIC_SCRIPT.replace("{port}", str(FABRIC_PORT)), on_failure, "EFA"),
-                ],
-                "env": [{"name": "PEER", "value": f"{name}-0.{name}"}],
-                "resources": {"requests": amounts, "limits": amounts},
-            }
-        ],
+        "containers": [security.restricted(check)],
         "nodeSelector": target.node_selector(),
         "tolerations": target.tolerations(),
         "affinity": {
@@ -267,8 +266,8 @@ def render_fabric_check(
             }
         },
     }
-    job = _job(name, namespace, pod_spec, labels, completions=2)
-    job["metadata"]["annotations"] = gate_annotations()
+    job = _job(name, namespace, security.restricted_pod(pod_spec, uid=security.CHECK_UID), labels, completions=2)
+    job["metadata"]["annotations"] = gate_annotations() | security.unpinned_image_skips(image, FABRIC_IMAGE_KEY)
     job["spec"]["completionMode"] = "Indexed"
     job["spec"]["activeDeadlineSeconds"] = GATE_SECONDS
     return [service, job]

@@ -22,13 +22,17 @@ SCRATCH = {"name": "scratch", "mountPath": SCRATCH_MOUNT}
 SCRATCH_ENV = [{"name": "HOME", "value": SCRATCH_MOUNT}]
 """The image's HOME (/home/trainer) is on the read-only root file system."""
 
-POD = {
-    "runAsUser": SHARED_UID,
-    "runAsGroup": SHARED_UID,
-    "runAsNonRoot": True,
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
-"""Every pod's securityContext: the trainer's user, the container runtime's default seccomp profile."""
+CHECK_UID = 65532
+"""The user of a pod that writes no shared file (the EFA fabric check): high, so it can own no file of the node's
+(checkov's CKV_K8S_40 asks for 10,000 or more); 65532 is the `nonroot` user of distroless images."""
+
+
+def pod_context(uid: int = SHARED_UID) -> dict[str, Any]:
+    """A pod's securityContext: a non-root user (by default the trainer's, which owns the job's directories on the
+    claim) and the container runtime's default seccomp profile."""
+    return {"runAsUser": uid, "runAsGroup": uid, "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
 CONTAINER = {
     "allowPrivilegeEscalation": False,
     "capabilities": {"drop": ["ALL"]},
@@ -54,7 +58,19 @@ CHECKOV_SKIPS = {
 them (checkov reads `checkov.io/skip<N>: <check>=<reason>` annotations on the object)."""
 
 
-def restricted_pod(spec: dict[str, Any]) -> dict[str, Any]:
+def unpinned_image_skips(image: str, stack_key: str) -> dict[str, str]:
+    """checkov's skips for an image named by tag only, which the stack cannot pin for the user: the reason says
+    which stack key pins it (and holds no '=', which ends checkov's check id). None for an image given by digest."""
+    if "@sha256:" in image:
+        return {}
+    reason = f"{image.rsplit('/', 1)[-1]} is named by tag; set {stack_key} to <image>@sha256:<digest> to pin it"
+    return {
+        "checkov.io/skip1": f"CKV_K8S_43={reason}",
+        "checkov.io/skip2": f"CKV_K8S_15={reason} (then IfNotPresent is exact)",
+    }
+
+
+def restricted_pod(spec: dict[str, Any], uid: int = SHARED_UID) -> dict[str, Any]:
     """`spec` (a pod's) with the trainer's user, the runtime's seccomp profile, the scratch volume, and no service
     account token: none of these pods calls the Kubernetes API with it (the GPU pre-flight's quarantine step has its
     own projected token, workloads/preflight.py). IRSA and EKS Pod Identity still work: the EKS pod identity webhook
@@ -62,7 +78,7 @@ def restricted_pod(spec: dict[str, Any]) -> dict[str, Any]:
     v0.6.17, pkg/handler/handler.go, which never reads the field)."""
     return {
         **spec,
-        "securityContext": POD,
+        "securityContext": pod_context(uid),
         "automountServiceAccountToken": False,
         "volumes": [*spec.get("volumes", []), SCRATCH_VOLUME],
     }

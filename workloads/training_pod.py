@@ -31,7 +31,13 @@ WORKER_SHUTDOWN_SECONDS = CHECKPOINT_GRACE_SECONDS - 15
 # `fsGroupPolicy: ReadWriteOnceWithFSType` (aws-fsx-csi-driver chart 1.11.0 values.yaml) means
 # Kubernetes never applies fsGroup to a ReadWriteMany Lustre volume: a small root step makes the
 # job's directories and gives them to the trainer's user, which every other container runs as.
-PERMISSIONS_IMAGE = "public.ecr.aws/docker/library/busybox:1.37.0"
+# Pinned by digest: the tag's OCI index as docker-library/repo-info (commit 01a7054, repos/busybox/remote/1.37.0.md)
+# records it for Docker Hub, whose official images ECR Public's docker/library serves with the same digests, without
+# Docker Hub's pull limits. Not pulled from this project's offline CI: `crane digest` it when moving the tag.
+PERMISSIONS_IMAGE = (
+    "public.ecr.aws/docker/library/busybox:1.37.0"
+    "@sha256:9db7b59979c38555a39def84a31fb98b5296952f9e3afd4f6f11f05b07adfab0"
+)
 # How long torchrun waits for every pod to join. Its static rendezvous gives up after 600 s
 # (torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py), but a pod can wait for a
 # node scaled up from zero: the Cluster Autoscaler allows 15 minutes to provision one

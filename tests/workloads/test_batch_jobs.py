@@ -89,6 +89,20 @@ def test_fabric_check_runs_two_efa_pods_on_different_nodes() -> None:
     )
 
 
+def test_fabric_check_runs_restricted_and_says_why_a_tagged_image_is_not_pinned() -> None:
+    """A high non-root user, no capability, no token; the checkov skips for a tag-only image name the stack key
+    that pins it, and go when the image is given by digest."""
+    pinned = "registry.example/efa-tools:1@sha256:" + "a" * 64
+    for image, skipped in (("registry.example/efa-tools:1", {"CKV_K8S_43", "CKV_K8S_15"}), (pinned, set())):
+        _, job = render_fabric_check("efa-check", "training", TARGET, image)
+        pod = job["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsUser"] == 65532 and pod["automountServiceAccountToken"] is False
+        assert pod["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        skips = {key: value for key, value in job["metadata"]["annotations"].items() if key.startswith("checkov.io/")}
+        assert {value.split("=")[0] for value in skips.values()} == skipped
+        assert all("eks-ddp:fabricCheckImage" in value and value.count("=") == 1 for value in skips.values())
+
+
 @pytest.mark.parametrize(("on_failure", "status"), [(OnFailure.GATE, 1), (OnFailure.REPORT, 0)])
 def test_a_node_without_the_efa_provider_fails_the_check_or_is_reported(
     tmp_path: Path, on_failure: OnFailure, status: int
@@ -142,12 +156,17 @@ def test_every_pod_on_the_claim_gets_its_directories_from_a_root_step_and_runs_r
         assert first["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE"]}
         assert first["securityContext"]["allowPrivilegeEscalation"] is False
         assert pod["securityContext"] == {
-            "runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}
+            "runAsUser": 1000,
+            "runAsGroup": 1000,
+            "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
         }
         assert pod["automountServiceAccountToken"] is False  # none calls the Kubernetes API
         for container in [*pod["containers"], *pod["initContainers"][1:]]:
             assert container["securityContext"] == {
-                "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": True
+                "allowPrivilegeEscalation": False,
+                "capabilities": {"drop": ["ALL"]},
+                "readOnlyRootFilesystem": True,
             }, container["name"]
             assert {"name": "scratch", "mountPath": "/tmp"} in container["volumeMounts"]
             assert {"name": "HOME", "value": "/tmp"} in container["env"]

@@ -12,9 +12,10 @@ from eks_ddp.infra.aws.efa_node_group import EfaNodeGroupArgs, shape_of
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts.catalogue import Architecture
 from eks_ddp.workloads import pytorchjob
+from eks_ddp.workloads.batch_jobs import FABRIC_IMAGE_KEY
 from eks_ddp.workloads.components import DataPrepJob, EvaluationJob, FabricCheckJob, PyTorchJob
 from eks_ddp.workloads.image import CONTEXT, TrainerImage, content_tag, lifecycle_policy
-from eks_ddp.workloads.security import CHECKOV_SKIPS
+from eks_ddp.workloads.security import CHECKOV_SKIPS, unpinned_image_skips
 from eks_ddp.workloads.training_pod import TrainingJob, TrainingJobSpec
 from tests.pulumi_harness import Recorded
 
@@ -64,7 +65,8 @@ def test_batch_jobs_apply_their_objects(pulumi_mocks: Recorded) -> None:
     assert all(jobs[n].inputs["metadata"]["annotations"] == submitted | CHECKOV_SKIPS for n in ("data-job", "evaluate-job"))
     # the fabric check gates training: pulumi up waits for it, within the check's own deadline
     gate = jobs["efa-check-job"]
-    assert gate.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "false", "pulumi.com/timeoutSeconds": "1800"}
+    gate_keys = {"pulumi.com/skipAwait": "false", "pulumi.com/timeoutSeconds": "1800"}
+    assert gate.inputs["metadata"]["annotations"] == gate_keys | unpinned_image_skips("registry.example/efa-tools:1", FABRIC_IMAGE_KEY)
     assert gate.inputs["spec"]["activeDeadlineSeconds"] == 1500
     assert all("ttlSecondsAfterFinished" not in job.inputs["spec"] for job in jobs.values())
     assert pulumi_mocks.named("efa-check-service").type == "kubernetes:core/v1:Service"
