@@ -36,7 +36,7 @@ from eks_ddp.infra.aws.efa_node_group import (
     TrainingNodes,
     validate_shape,
 )
-from eks_ddp.infra.aws.model_bucket import DEFAULT_SERVICE_ACCOUNT, ModelBucket
+from eks_ddp.infra.aws.model_bucket import DEFAULT_SERVICE_ACCOUNT, BucketAccess, ModelBucket, bucket_access
 from eks_ddp.infra.aws.model_bucket import validate as validate_bucket
 from eks_ddp.infra.aws.network import Network, NetworkArgs
 from eks_ddp.infra.aws.network import validate as validate_network
@@ -128,7 +128,9 @@ class TrainingPlatformArgs(TypedDict):
     existing_fsx: NotRequired[ExistingFsxOptions]
     """The file system to mount, with storage existing-fsx."""
     model_bucket: NotRequired[bool]
-    """S3 bucket for models and checkpoints with its IRSA role (default true)."""
+    """S3 bucket for models and checkpoints with its role (default true)."""
+    bucket_access: NotRequired[BucketAccess]
+    """How training pods get the bucket's role: pod-identity (default, EKS Pod Identity) or irsa."""
     checkpoint_expiry_days: NotRequired[int]
     """Expire `checkpoints/` objects in the bucket after this many days."""
     autoscaler: NotRequired[AutoscalerKind]
@@ -261,6 +263,7 @@ def validate(
         raise InvalidArgument(COMPONENT, "training_namespace", args.get("training_namespace"), "use a DNS label")
     if args.get("model_bucket", True) and "checkpoint_expiry_days" in args:
         validate_bucket({"checkpoint_expiry_days": args["checkpoint_expiry_days"]})
+    bucket_access(args.get("bucket_access", BucketAccess.POD_IDENTITY), COMPONENT, "bucket_access")
 
 
 def _taints(groups: Sequence[TrainingNodes]) -> list[Taint]:
@@ -286,6 +289,8 @@ class TrainingPlatform(pulumi.ComponentResource):
     """The model bucket (null when turned off): a job's `artifact_bucket`."""
     service_account_name: str | None
     """ServiceAccount with access to the bucket (null when turned off)."""
+    bucket_access: BucketAccess | None
+    """How that ServiceAccount's pods get the bucket's role (null when turned off)."""
 
     def __init__(self, name: str, args: TrainingPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate(name, args)
@@ -596,16 +601,20 @@ class TrainingPlatform(pulumi.ComponentResource):
         self, name: str, args: TrainingPlatformArgs, tags: dict[str, str], namespace: pulumi.Resource
     ) -> None:
         """The model bucket and the service account whose role may use it."""
-        self.bucket_name = self.service_account_name = None
+        self.bucket_name = self.service_account_name = self.bucket_access = None
         if not args.get("model_bucket", True):
             return
+        access = self.bucket_access = bucket_access(args.get("bucket_access", BucketAccess.POD_IDENTITY))
         bucket = ModelBucket(
             f"{name}-models",
             {  # type: ignore[arg-type]
                 "provider": self.provider,
                 "namespace": self.training_namespace,
                 "tags": tags,
-                **self._oidc(),
+                "access": access,
+                **(
+                    {"cluster_name": self.cluster.cluster_name} if access == BucketAccess.POD_IDENTITY else self._oidc()
+                ),
                 **(
                     {"checkpoint_expiry_days": args["checkpoint_expiry_days"]}
                     if "checkpoint_expiry_days" in args

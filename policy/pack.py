@@ -11,7 +11,13 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from eks_ddp.policy.rules import RESOURCE_RULES, ResourceRule, StackResource, efa_groups_consistent
+from eks_ddp.policy.rules import (
+    RESOURCE_RULES,
+    ResourceRule,
+    StackResource,
+    efa_groups_consistent,
+    pods_denied_by_default,
+)
 
 
 def resource_validation(rule: ResourceRule) -> Callable[[ResourceValidationArgs, ReportViolation], None]:
@@ -34,8 +40,8 @@ def _resource_policy(rule: ResourceRule) -> ResourceValidationPolicy:
     )
 
 
-def _validate_efa(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-    resources = [
+def _stack_resources(args: StackValidationArgs) -> list[StackResource]:
+    return [
         StackResource(
             r.resource_type,
             r.name,
@@ -45,8 +51,16 @@ def _validate_efa(args: StackValidationArgs, report_violation: ReportViolation) 
         )
         for r in args.resources
     ]
-    for problem in efa_groups_consistent(resources):
-        report_violation(problem, None)
+
+
+def stack_validation(
+    rule: Callable[[list[StackResource]], list[str]],
+) -> Callable[[StackValidationArgs, ReportViolation], None]:
+    def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+        for problem in rule(_stack_resources(args)):
+            report_violation(problem, None)
+
+    return validate
 
 
 POLICIES = [
@@ -54,7 +68,13 @@ POLICIES = [
     StackValidationPolicy(
         name="efa-node-groups-consistent",
         description="EFA node groups and Karpenter node classes sit in one subnet, in a cluster placement group, with a self-referencing security group (node classes: EFA on every card).",
-        validate=_validate_efa,
+        validate=stack_validation(efa_groups_consistent),
+        enforcement_level=EnforcementLevel.MANDATORY,
+    ),
+    StackValidationPolicy(
+        name="pods-denied-by-default",
+        description="Every object that makes pods sits in a namespace with a default-deny NetworkPolicy.",
+        validate=stack_validation(pods_denied_by_default),
         enforcement_level=EnforcementLevel.MANDATORY,
     ),
 ]

@@ -131,6 +131,30 @@ def oidc_trust_conditions(_: str, props: Props) -> list[str]:
     return problems
 
 
+POD_IDENTITY_TAGS = ("aws:RequestTag/kubernetes-namespace", "aws:RequestTag/kubernetes-service-account")
+
+
+def pod_identity_trust_scoped(_: str, props: Props) -> list[str]:
+    """EKS Pod Identity assumes a role for any association in the account that names it: only conditions on the session
+    tags it sets confine the role to one namespace's service account (EKS user guide, pod-id-role.html)."""
+    problems = []
+    for statement in _statements(_document(props.get("assumeRolePolicy"))):
+        if "pods.eks.amazonaws.com" not in _as_list((statement.get("Principal") or {}).get("Service", [])):
+            continue
+        keys = {
+            key
+            for operator in (statement.get("Condition") or {}).values()
+            if isinstance(operator, dict)
+            for key in operator
+        }
+        problems += [
+            f"a role trusted by EKS Pod Identity has no `{tag}` condition"
+            for tag in POD_IDENTITY_TAGS
+            if tag not in keys
+        ]
+    return problems
+
+
 def no_wildcard_admin(_: str, props: Props) -> list[str]:
     for statement in _statements(_document(props.get("policy"))):
         if (
@@ -262,6 +286,12 @@ RESOURCE_RULES: Sequence[ResourceRule] = (
         ecr_scanned_and_immutable,
     ),
     ResourceRule(
+        "iam-pod-identity-trust-scoped",
+        "Roles trusted by EKS Pod Identity are scoped to a namespace and service account.",
+        ("aws:iam/role:Role",),
+        pod_identity_trust_scoped,
+    ),
+    ResourceRule(
         "namespace-pod-security",
         "Namespaces enforce the baseline or restricted Pod Security Standard.",
         ("kubernetes:core/v1:Namespace",),
@@ -301,6 +331,36 @@ class StackResource:
 
     def referenced(self, prop: str) -> set[str]:
         return set(self.property_dependencies.get(prop, ()))
+
+
+POD_OWNERS = (
+    "kubernetes:batch/v1:Job",
+    "kubernetes:kubeflow.org/v1:PyTorchJob",
+    "kubernetes:kubeflow.org/v2beta1:MPIJob",
+    "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob",
+    "kubernetes:apps/v1:Deployment",
+    "kubernetes:apps/v1:DaemonSet",
+    "kubernetes:core/v1:Pod",
+)
+"""The objects the stack applies itself that make pods (charts' own are the charts' to guard)."""
+
+
+def pods_denied_by_default(resources: Sequence[StackResource]) -> list[str]:
+    """No pod without a NetworkPolicy: each object that makes pods sits in a namespace with a policy that selects every
+    pod for both directions, so what no other policy allows is denied (workloads/network_policy.py default-deny)."""
+    denying = {
+        (r.props.get("metadata") or {}).get("namespace")
+        for r in resources
+        if r.type == "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+        and not (r.props.get("spec") or {}).get("podSelector")
+        and {"Ingress", "Egress"} <= set((r.props.get("spec") or {}).get("policyTypes") or [])
+    }
+    return [
+        f"{r.type.rsplit(':', 1)[1]} {r.name}: namespace {namespace} has no NetworkPolicy that denies its pods' "
+        "traffic by default"
+        for r in resources
+        if r.type in POD_OWNERS and (namespace := (r.props.get("metadata") or {}).get("namespace")) not in denying
+    ]
 
 
 def efa_groups_consistent(resources: Sequence[StackResource]) -> list[str]:

@@ -3,7 +3,8 @@
 A job's pods reach each other on any TCP or UDP port (torchrun's rendezvous on the Master's or Worker-0's port, gloo
 and NCCL's sockets on ports they pick at run time, the EFA check's fi_pingpong, MPI's SSH); Prometheus, in the
 monitoring namespace, scrapes the trainer's metrics port; every pod resolves names through CoreDNS and reaches
-HTTPS endpoints (S3, STS for IRSA, the datasets' mirrors, the API server for the GPU quarantine). Nothing else gets
+HTTPS endpoints (S3, STS for IRSA, the datasets' mirrors, the API server for the GPU quarantine) and, with EKS Pod
+Identity, the node's credential agent. Nothing else gets
 in: a pod of another namespace reaches none of them. FSx, EFS and EFA traffic never passes through these rules (the
 node mounts the file systems; EFA bypasses the kernel's IP stack). The VPC CNI enforces them once its add-on sets
 `enableNetworkPolicy` (EKS user guide, "Restrict Pod network traffic with Kubernetes network policies").
@@ -13,6 +14,10 @@ from typing import Any
 
 from eks_ddp.workloads.training_pod import METRICS_PORT, TRAINER_LABEL
 
+CREDENTIAL_AGENT = {"addresses": ["169.254.170.23/32", "fd00:ec2::23/128"], "port": 80}
+"""Where the EKS Pod Identity agent serves pods their credentials, on the node (EKS user guide, pod-id-agent-setup.html:
+169.254.170.23 and [fd00:ec2::23]; the SDKs call port 80). Pod traffic to it passes the namespace's policies like any
+other: without a rule that allows it, the SDK's credential call times out."""
 SCRAPER_NAMESPACE = "monitoring"
 """Where the Prometheus of `eks-ddp:monitoring prometheus` runs (infra/addons/prometheus_monitoring.py)."""
 NAMESPACE_NAME = "kubernetes.io/metadata.name"
@@ -28,7 +33,8 @@ def _policy(name: str, namespace: str, selector: dict[str, Any], **spec: Any) ->
     }
 
 
-def training_policies(namespace: str) -> list[dict[str, Any]]:
+def training_policies(namespace: str, pod_identity: bool) -> list[dict[str, Any]]:
+    """The namespace's policies; with `pod_identity`, one more lets every pod reach the node's credential agent."""
     every_pod: dict[str, Any] = {}
     dns = {
         "to": [
@@ -41,6 +47,11 @@ def training_policies(namespace: str) -> list[dict[str, Any]]:
     }
     https = {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP", "port": 443}]}
     scrapers = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: SCRAPER_NAMESPACE}}}
+    agent = {
+        "to": [{"ipBlock": {"cidr": cidr}} for cidr in CREDENTIAL_AGENT["addresses"]],
+        "ports": [{"protocol": "TCP", "port": CREDENTIAL_AGENT["port"]}],
+    }
+    credentials = _policy("pod-identity-agent", namespace, every_pod, policyTypes=["Egress"], egress=[agent])
     return [
         _policy("default-deny", namespace, every_pod, policyTypes=["Ingress", "Egress"]),
         _policy(
@@ -59,4 +70,4 @@ def training_policies(namespace: str) -> list[dict[str, Any]]:
             policyTypes=["Ingress"],
             ingress=[{"from": [scrapers], "ports": [{"protocol": "TCP", "port": METRICS_PORT}]}],
         ),
-    ]
+    ] + ([credentials] if pod_identity else [])

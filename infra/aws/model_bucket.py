@@ -2,13 +2,14 @@
 
 import json
 import re
+from enum import Enum
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from eks_ddp.infra.aws.iam import irsa_role, policy
+from eks_ddp.infra.aws.iam import irsa_role, pod_identity_role, policy
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.options import waits_for
 
@@ -24,9 +25,23 @@ PRUNED_VERSIONS_DAYS = 1
 kept this long, in case one was deleted by mistake, then gone, so the checkpoints' storage stays bounded."""
 
 
+class BucketAccess(str, Enum):
+    """How training pods get the bucket's role."""
+
+    POD_IDENTITY = "pod-identity"
+    """EKS Pod Identity (default): an association of the role with the namespace's service account, served by the
+    cluster's eks-pod-identity-agent, without an OIDC provider or a role ARN on the service account (EKS user guide,
+    pod-identities.html)."""
+    IRSA = "irsa"
+    """IAM roles for service accounts: the service account annotated with the role, trusted through the cluster's
+    OIDC provider."""
+
+
 class BucketOptions(TypedDict):
     """The bucket's own settings (checked before anything exists)."""
 
+    access: NotRequired[BucketAccess]
+    """How training pods get the role: pod-identity (default) or irsa."""
     service_account_name: NotRequired[str]
     """Name of the ServiceAccount training pods run as (default `trainer`)."""
     checkpoint_expiry_days: NotRequired[int]
@@ -37,10 +52,12 @@ class BucketOptions(TypedDict):
 
 
 class ModelBucketArgs(BucketOptions):
-    oidc_provider_arn: pulumi.Input[str]
-    """The cluster's IAM OIDC provider (Cluster.oidc_provider_arn)."""
-    oidc_issuer: pulumi.Input[str]
-    """The cluster's OIDC issuer (Cluster.oidc_issuer)."""
+    cluster_name: NotRequired[pulumi.Input[str]]
+    """The cluster's name (Cluster.cluster_name), with access pod-identity."""
+    oidc_provider_arn: NotRequired[pulumi.Input[str]]
+    """The cluster's IAM OIDC provider (Cluster.oidc_provider_arn), with access irsa."""
+    oidc_issuer: NotRequired[pulumi.Input[str]]
+    """The cluster's OIDC issuer (Cluster.oidc_issuer), with access irsa."""
     provider: k8s.Provider
     """Kubernetes provider of the cluster (Cluster.provider)."""
     namespace: str
@@ -110,7 +127,20 @@ def lifecycle_rules(checkpoint_expiry_days: int | None) -> list[aws.s3.BucketLif
     ]
 
 
+NEEDS = {BucketAccess.POD_IDENTITY: ("cluster_name",), BucketAccess.IRSA: ("oidc_provider_arn", "oidc_issuer")}
+"""What each way of access needs from the cluster."""
+
+
+def bucket_access(value: object, component: str = COMPONENT, argument: str = "access") -> BucketAccess:
+    """`value` as a BucketAccess, or the error naming the component's argument and what it allows."""
+    if value not in [kind.value for kind in BucketAccess]:
+        allowed = ", ".join(kind.value for kind in BucketAccess)
+        raise InvalidArgument(component, argument, value, f"use one of {allowed}")
+    return BucketAccess(value)
+
+
 def validate(args: BucketOptions) -> None:
+    bucket_access(args.get("access", BucketAccess.POD_IDENTITY))
     days = args.get("checkpoint_expiry_days")
     if days is not None and days < 1:
         raise InvalidArgument(
@@ -132,12 +162,19 @@ class ModelBucket(pulumi.ComponentResource):
     bucket_name: pulumi.Output[str]
     """The bucket's name."""
     role_arn: pulumi.Output[str]
-    """The IRSA role training pods assume."""
+    """The role training pods get, through EKS Pod Identity or IRSA."""
     service_account_name: str
-    """The ServiceAccount annotated with the role (plain, for pod specs)."""
+    """The ServiceAccount the role is given to (plain, for pod specs)."""
 
     def __init__(self, name: str, args: ModelBucketArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate(args)
+        access = bucket_access(args.get("access", BucketAccess.POD_IDENTITY))
+        cluster = {key: args.get(key) for key in NEEDS[access]}
+        for key, value in cluster.items():
+            if value is None:
+                raise InvalidArgument(
+                    COMPONENT, key, None, f"give {' and '.join(NEEDS[access])} for access {access.value}"
+                )
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = dict(args.get("tags", {}))
@@ -177,15 +214,13 @@ class ModelBucket(pulumi.ComponentResource):
             opts=child,
         )
         self.service_account_name = args.get("service_account_name", DEFAULT_SERVICE_ACCOUNT)
-        role = irsa_role(
-            f"{name}-role",
-            self,
-            args["oidc_provider_arn"],
-            args["oidc_issuer"],
-            args["namespace"],
-            self.service_account_name,
-            tags,
-        )
+        account, namespace = self.service_account_name, args["namespace"]
+        if access == BucketAccess.POD_IDENTITY:
+            after = waits_for(opts)
+            role = pod_identity_role(f"{name}-role", self, cluster["cluster_name"], namespace, account, tags, after)
+        else:
+            provider, issuer = cluster["oidc_provider_arn"], cluster["oidc_issuer"]
+            role = irsa_role(f"{name}-role", self, provider, issuer, namespace, account, tags)
         aws.iam.RolePolicy(
             f"{name}-access",
             role=role.id,
@@ -195,9 +230,9 @@ class ModelBucket(pulumi.ComponentResource):
         k8s.core.v1.ServiceAccount(
             f"{name}-service-account",
             metadata={
-                "name": self.service_account_name,
-                "namespace": args["namespace"],
-                "annotations": {"eks.amazonaws.com/role-arn": role.arn},
+                "name": account,
+                "namespace": namespace,
+                "annotations": {"eks.amazonaws.com/role-arn": role.arn} if access == BucketAccess.IRSA else None,
             },
             opts=pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=waits_for(opts)),
         )

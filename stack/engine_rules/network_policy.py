@@ -16,7 +16,7 @@ from typing import Any
 
 from eks_ddp.stack.engine_rules.base import Deployment, Finding, located, pod_templates
 from eks_ddp.workloads import indexed_job, pytorchjob, trainjob
-from eks_ddp.workloads.network_policy import NAMESPACE_NAME, SCRAPER_NAMESPACE
+from eks_ddp.workloads.network_policy import CREDENTIAL_AGENT, NAMESPACE_NAME, SCRAPER_NAMESPACE
 from eks_ddp.workloads.training_pod import METRICS_PORT, TRAINER_LABEL
 
 RENDEZVOUS_PORTS = sorted({pytorchjob.MASTER_PORT, trainjob.MASTER_PORT, indexed_job.MASTER_PORT})
@@ -97,8 +97,9 @@ def allowed(
     )
 
 
-def _expected(pod: Endpoint) -> Iterator[tuple[str, Endpoint, Endpoint, int, str, bool]]:
-    """What a job's pod must be able to do, and what must not reach it."""
+def _expected(pod: Endpoint, pod_identity: bool) -> Iterator[tuple[str, Endpoint, Endpoint, int, str, bool]]:
+    """What a job's pod must be able to do (with `pod_identity`, get its credentials from the node's agent), and what
+    must not reach it."""
     scraper = Endpoint(SCRAPER_NAMESPACE, {"app.kubernetes.io/name": "prometheus"})
     dns = Endpoint("kube-system", {"k8s-app": "kube-dns"})
     stranger = Endpoint("default", {"app": "anything"})
@@ -107,6 +108,16 @@ def _expected(pod: Endpoint) -> Iterator[tuple[str, Endpoint, Endpoint, int, str
     yield "collectives between the job's pods", pod, pod, COLLECTIVE_PORT, "TCP", True
     yield "DNS", pod, dns, 53, "UDP", True
     yield "HTTPS to S3 and STS", pod, Endpoint(address="52.216.0.10"), 443, "TCP", True
+    if pod_identity:
+        agent = Endpoint(address=CREDENTIAL_AGENT["addresses"][0].split("/")[0])
+        yield (
+            "its EKS Pod Identity credentials from the node's agent",
+            pod,
+            agent,
+            CREDENTIAL_AGENT["port"],
+            "TCP",
+            True,
+        )
     if TRAINER_LABEL.items() <= pod.labels.items():
         yield "Prometheus scraping the metrics port", scraper, pod, METRICS_PORT, "TCP", True
     for port in RENDEZVOUS_PORTS:
@@ -116,8 +127,13 @@ def _expected(pod: Endpoint) -> Iterator[tuple[str, Endpoint, Endpoint, int, str
 
 def job_traffic(deployment: Deployment) -> Iterator[Finding]:
     """In a namespace with NetworkPolicies, every pod the stack creates can rendezvous, run its collectives, resolve
-    names, reach HTTPS and be scraped, and no pod of another namespace reaches it."""
+    names, reach HTTPS and be scraped, a pod whose service account has an EKS Pod Identity association can reach the
+    node's credential agent, and no pod of another namespace reaches it."""
     policies = [r.inputs for r in deployment.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")]
+    associated = {
+        (r.inputs.get("namespace"), r.inputs.get("serviceAccount"))
+        for r in deployment.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    }
     guarded = {policy["metadata"]["namespace"] for policy in policies}
     for registration in deployment.kubernetes_objects():
         namespace = registration.inputs.get("metadata", {}).get("namespace")
@@ -125,7 +141,8 @@ def job_traffic(deployment: Deployment) -> Iterator[Finding]:
             continue
         for template in pod_templates(registration.inputs):
             pod = Endpoint(namespace, dict((template.get("metadata") or {}).get("labels") or {}))
-            for what, source, target, port, protocol, wanted in _expected(pod):
+            account = (template.get("spec") or {}).get("serviceAccountName", "default")
+            for what, source, target, port, protocol, wanted in _expected(pod, (namespace, account) in associated):
                 if allowed(policies, source, target, port, protocol) != wanted:
                     problem = "is blocked" if wanted else "gets through"
                     yield Finding("network-policy", located(registration), "spec", f"{what} {problem}")

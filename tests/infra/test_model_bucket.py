@@ -3,7 +3,7 @@ import json
 import pulumi_kubernetes as k8s
 import pytest
 
-from eks_ddp.infra.aws.iam import irsa_trust
+from eks_ddp.infra.aws.iam import irsa_trust, pod_identity_trust
 from eks_ddp.infra.aws.model_bucket import CHECKPOINTS_PREFIX, ModelBucket
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.stack.mocking import ACCOUNT, OIDC_ISSUER
@@ -11,11 +11,12 @@ from eks_ddp.workloads.training_pod import TrainingJob, artifact_arguments
 from tests.pulumi_harness import Recorded
 
 PROVIDER_ARN = f"arn:aws:iam::{ACCOUNT}:oidc-provider/{OIDC_ISSUER}"
+IRSA = {"access": "irsa", "oidc_provider_arn": PROVIDER_ARN, "oidc_issuer": OIDC_ISSUER}
 
 
 def _bucket(**overrides: object) -> ModelBucket:
     args: dict[str, object] = {
-        "oidc_provider_arn": PROVIDER_ARN, "oidc_issuer": OIDC_ISSUER, "namespace": "training",
+        "cluster_name": "eks-ddp", "namespace": "training",
         "provider": k8s.Provider("k8s", kubeconfig="{}"), "tags": {"team": "ml"},
     }
     args.update(overrides)
@@ -52,9 +53,36 @@ def test_role_is_limited_to_this_bucket_and_this_service_account(pulumi_mocks: R
     assert [(s["Action"], s["Resource"]) for s in deleting] == [(["s3:DeleteObject"], f"{bucket_arn}/checkpoints/*")]
     assert not any(action == "s3:*" or action == "*" for s in statements for action in s["Action"])
     trust = json.loads(pulumi_mocks.named("models-role").inputs["assumeRolePolicy"])
+    cluster_arn = f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/eks-ddp"
+    assert trust == pod_identity_trust(cluster_arn, "training", "trainer")
+
+
+def test_pod_identity_is_the_default_scoped_to_the_clusters_namespace_and_service_account(pulumi_mocks: Recorded) -> None:
+    """The association gives the role to training/trainer; the trust's session-tag conditions refuse any other
+    association in the account that names the role; the service account carries no role annotation."""
+    pulumi_mocks.run(lambda: _bucket())
+    role = pulumi_mocks.named("models-role").inputs
+    association = pulumi_mocks.named("models-role-association").inputs
+    expected = {"clusterName": "eks-ddp", "namespace": "training", "serviceAccount": "trainer", "roleArn": role["arn"]}
+    assert {key: association.get(key) for key in expected} == expected
+    statement = json.loads(role["assumeRolePolicy"])["Statement"][0]
+    assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert statement["Action"] == ["sts:AssumeRole", "sts:TagSession"]
+    assert statement["Condition"]["StringEquals"] == {
+        "aws:RequestTag/eks-cluster-arn": f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/eks-ddp",
+        "aws:RequestTag/kubernetes-namespace": "training",
+        "aws:RequestTag/kubernetes-service-account": "trainer",
+    }
+    assert "annotations" not in pulumi_mocks.named("models-service-account").inputs["metadata"]
+
+
+def test_irsa_stays_an_option(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.run(lambda: _bucket(**IRSA, cluster_name=None))
+    trust = json.loads(pulumi_mocks.named("models-role").inputs["assumeRolePolicy"])
     assert trust == irsa_trust(PROVIDER_ARN, OIDC_ISSUER, "training", "trainer")
     account = pulumi_mocks.named("models-service-account").inputs["metadata"]
-    assert account["namespace"] == "training" and account["annotations"]["eks.amazonaws.com/role-arn"] == pulumi_mocks.named("models-role").inputs["arn"]
+    assert account["annotations"]["eks.amazonaws.com/role-arn"] == pulumi_mocks.named("models-role").inputs["arn"]
+    assert not [r for r in pulumi_mocks.monitor.registrations if r.type == "aws:eks/podIdentityAssociation:PodIdentityAssociation"]
 
 
 @pytest.mark.parametrize("days", [None, 30])
@@ -84,6 +112,9 @@ def test_jobs_put_their_checkpoints_where_the_role_may_delete() -> None:
     [
         ({"checkpoint_expiry_days": 0}, "checkpoint_expiry_days=0 is not allowed"),
         ({"service_account_name": "Trainer_SA"}, "service_account_name='Trainer_SA' is not allowed; use a DNS-1123 subdomain"),
+        ({"access": "keys"}, "access='keys' is not allowed; use one of pod-identity, irsa"),
+        ({"cluster_name": None}, "cluster_name=None is not allowed; give cluster_name for access pod-identity"),
+        ({"access": "irsa"}, "oidc_provider_arn=None is not allowed; give oidc_provider_arn and oidc_issuer for access irsa"),
     ],
 )
 def test_invalid_arguments_are_refused(pulumi_mocks: Recorded, overrides: dict[str, object], message: str) -> None:

@@ -5,9 +5,9 @@ import json
 import pytest
 from pulumi_policy import PolicyResourceOptions, ResourceValidationArgs
 
-from eks_ddp.infra.aws.iam import irsa_trust
+from eks_ddp.infra.aws.iam import irsa_trust, pod_identity_trust
 from eks_ddp.policy.pack import POLICIES, resource_validation
-from eks_ddp.policy.rules import RESOURCE_RULES, StackResource, efa_groups_consistent
+from eks_ddp.policy.rules import RESOURCE_RULES, StackResource, efa_groups_consistent, pods_denied_by_default
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.config import parse
 from eks_ddp.stack.program import build
@@ -17,6 +17,9 @@ RULES = {rule.name: rule for rule in RESOURCE_RULES}
 ROLE_TRUST = irsa_trust("arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/X", "oidc.eks.us-east-1.amazonaws.com/id/X", "training", "trainer")
 UNSCOPED_TRUST = json.loads(json.dumps(ROLE_TRUST))
 del UNSCOPED_TRUST["Statement"][0]["Condition"]["StringEquals"]["oidc.eks.us-east-1.amazonaws.com/id/X:aud"]
+POD_IDENTITY_TRUST = pod_identity_trust("arn:aws:eks:us-east-1:123456789012:cluster/eks-ddp", "training", "trainer")
+ANY_ASSOCIATION = json.loads(json.dumps(POD_IDENTITY_TRUST))
+del ANY_ASSOCIATION["Statement"][0]["Condition"]
 EFA_POD = {"nodeSelector": {"vpc.amazonaws.com/efa.present": "true"}, "containers": [{"name": "pytorch", "resources": {"limits": {"vpc.amazonaws.com/efa": "1"}}}]}
 
 CASES = [
@@ -39,6 +42,9 @@ CASES = [
      {"encryptionConfigKeyArn": "arn:aws:kms:us-east-1:1:key/x", "enabledClusterLogTypes": ["api"]}, {"enabledClusterLogTypes": []}, "secrets encryption"),
     ("iam-oidc-trust-conditions", "aws:iam/role:Role",
      {"assumeRolePolicy": json.dumps(ROLE_TRUST)}, {"assumeRolePolicy": json.dumps(UNSCOPED_TRUST)}, "no `aud` condition"),
+    ("iam-pod-identity-trust-scoped", "aws:iam/role:Role",
+     {"assumeRolePolicy": json.dumps(POD_IDENTITY_TRUST)}, {"assumeRolePolicy": json.dumps(ANY_ASSOCIATION)},
+     "no `aws:RequestTag/kubernetes-service-account` condition"),
     ("iam-no-wildcard-admin", "aws:iam/rolePolicy:RolePolicy",
      {"policy": json.dumps({"Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}]})},
      {"policy": json.dumps({"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})}, 'allows "Action": "*"'),
@@ -73,7 +79,7 @@ def test_every_rule_has_a_case() -> None:
 
 
 def test_the_pack_reports_through_the_policy_engine_api() -> None:
-    assert {p.name for p in POLICIES} == {*RULES, "efa-node-groups-consistent"}
+    assert {p.name for p in POLICIES} == {*RULES, "efa-node-groups-consistent", "pods-denied-by-default"}
     reported: list[str] = []
     options = PolicyResourceOptions(False, [], None, [], None, [])  # type: ignore[arg-type]
     args = ResourceValidationArgs("aws:ecr/repository:Repository", {"imageTagMutability": "MUTABLE"}, "urn:x", "repo", options, None)
@@ -97,6 +103,19 @@ def test_dev_stack_passes_every_policy(pulumi_mocks: Recorded, operator: str, au
     checked = [r for r in pulumi_mocks.monitor.registrations if any(r.type in rule.types for rule in RESOURCE_RULES)]
     assert len({r.type for r in checked}) >= 9  # the rules really met the stack's resources
     assert efa_groups_consistent(_stack_resources(pulumi_mocks)) == []
+    assert pods_denied_by_default(_stack_resources(pulumi_mocks)) == []
+
+
+def test_a_pod_without_a_default_deny_policy_is_reported(pulumi_mocks: Recorded) -> None:
+    values, region = stack_file.load("dev")
+    pulumi_mocks.run(lambda: build(parse(values, region)))
+    resources = _stack_resources(pulumi_mocks)
+    kept = ("eks-ddp-metrics-scrape", "eks-ddp-dns-and-https")  # trainer pods only; egress only: neither isolates all
+    resources = [r for r in resources if "NetworkPolicy" not in r.type or r.name in kept]
+    assert sorted(pods_denied_by_default(resources)) == [
+        f"{kind} {name}: namespace training has no NetworkPolicy that denies its pods' traffic by default"
+        for kind, name in (("Job", "eks-ddp-data-job"), ("Job", "eks-ddp-evaluate-job"), ("PyTorchJob", "eks-ddp-train-job"))
+    ]
 
 
 def test_efa_stack_rule_flags_a_broken_group(pulumi_mocks: Recorded) -> None:

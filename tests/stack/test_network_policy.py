@@ -9,7 +9,7 @@ from eks_ddp.stack.local import local_job, render_for
 from eks_ddp.workloads.network_policy import training_policies
 from eks_ddp.workloads.training_pod import METRICS_PORT, pod_labels
 
-POLICIES = training_policies("training")
+POLICIES = training_policies("training", pod_identity=True)
 JOB, _ = render_for("dev")
 MASTER = WORKER = Endpoint("training", pod_labels(local_job("dev").job))  # the dev job's two pods carry one set
 PROMETHEUS = Endpoint("monitoring", {"app.kubernetes.io/name": "prometheus"})
@@ -37,3 +37,10 @@ def test_nothing_else_leaves_or_enters() -> None:
     assert not allowed(POLICIES, MASTER, STRANGER, 8080)  # into another namespace
     assert not allowed(POLICIES, MASTER, Endpoint("kube-system", {"k8s-app": "metrics-server"}), 443)
     assert allowed([], STRANGER, MASTER, 23456)  # without the policies, anything goes: the test above is theirs
+
+
+def test_only_a_namespace_with_pod_identity_reaches_the_nodes_credential_agent() -> None:
+    """EKS Pod Identity's agent answers on the node's 169.254.170.23:80; IRSA needs only STS over HTTPS."""
+    agent = Endpoint(address="169.254.170.23")
+    assert allowed(POLICIES, MASTER, agent, 80) and not allowed(POLICIES, MASTER, Endpoint(address="169.254.169.254"), 80)
+    assert not allowed(training_policies("training", pod_identity=False), MASTER, agent, 80)

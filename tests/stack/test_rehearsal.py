@@ -181,12 +181,20 @@ def _no_traffic_within_the_namespace(registrations: list[Registration]) -> None:
     registrations[:] = [r for r in registrations if r.name != "eks-ddp-within-namespace"]
 
 
+def _no_way_to_the_credential_agent(registrations: list[Registration]) -> None:
+    registrations[:] = [r for r in registrations if r.name != "eks-ddp-pod-identity-agent"]
+
+
 def _everything_allowed_in(registrations: list[Registration]) -> None:
     _named(registrations, "eks-ddp-metrics-scrape")["spec"]["ingress"] = [{}]
 
 
 DEFECTS: list[tuple[Callable[[list[Registration]], None], str]] = [
     (_no_traffic_within_the_namespace, "network-policy: PyTorchJob eks-ddp-train-job spec: rendezvous with the job's"),
+    (
+        _no_way_to_the_credential_agent,
+        "network-policy: PyTorchJob eks-ddp-train-job spec: its EKS Pod Identity credentials from the node's agent is",
+    ),
     (_everything_allowed_in, "network-policy: PyTorchJob eks-ddp-train-job spec: a pod of another namespace reaching"),
     (_privileged_trainer, "pod-security: PyTorchJob eks-ddp-train-job spec: pytorch: privileged: Namespace"),
     (_training_created_with_the_checks, "fabric-gate: PyTorchJob eks-ddp-train-job dependencies: created without"),

@@ -198,7 +198,9 @@ def test_the_job_uploads_to_the_model_bucket_with_its_service_account() -> None:
     assert checkpoints == artifact.replace(f"/runs/mnist-ddp/{run}", f"/checkpoints/mnist-ddp/{run}")
     account = _named(registrations, "eks-ddp-models-service-account")
     assert spec["serviceAccountName"] == account["metadata"]["name"]
-    assert "eks.amazonaws.com/role-arn" in account["metadata"]["annotations"]  # IRSA: the role of test_bucket_access
+    association = _named(registrations, "eks-ddp-models-role-association")  # EKS Pod Identity: test_bucket_access's role
+    assert (association["namespace"], association["serviceAccount"]) == ("training", spec["serviceAccountName"])
+    assert association["roleArn"] == _named(registrations, "eks-ddp-models-role")["arn"]
 
 
 def test_the_cpu_tutorials_stack_keeps_everything_in_the_bucket_and_mounts_no_claim() -> None:
