@@ -36,7 +36,8 @@ from eks_ddp.infra.aws.efa_node_group import (
     TrainingNodes,
     validate_shape,
 )
-from eks_ddp.infra.aws.model_bucket import DEFAULT_SERVICE_ACCOUNT, BucketAccess, ModelBucket, bucket_access
+from eks_ddp.infra.aws.iam import RoleAccess, role_access
+from eks_ddp.infra.aws.model_bucket import DEFAULT_SERVICE_ACCOUNT, ModelBucket
 from eks_ddp.infra.aws.model_bucket import validate as validate_bucket
 from eks_ddp.infra.aws.network import Network, NetworkArgs
 from eks_ddp.infra.aws.network import validate as validate_network
@@ -129,8 +130,9 @@ class TrainingPlatformArgs(TypedDict):
     """The file system to mount, with storage existing-fsx."""
     model_bucket: NotRequired[bool]
     """S3 bucket for models and checkpoints with its role (default true)."""
-    bucket_access: NotRequired[BucketAccess]
-    """How training pods get the bucket's role: pod-identity (default, EKS Pod Identity) or irsa."""
+    service_account_roles: NotRequired[RoleAccess]
+    """How the model bucket's, Karpenter's and the Cluster Autoscaler's service accounts get their IAM roles:
+    pod-identity (default, EKS Pod Identity) or irsa."""
     checkpoint_expiry_days: NotRequired[int]
     """Expire `checkpoints/` objects in the bucket after this many days."""
     autoscaler: NotRequired[AutoscalerKind]
@@ -263,7 +265,7 @@ def validate(
         raise InvalidArgument(COMPONENT, "training_namespace", args.get("training_namespace"), "use a DNS label")
     if args.get("model_bucket", True) and "checkpoint_expiry_days" in args:
         validate_bucket({"checkpoint_expiry_days": args["checkpoint_expiry_days"]})
-    bucket_access(args.get("bucket_access", BucketAccess.POD_IDENTITY), COMPONENT, "bucket_access")
+    role_access(args.get("service_account_roles", RoleAccess.POD_IDENTITY), COMPONENT, "service_account_roles")
 
 
 def _taints(groups: Sequence[TrainingNodes]) -> list[Taint]:
@@ -289,13 +291,14 @@ class TrainingPlatform(pulumi.ComponentResource):
     """The model bucket (null when turned off): a job's `artifact_bucket`."""
     service_account_name: str | None
     """ServiceAccount with access to the bucket (null when turned off)."""
-    bucket_access: BucketAccess | None
-    """How that ServiceAccount's pods get the bucket's role (null when turned off)."""
+    service_account_roles: RoleAccess
+    """How service accounts get their IAM roles (EKS Pod Identity or IRSA)."""
 
     def __init__(self, name: str, args: TrainingPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate(name, args)
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         tags = dict(args.get("tags", {}))
+        self.service_account_roles = RoleAccess(args.get("service_account_roles", RoleAccess.POD_IDENTITY))
         self._build_network_and_cluster(name, args, tags)
         system = [self.cluster.system_node_group]
         self._build_karpenter(name, args, tags, system)
@@ -319,6 +322,10 @@ class TrainingPlatform(pulumi.ComponentResource):
 
     def _oidc(self) -> dict[str, Any]:
         return {"oidc_provider_arn": self.cluster.oidc_provider_arn, "oidc_issuer": self.cluster.oidc_issuer}
+
+    def _role_access(self) -> dict[str, Any]:
+        """What a component whose service account gets a role takes: how, and the cluster's inputs for either way."""
+        return {"access": self.service_account_roles, "cluster_name": self.cluster_name, **self._oidc()}
 
     def _build_network_and_cluster(self, name: str, args: TrainingPlatformArgs, tags: dict[str, str]) -> None:
         """The VPC, then the EKS cluster with its system node group in the VPC's subnets."""
@@ -364,11 +371,10 @@ class TrainingPlatform(pulumi.ComponentResource):
                 f"{name}-karpenter",
                 {
                     "provider": self.provider,
-                    "cluster_name": self.cluster_name,
                     "tags": tags,
                     "system_node_count": args.get("system_node_count", 2),
                     "node_repair": args.get("karpenter_node_repair", False),
-                    **self._oidc(),  # type: ignore[typeddict-item]
+                    **self._role_access(),  # type: ignore[typeddict-item]
                 },
                 opts=self._after(system),
             )
@@ -457,12 +463,10 @@ class TrainingPlatform(pulumi.ComponentResource):
                 f"{name}-autoscaler",
                 {
                     "provider": self.provider,
-                    "cluster_name": self.cluster_name,
                     "kubernetes_version": self.cluster.kubernetes_version,
                     "region": region,
-                    "oidc_provider_arn": self.cluster.oidc_provider_arn,
-                    "oidc_issuer": self.cluster.oidc_issuer,
                     "tags": tags,
+                    **self._role_access(),  # type: ignore[typeddict-item]
                 },
                 opts=self._after(system),
             )
@@ -601,20 +605,16 @@ class TrainingPlatform(pulumi.ComponentResource):
         self, name: str, args: TrainingPlatformArgs, tags: dict[str, str], namespace: pulumi.Resource
     ) -> None:
         """The model bucket and the service account whose role may use it."""
-        self.bucket_name = self.service_account_name = self.bucket_access = None
+        self.bucket_name = self.service_account_name = None
         if not args.get("model_bucket", True):
             return
-        access = self.bucket_access = bucket_access(args.get("bucket_access", BucketAccess.POD_IDENTITY))
         bucket = ModelBucket(
             f"{name}-models",
             {  # type: ignore[arg-type]
                 "provider": self.provider,
                 "namespace": self.training_namespace,
                 "tags": tags,
-                "access": access,
-                **(
-                    {"cluster_name": self.cluster.cluster_name} if access == BucketAccess.POD_IDENTITY else self._oidc()
-                ),
+                **self._role_access(),
                 **(
                     {"checkpoint_expiry_days": args["checkpoint_expiry_days"]}
                     if "checkpoint_expiry_days" in args

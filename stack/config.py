@@ -20,7 +20,7 @@ from eks_ddp.infra import platform
 from eks_ddp.infra.addons.training_operator import OperatorKind
 from eks_ddp.infra.aws.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
 from eks_ddp.infra.aws.efa_node_group import NodeGroupShape
-from eks_ddp.infra.aws.model_bucket import BucketAccess
+from eks_ddp.infra.aws.iam import RoleAccess
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts import instance_facts
 from eks_ddp.infra.facts.allocatable import NodeLauncher
@@ -124,7 +124,7 @@ TOP_LEVEL = {
     "adminPrincipalArns": ("admin_principal_arns", list),
     "trainingNamespace": ("training_namespace", str),
     "checkpointExpiryDays": ("checkpoint_expiry_days", int),
-    "bucketAccess": ("bucket_access", str),
+    "serviceAccountRoles": ("service_account_roles", str),
     "vpc": ("vpc", dict),
     "nodeGroups": ("node_groups", list),
     "storage": ("storage", dict),
@@ -563,8 +563,9 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
             platform_args[argument] = top[argument]  # type: ignore[literal-required]
     if top.get("admin_principal_arns"):
         platform_args["admin_principal_arns"] = _strings(top["admin_principal_arns"], _key("adminPrincipalArns"))
-    if top.get("bucket_access"):
-        platform_args["bucket_access"] = _choice("bucketAccess", top["bucket_access"], BucketAccess)
+    if top.get("service_account_roles"):
+        roles = _choice("serviceAccountRoles", top["service_account_roles"], RoleAccess)
+        platform_args["service_account_roles"] = roles
     autoscaler = top.get("autoscaler") or AutoscalerKind.CLUSTER_AUTOSCALER.value
     platform_args["autoscaler"] = _choice("autoscaler", autoscaler, AutoscalerKind)
     # A stack with a training job is watched with Prometheus unless it says otherwise.

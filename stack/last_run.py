@@ -27,7 +27,9 @@ def newest_events(root: Path) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m eks_ddp.stack.last_run", description="TensorBoard on the newest run.")
+    parser = argparse.ArgumentParser(
+        prog="python -m eks_ddp.stack.last_run", description="TensorBoard on the newest run."
+    )
     parser.add_argument("--runs", type=Path, default=Path("runs"), help="where to look (default runs/)")
     parser.add_argument("--port", type=int, default=6006, help="TensorBoard's port on 127.0.0.1 (default 6006)")
     args = parser.parse_args(argv)

@@ -140,11 +140,7 @@ def user_home(workdir: Path, user: ContainerUser) -> dict[str, str]:
 
 def run_init_steps(pods: list[list[InitStep]], env: dict[str, str], user: ContainerUser) -> int:
     """Every pod's init containers, the pods side by side (as the kubelets run them); the first failure's exit code."""
-    running = [
-        subprocess.Popen(steps[0].wrap(user), env=env)
-        for steps in pods
-        if steps
-    ]
+    running = [subprocess.Popen(steps[0].wrap(user), env=env) for steps in pods if steps]
     codes = [process.wait() for process in running]
     remaining = [steps[1:] for steps in pods if len(steps) > 1]
     return next((code for code in codes if code), 0) or (run_init_steps(remaining, env, user) if remaining else 0)

@@ -7,7 +7,7 @@ from pulumi import Resource
 
 from eks_ddp.infra.addons.training_operator import OperatorKind
 from eks_ddp.infra.aws.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
-from eks_ddp.infra.aws.model_bucket import BucketAccess
+from eks_ddp.infra.aws.iam import RoleAccess
 from eks_ddp.infra.facts import instance_facts
 from eks_ddp.infra.platform import TrainingPlatform
 from eks_ddp.stack import images
@@ -131,7 +131,9 @@ def _checks(config: StackConfig, platform: TrainingPlatform, name: str) -> list[
 
 def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
     platform = TrainingPlatform(name, config.platform)
-    pod_identity = platform.bucket_access == BucketAccess.POD_IDENTITY
+    pod_identity = (
+        platform.service_account_name is not None and platform.service_account_roles == RoleAccess.POD_IDENTITY
+    )
     for policy in network_policy.training_policies(platform.training_namespace, pod_identity):
         apply(f"{name}-{policy['metadata']['name']}", policy, platform, platform.provider, [platform.namespace])
     group_images = _images(config, platform, name)

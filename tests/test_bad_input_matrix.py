@@ -109,7 +109,7 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("config: admin that is not an IAM ARN", _config("adminPrincipalArns", ["alice"]), "eks-ddp:adminPrincipalArns: 'alice' is not allowed; give IAM role or user ARNs"),
     ("config: cluster name", _config("clusterName", "-eks"), "eks-ddp:clusterName: '-eks' is not allowed; use 1-100 letters"),
     ("config: namespace not a DNS label", _config("trainingNamespace", "Training_NS"), "eks-ddp:trainingNamespace: 'Training_NS' is not allowed; use a DNS label"),
-    ("config: unknown bucket access", _config("bucketAccess", "keys"), "eks-ddp:bucketAccess: 'keys' is not allowed; use one of pod-identity, irsa"),
+    ("config: unknown way to give roles", _config("serviceAccountRoles", "keys"), "eks-ddp:serviceAccountRoles: 'keys' is not allowed; use one of pod-identity, irsa"),
     ("config: negative checkpoint expiry", _config("checkpointExpiryDays", -3), "eks-ddp:checkpointExpiryDays: -3 is not allowed; use a positive number of days"),
     ("config: elastic minimum above replicas", _config("job.elasticMinReplicas", 5), "eks-ddp:job.elasticMinReplicas: 5 is not allowed; use 1 to replicas (2)"),
     ("config: an elastic range that cannot keep the global batch", _config("job.elasticMinReplicas", 2, replicas=3, batchSize=5), "eks-ddp:job.elasticMinReplicas: 2 is not allowed; 2 pods cannot share the job's global batch (batchSize 5 x 3 replicas) evenly; use elasticMinReplicas 3 or more"),

@@ -9,7 +9,7 @@ import pulumi_kubernetes as k8s
 
 from eks_ddp.infra.addons import helm
 from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
-from eks_ddp.infra.aws.iam import irsa_role, policy
+from eks_ddp.infra.aws.iam import RoleAccess, cluster_inputs, policy, role_access, service_account_role
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts import versions
 from eks_ddp.infra.options import waits_for
@@ -37,10 +37,12 @@ class ClusterAutoscalerArgs(TypedDict):
     """The EKS cluster's name (auto-discovery and the IAM condition use it)."""
     kubernetes_version: str
     """The cluster's Kubernetes minor version: the autoscaler image must match it."""
-    oidc_provider_arn: pulumi.Input[str]
-    """The cluster's IAM OIDC provider."""
-    oidc_issuer: pulumi.Input[str]
-    """The cluster's OIDC issuer."""
+    access: NotRequired[RoleAccess]
+    """How the autoscaler gets its role: pod-identity (default, EKS Pod Identity) or irsa."""
+    oidc_provider_arn: NotRequired[pulumi.Input[str]]
+    """The cluster's IAM OIDC provider, with access irsa."""
+    oidc_issuer: NotRequired[pulumi.Input[str]]
+    """The cluster's OIDC issuer, with access irsa."""
     region: pulumi.Input[str]
     """AWS region of the cluster."""
     tags: NotRequired[dict[str, str]]
@@ -73,7 +75,7 @@ class ClusterAutoscaler(pulumi.ComponentResource):
     release: k8s.helm.v3.Release
     """Escape hatch: the Helm release."""
     role_arn: pulumi.Output[str]
-    """The autoscaler's IRSA role."""
+    """The autoscaler's role."""
 
     def __init__(self, name: str, args: ClusterAutoscalerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         image = versions.CLUSTER_AUTOSCALER_IMAGES.get(args["kubernetes_version"])
@@ -84,11 +86,13 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                 args["kubernetes_version"],
                 f"an autoscaler image is pinned for {', '.join(versions.CLUSTER_AUTOSCALER_IMAGES)}",
             )
+        access = role_access(args.get("access", RoleAccess.POD_IDENTITY), COMPONENT)
+        cluster = cluster_inputs(COMPONENT, access, args)
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         tags = args.get("tags", {})
-        role = irsa_role(
-            f"{name}-role", self, args["oidc_provider_arn"], args["oidc_issuer"], NAMESPACE, SERVICE_ACCOUNT, tags
-        )
+        account = (NAMESPACE, SERVICE_ACCOUNT)
+        granted = service_account_role(f"{name}-role", self, access, cluster, account, tags, waits_for(opts))
+        role = granted.role
         aws.iam.RolePolicy(
             f"{name}-policy",
             role=role.id,
@@ -103,7 +107,7 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                 "serviceAccount": {
                     "create": True,
                     "name": SERVICE_ACCOUNT,
-                    "annotations": {"eks.amazonaws.com/role-arn": role.arn},
+                    "annotations": granted.annotations or {},
                 }
             },
             "nodeSelector": SYSTEM_LABEL,
@@ -122,7 +126,7 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             versions.CLUSTER_AUTOSCALER_CHART,
             NAMESPACE,
             values,
-            waits_for(opts),
+            [*waits_for(opts), *granted.ready],
         )
         self.role_arn = role.arn
         self.register_outputs({"role_arn": self.role_arn})

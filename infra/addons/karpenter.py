@@ -18,7 +18,7 @@ import pulumi_kubernetes as k8s
 
 from eks_ddp.infra.addons import helm
 from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
-from eks_ddp.infra.aws.iam import irsa_role, node_role, policy
+from eks_ddp.infra.aws.iam import RoleAccess, cluster_inputs, node_role, policy, role_access, service_account_role
 from eks_ddp.infra.facts import versions
 from eks_ddp.infra.options import waits_for
 
@@ -41,10 +41,12 @@ class KarpenterArgs(TypedDict):
     """Kubernetes provider of the cluster."""
     cluster_name: str
     """The EKS cluster's name (the chart's settings and every IAM condition use it)."""
-    oidc_provider_arn: pulumi.Input[str]
-    """The cluster's IAM OIDC provider (the controller's role is IRSA)."""
-    oidc_issuer: pulumi.Input[str]
-    """The cluster's OIDC issuer."""
+    access: NotRequired[RoleAccess]
+    """How the controller gets its role: pod-identity (default, EKS Pod Identity) or irsa."""
+    oidc_provider_arn: NotRequired[pulumi.Input[str]]
+    """The cluster's IAM OIDC provider, with access irsa."""
+    oidc_issuer: NotRequired[pulumi.Input[str]]
+    """The cluster's OIDC issuer, with access irsa."""
     system_node_count: int
     """System nodes: the controller runs one replica per node (its chart requires them on distinct hosts)."""
     node_repair: NotRequired[bool]
@@ -289,9 +291,14 @@ def queue_policy(queue_arn: str) -> dict[str, Any]:
 
 
 def chart_values(
-    cluster: str, queue_name: pulumi.Input[str], role_arn: pulumi.Input[str], replicas: int, node_repair: bool = False
+    cluster: str,
+    queue_name: pulumi.Input[str],
+    annotations: dict[str, pulumi.Output[str]] | None,
+    replicas: int,
+    node_repair: bool = False,
 ) -> dict[str, Any]:
-    """The chart's values: its settings, the IRSA annotation, and the controller on the system nodes.
+    """The chart's values: its settings, the service account's annotations (IRSA's role; none with EKS Pod
+    Identity), and the controller on the system nodes.
 
     The chart's pods require distinct hosts (a required pod anti-affinity on kubernetes.io/hostname) and Helm
     waits for all of them (atomic): more replicas than system nodes would fail the install.
@@ -302,7 +309,7 @@ def chart_values(
             "interruptionQueue": queue_name,
             "featureGates": {"nodeRepair": node_repair},
         },
-        "serviceAccount": {"name": SERVICE_ACCOUNT, "annotations": {"eks.amazonaws.com/role-arn": role_arn}},
+        "serviceAccount": {"name": SERVICE_ACCOUNT, "annotations": annotations or {}},
         "replicas": replicas,
         "nodeSelector": SYSTEM_LABEL,
     }
@@ -316,9 +323,11 @@ class Karpenter(pulumi.ComponentResource):
     queue_name: pulumi.Output[str]
     """The interruption queue."""
     role_arn: pulumi.Output[str]
-    """The controller's IRSA role."""
+    """The controller's role."""
 
     def __init__(self, name: str, args: KarpenterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        access = role_access(args.get("access", RoleAccess.POD_IDENTITY), COMPONENT)
+        cluster_facts = cluster_inputs(COMPONENT, access, args)
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags, cluster = dict(args.get("tags", {})), args["cluster_name"]
@@ -353,9 +362,9 @@ class Karpenter(pulumi.ComponentResource):
             )
             aws.cloudwatch.EventTarget(f"{name}-{rule_name}-target", rule=rule.name, arn=queue.arn, opts=child)
 
-        role = irsa_role(
-            f"{name}-role", self, args["oidc_provider_arn"], args["oidc_issuer"], NAMESPACE, SERVICE_ACCOUNT, tags
-        )
+        account = (NAMESPACE, SERVICE_ACCOUNT)
+        granted = service_account_role(f"{name}-role", self, access, cluster_facts, account, tags, waits_for(opts))
+        role = granted.role
         invoke = pulumi.InvokeOutputOptions(parent=self)
         facts = pulumi.Output.all(
             aws.get_region_output(opts=invoke).region,
@@ -386,7 +395,7 @@ class Karpenter(pulumi.ComponentResource):
             )
 
         replicas = min(2, args["system_node_count"])
-        values = chart_values(cluster, queue.name, role.arn, replicas, args.get("node_repair", False))
+        values = chart_values(cluster, queue.name, granted.annotations, replicas, args.get("node_repair", False))
         self.release = helm.release(
             f"{name}-chart",
             self,
@@ -394,7 +403,7 @@ class Karpenter(pulumi.ComponentResource):
             versions.KARPENTER_CHART,
             NAMESPACE,
             values,
-            [*waits_for(opts), *attachments],
+            [*waits_for(opts), *attachments, *granted.ready],
         )
         self.node_role_name, self.queue_name, self.role_arn = nodes.name, queue.name, role.arn
         self.register_outputs(

@@ -2,10 +2,14 @@
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
+
+from eks_ddp.infra.errors import InvalidArgument
 
 NODE_POLICIES = (
     "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
@@ -94,17 +98,64 @@ def irsa_role(
     return aws.iam.Role(name, assume_role_policy=trust, tags=dict(tags), opts=pulumi.ResourceOptions(parent=parent))
 
 
-def pod_identity_role(
+class RoleAccess(str, Enum):
+    """How a service account's pods get its IAM role."""
+
+    POD_IDENTITY = "pod-identity"
+    """EKS Pod Identity (default): an association of the role with the service account, served by the cluster's
+    eks-pod-identity-agent, without an OIDC provider or an annotation (EKS user guide, pod-identities.html)."""
+    IRSA = "irsa"
+    """IAM roles for service accounts: the role trusts the cluster's OIDC provider, the service account names it."""
+
+
+CLUSTER_INPUTS = {RoleAccess.POD_IDENTITY: ("cluster_name",), RoleAccess.IRSA: ("oidc_provider_arn", "oidc_issuer")}
+"""What each way needs to know of the cluster."""
+
+
+def role_access(value: object, component: str, argument: str = "access") -> RoleAccess:
+    """`value` as a RoleAccess, or the error naming the component's argument and what it allows."""
+    if value not in [kind.value for kind in RoleAccess]:
+        raise InvalidArgument(component, argument, value, f"use one of {', '.join(kind.value for kind in RoleAccess)}")
+    return RoleAccess(value)
+
+
+def cluster_inputs(component: str, access: RoleAccess, args: Mapping[str, Any]) -> dict[str, Any]:
+    """The cluster's inputs `access` needs, from a component's args, or the error naming the first one missing."""
+    needed = {key: args.get(key) for key in CLUSTER_INPUTS[access]}
+    for key, value in needed.items():
+        if value is None:
+            given = " and ".join(CLUSTER_INPUTS[access])
+            raise InvalidArgument(component, key, None, f"give {given} for access {access.value}")
+    return needed
+
+
+@dataclass(frozen=True)
+class ServiceAccountRole:
+    role: aws.iam.Role
+    annotations: dict[str, pulumi.Output[str]] | None
+    """For the service account (IRSA's role ARN), or None."""
+    ready: list[pulumi.Resource]
+    """What the service account's pods must start after: EKS Pod Identity's webhook gives a pod credentials only if
+    its association exists when the pod is created."""
+
+
+def service_account_role(
     name: str,
     parent: pulumi.Resource,
-    cluster_name: pulumi.Input[str],
-    namespace: str,
-    service_account: str,
+    access: RoleAccess,
+    cluster: Mapping[str, Any],
+    account: tuple[str, str],
     tags: Mapping[str, str],
     after: Sequence[pulumi.Resource] = (),
-) -> aws.iam.Role:
-    """A role only `namespace/service_account` of the cluster can assume (EKS Pod Identity), and its association,
-    created `after` the cluster exists."""
+) -> ServiceAccountRole:
+    """A role only the service account `account` (namespace, name) of the cluster can assume, by `access`; the
+    association is created `after` the cluster exists. `cluster` holds what cluster_inputs returned."""
+    namespace, service_account = account
+    child = pulumi.ResourceOptions(parent=parent)
+    if access == RoleAccess.IRSA:
+        issuer = (cluster["oidc_provider_arn"], cluster["oidc_issuer"])
+        role = irsa_role(name, parent, *issuer, namespace, service_account, tags)
+        return ServiceAccountRole(role, {"eks.amazonaws.com/role-arn": role.arn}, [])
     invoke = pulumi.InvokeOutputOptions(parent=parent)
     cluster_arn = pulumi.Output.concat(
         "arn:",
@@ -114,21 +165,20 @@ def pod_identity_role(
         ":",
         aws.get_caller_identity_output(opts=invoke).account_id,
         ":cluster/",
-        cluster_name,
+        cluster["cluster_name"],
     )
     trust = cluster_arn.apply(lambda arn: json.dumps(pod_identity_trust(arn, namespace, service_account)))
-    child = pulumi.ResourceOptions(parent=parent)
     role = aws.iam.Role(name, assume_role_policy=trust, tags=dict(tags), opts=child)
-    aws.eks.PodIdentityAssociation(
+    association = aws.eks.PodIdentityAssociation(
         f"{name}-association",
-        cluster_name=cluster_name,
+        cluster_name=cluster["cluster_name"],
         namespace=namespace,
         service_account=service_account,
         role_arn=role.arn,
         tags=dict(tags),
         opts=pulumi.ResourceOptions(parent=parent, depends_on=list(after)),
     )
-    return role
+    return ServiceAccountRole(role, None, [association])
 
 
 def node_role(name: str, parent: pulumi.Resource, tags: Mapping[str, str]) -> aws.iam.Role:

@@ -2,14 +2,13 @@
 
 import json
 import re
-from enum import Enum
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from eks_ddp.infra.aws.iam import irsa_role, pod_identity_role, policy
+from eks_ddp.infra.aws.iam import RoleAccess, cluster_inputs, policy, role_access, service_account_role
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.options import waits_for
 
@@ -25,23 +24,11 @@ PRUNED_VERSIONS_DAYS = 1
 kept this long, in case one was deleted by mistake, then gone, so the checkpoints' storage stays bounded."""
 
 
-class BucketAccess(str, Enum):
-    """How training pods get the bucket's role."""
-
-    POD_IDENTITY = "pod-identity"
-    """EKS Pod Identity (default): an association of the role with the namespace's service account, served by the
-    cluster's eks-pod-identity-agent, without an OIDC provider or a role ARN on the service account (EKS user guide,
-    pod-identities.html)."""
-    IRSA = "irsa"
-    """IAM roles for service accounts: the service account annotated with the role, trusted through the cluster's
-    OIDC provider."""
-
-
 class BucketOptions(TypedDict):
     """The bucket's own settings (checked before anything exists)."""
 
-    access: NotRequired[BucketAccess]
-    """How training pods get the role: pod-identity (default) or irsa."""
+    access: NotRequired[RoleAccess]
+    """How training pods get the role: pod-identity (default, EKS Pod Identity) or irsa."""
     service_account_name: NotRequired[str]
     """Name of the ServiceAccount training pods run as (default `trainer`)."""
     checkpoint_expiry_days: NotRequired[int]
@@ -127,20 +114,8 @@ def lifecycle_rules(checkpoint_expiry_days: int | None) -> list[aws.s3.BucketLif
     ]
 
 
-NEEDS = {BucketAccess.POD_IDENTITY: ("cluster_name",), BucketAccess.IRSA: ("oidc_provider_arn", "oidc_issuer")}
-"""What each way of access needs from the cluster."""
-
-
-def bucket_access(value: object, component: str = COMPONENT, argument: str = "access") -> BucketAccess:
-    """`value` as a BucketAccess, or the error naming the component's argument and what it allows."""
-    if value not in [kind.value for kind in BucketAccess]:
-        allowed = ", ".join(kind.value for kind in BucketAccess)
-        raise InvalidArgument(component, argument, value, f"use one of {allowed}")
-    return BucketAccess(value)
-
-
 def validate(args: BucketOptions) -> None:
-    bucket_access(args.get("access", BucketAccess.POD_IDENTITY))
+    role_access(args.get("access", RoleAccess.POD_IDENTITY), COMPONENT)
     days = args.get("checkpoint_expiry_days")
     if days is not None and days < 1:
         raise InvalidArgument(
@@ -168,13 +143,8 @@ class ModelBucket(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ModelBucketArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate(args)
-        access = bucket_access(args.get("access", BucketAccess.POD_IDENTITY))
-        cluster = {key: args.get(key) for key in NEEDS[access]}
-        for key, value in cluster.items():
-            if value is None:
-                raise InvalidArgument(
-                    COMPONENT, key, None, f"give {' and '.join(NEEDS[access])} for access {access.value}"
-                )
+        access = role_access(args.get("access", RoleAccess.POD_IDENTITY), COMPONENT)
+        cluster = cluster_inputs(COMPONENT, access, args)
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = dict(args.get("tags", {}))
@@ -214,13 +184,9 @@ class ModelBucket(pulumi.ComponentResource):
             opts=child,
         )
         self.service_account_name = args.get("service_account_name", DEFAULT_SERVICE_ACCOUNT)
-        account, namespace = self.service_account_name, args["namespace"]
-        if access == BucketAccess.POD_IDENTITY:
-            after = waits_for(opts)
-            role = pod_identity_role(f"{name}-role", self, cluster["cluster_name"], namespace, account, tags, after)
-        else:
-            provider, issuer = cluster["oidc_provider_arn"], cluster["oidc_issuer"]
-            role = irsa_role(f"{name}-role", self, provider, issuer, namespace, account, tags)
+        account = (args["namespace"], self.service_account_name)
+        granted = service_account_role(f"{name}-role", self, access, cluster, account, tags, waits_for(opts))
+        role = granted.role
         aws.iam.RolePolicy(
             f"{name}-access",
             role=role.id,
@@ -230,9 +196,9 @@ class ModelBucket(pulumi.ComponentResource):
         k8s.core.v1.ServiceAccount(
             f"{name}-service-account",
             metadata={
-                "name": account,
-                "namespace": namespace,
-                "annotations": {"eks.amazonaws.com/role-arn": role.arn} if access == BucketAccess.IRSA else None,
+                "name": self.service_account_name,
+                "namespace": args["namespace"],
+                "annotations": granted.annotations,
             },
             opts=pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=waits_for(opts)),
         )

@@ -16,18 +16,45 @@ from eks_ddp.stack.engine_rules.base import Deployment, Finding, located, pod_sp
 
 ENFORCE = "pod-security.kubernetes.io/enforce"
 BASELINE_CAPABILITIES = {
-    "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE", "SETFCAP",
-    "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
 }  # check_capabilities_baseline.go
 SELINUX_TYPES = {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}  # 1.31 and later
 SAFE_SYSCTLS = {
-    "kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range",
-    "net.ipv4.ip_unprivileged_port_start", "net.ipv4.ip_local_reserved_ports", "net.ipv4.tcp_keepalive_time",
-    "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes", "net.ipv4.tcp_rmem",
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+    "net.ipv4.tcp_rmem",
     "net.ipv4.tcp_wmem",
 }  # check_sysctls.go, 1.32 and later
 RESTRICTED_VOLUMES = {
-    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "image", "persistentVolumeClaim", "projected", "secret",
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "image",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
 }  # check_restrictedVolumes.go
 PROFILES = {"RuntimeDefault", "Localhost"}
 
@@ -128,6 +155,4 @@ def admitted_by_namespace_level(deployment: Deployment) -> Iterator[Finding]:
             continue
         for pod in pod_specs(registration.inputs):
             for problem in LEVELS[level](pod):
-                yield Finding(
-                    "pod-security", located(registration), "spec", f"{problem}: {namespace} enforces {level}"
-                )
+                yield Finding("pod-security", located(registration), "spec", f"{problem}: {namespace} enforces {level}")

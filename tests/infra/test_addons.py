@@ -8,7 +8,7 @@ from eks_ddp.infra.addons.efa_device_plugin import EfaDevicePlugin
 from eks_ddp.infra.addons.metrics_server import MetricsServer
 from eks_ddp.infra.addons.training_operator import TrainingOperator
 from eks_ddp.infra.aws.efa_node_group import TaintEffect
-from eks_ddp.infra.aws.iam import irsa_trust
+from eks_ddp.infra.aws.iam import irsa_trust, pod_identity_trust
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts import versions
 from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
@@ -70,7 +70,11 @@ def test_nvidia_device_plugin_only_on_our_gpu_nodes_tolerating_their_taints(pulu
 def test_autoscaler_role_is_least_privilege_and_trusts_only_its_service_account(pulumi_mocks: Recorded) -> None:
     pulumi_mocks.run(lambda: ClusterAutoscaler("cas", _autoscaler_args()))
     trust = json.loads(pulumi_mocks.named("cas-role").inputs["assumeRolePolicy"])
-    assert trust == irsa_trust(PROVIDER_ARN, OIDC_ISSUER, "kube-system", "cluster-autoscaler")
+    cluster_arn = f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/training"
+    assert trust == pod_identity_trust(cluster_arn, "kube-system", "cluster-autoscaler")  # EKS Pod Identity by default
+    association = pulumi_mocks.named("cas-role-association")
+    assert (association.inputs["namespace"], association.inputs["serviceAccount"]) == ("kube-system", "cluster-autoscaler")
+    assert association.urn in pulumi_mocks.named("cas-chart").dependencies  # its pods start after the association
     describe, nodegroups, scale = json.loads(pulumi_mocks.named("cas-policy").inputs["policy"])["Statement"]
     assert nodegroups["Action"] == "eks:DescribeNodegroup" and nodegroups["Resource"] == "arn:aws:eks:*:*:nodegroup/training/*/*"
     assert all(action.split(":")[1].startswith(("Describe", "Get")) for action in describe["Action"])
@@ -79,6 +83,14 @@ def test_autoscaler_role_is_least_privilege_and_trusts_only_its_service_account(
     values = pulumi_mocks.named("cas-chart").inputs["values"]
     assert values["image"]["tag"] == "v1.35.2" and values["autoDiscovery"] == {"clusterName": "training"}
     assert values["extraArgs"] == {"expander": "least-waste", "balance-similar-node-groups": True, "skip-nodes-with-local-storage": False, "skip-nodes-with-system-pods": False}
+    assert values["rbac"]["serviceAccount"]["annotations"] == {}
+
+
+def test_autoscaler_keeps_irsa_as_an_option(pulumi_mocks: Recorded) -> None:
+    pulumi_mocks.run(lambda: ClusterAutoscaler("cas", _autoscaler_args(access="irsa")))
+    trust = json.loads(pulumi_mocks.named("cas-role").inputs["assumeRolePolicy"])
+    assert trust == irsa_trust(PROVIDER_ARN, OIDC_ISSUER, "kube-system", "cluster-autoscaler")
+    values = pulumi_mocks.named("cas-chart").inputs["values"]
     assert values["rbac"]["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"] == pulumi_mocks.named("cas-role").inputs["arn"]
 
 

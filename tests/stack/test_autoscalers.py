@@ -94,7 +94,10 @@ def test_the_controller_gets_its_chart_role_queue_and_node_access() -> None:
     assert values["settings"]["clusterName"] == stack_file.load("dev")[0]["clusterName"] and values["nodeSelector"] == {
         "eks-ddp/node-group": "system"
     }
-    assert values["replicas"] == 2 and values["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"]
+    assert values["replicas"] == 2 and values["serviceAccount"]["annotations"] == {}  # EKS Pod Identity, by default
+    association = next(r for r in registrations if r.name == "eks-ddp-karpenter-role-association")
+    assert (association.inputs["namespace"], association.inputs["serviceAccount"]) == ("kube-system", "karpenter")
+    assert association.urn in chart.dependencies  # the controller's pods are created after their association
     queue = by_type["aws:sqs/queue:Queue"][0]
     assert queue.inputs["messageRetentionSeconds"] == 300 and queue.inputs["sqsManagedSseEnabled"] is True
     assert values["settings"]["interruptionQueue"] == queue.inputs["name"]
@@ -121,9 +124,10 @@ def test_the_controller_gets_its_chart_role_queue_and_node_access() -> None:
     trust = json.loads(
         next(r for r in by_type["aws:iam/role:Role"] if r.name == "eks-ddp-karpenter-role").inputs["assumeRolePolicy"]
     )
-    assert (
-        list(trust["Statement"][0]["Condition"]["StringEquals"].values())[0]
-        == "system:serviceaccount:kube-system:karpenter"
+    scoped = trust["Statement"][0]["Condition"]["StringEquals"]
+    assert (scoped["aws:RequestTag/kubernetes-namespace"], scoped["aws:RequestTag/kubernetes-service-account"]) == (
+        "kube-system",
+        "karpenter",
     )
     assert (
         len(
