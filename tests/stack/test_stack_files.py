@@ -201,6 +201,9 @@ def test_the_job_uploads_to_the_model_bucket_with_its_service_account() -> None:
     association = _named(registrations, "eks-ddp-models-role-association")  # EKS Pod Identity: test_bucket_access's role
     assert (association["namespace"], association["serviceAccount"]) == ("training", spec["serviceAccountName"])
     assert association["roleArn"] == _named(registrations, "eks-ddp-models-role")["arn"]
+    urn = next(r.urn for r in registrations if r.name == "eks-ddp-models-role-association")
+    pod_makers = [r for r in registrations if r.name in ("eks-ddp-train-job", "eks-ddp-data-job", "eks-ddp-evaluate-job")]
+    assert len(pod_makers) == 3 and all(urn in r.dependencies for r in pod_makers)  # no pod before its credentials
 
 
 def test_the_cpu_tutorials_stack_keeps_everything_in_the_bucket_and_mounts_no_claim() -> None:
