@@ -23,6 +23,7 @@ from eks_ddp.infra.facts.versions import DEFAULT_KUBERNETES_VERSION
 from eks_ddp.stack import cost, node_facts, placeholders, project_config, stack_file
 from eks_ddp.stack.config import ConfigError, StackConfig, parse
 from eks_ddp.stack.engine_rules import Deployment
+from eks_ddp.stack.engine_rules.base import pod_specs
 from eks_ddp.stack.mocking import ACCOUNT, DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.stack.programs import Program
 from eks_ddp.stack.project_config import PROJECT, StackFileError
@@ -81,9 +82,22 @@ def tree_lines(registrations: list[Registration]) -> list[str]:
 
 
 MOCKED_HEADER = (
-    f"# Rendered offline under the Pulumi SDK's mocks: account {ACCOUNT}, every AWS id and ARN, and every image digest\n"
-    "# (@sha256:000...) in it are invented; `pulumi up` fills in the real ones.\n"
+    f"# Rendered offline under the Pulumi SDK's mocks: account {ACCOUNT}, every AWS id and ARN, and the digest of\n"
+    "# each image the stack builds (@sha256:000...) in it are invented; `pulumi up` fills in the real ones.\n"
 )
+
+
+def image_lines(objects: list[dict[str, Any]]) -> list[str]:
+    """Each image the stack's own pods run, and whether it is pinned by digest (what runs is then exactly what was
+    reviewed) or named by tag (the registry may move the tag)."""
+    images = {
+        container["image"]
+        for manifest in objects
+        for spec in pod_specs(manifest)
+        for container in [*spec.get("initContainers", []), *spec.get("containers", [])]
+        if isinstance(container.get("image"), str)
+    }
+    return [f"  {'by digest' if '@sha256:' in image else 'by tag   '}  {image}" for image in sorted(images)]
 
 
 def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path]:
@@ -119,7 +133,7 @@ def where_it_runs(region: str, config: StackConfig | None) -> str:
         zones = network.get("availability_zones") or list(network.get("existing_private_subnet_ids", {}))
         version = config.platform.get("kubernetes_version", DEFAULT_KUBERNETES_VERSION)
         parts += [f"zones {', '.join(zones)}", f"Kubernetes {version}"]
-    parts.append(f"account {ACCOUNT} (a mock value: every id, ARN and digest below is invented)")
+    parts.append(f"account {ACCOUNT} (a mock value: every id, ARN and built image's digest below is invented)")
     return "; ".join(parts)
 
 
@@ -209,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     if groups:
         print("\nNode groups (offline facts: infra.facts.catalogue; `pulumi up` takes EC2's):")
         print("\n".join(node_facts.lines(groups)))
+    print("\nImages of the stack's own pods (the charts' images are the charts' own):")
+    print("\n".join(image_lines(objects)))
     print("\nResources per type:")
     for type_, count in sorted(counts.items()):
         print(f"  {count:4d}  {type_}")

@@ -38,6 +38,8 @@ def test_preview_prints_tree_counts_cost_and_writes_valid_manifests(tmp_path: Pa
     text = capsys.readouterr().out
     assert "eksddp:index:TrainingPlatform  eks-ddp" in text and "  eksddp:index:EfaNodeGroup  eks-ddp-workers" in text
     assert "Resources per type:" in text and "total (about" in text
+    images = text.split("Images of the stack's own pods")[1].split("\n\n")[0].splitlines()[1:]
+    assert len(images) == 2 and all(line.startswith("  by digest  ") for line in images)  # the trainer's and busybox
     job = yaml.safe_load((tmp_path / "pytorchjob-training-mnist-ddp.yaml").read_text())
     validate_pytorchjob(job)
 
@@ -50,7 +52,7 @@ def test_the_first_lines_say_where_the_stack_runs_and_that_the_account_is_invent
     assert first.startswith("Program eks-ddp, stack workshop: ") and first.endswith("(under mocks; nothing was sent to AWS)")
     assert second == (
         "Region us-west-2; zones us-west-2a, us-west-2b; Kubernetes 1.35; "
-        "account 123456789012 (a mock value: every id, ARN and digest below is invented)"
+        "account 123456789012 (a mock value: every id, ARN and built image's digest below is invented)"
     )
 
 
