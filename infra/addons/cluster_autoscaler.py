@@ -38,7 +38,9 @@ class ClusterAutoscalerArgs(TypedDict):
     kubernetes_version: str
     """The cluster's Kubernetes minor version: the autoscaler image must match it."""
     access: NotRequired[RoleAccess]
-    """How the autoscaler gets its role: pod-identity (default, EKS Pod Identity) or irsa."""
+    """How the autoscaler gets its role: pod-identity (default, EKS Pod Identity: its AWS provider's SDK reads the
+    agent's credentials since cloudprovider/aws/aws-sdk-go 1.48.7, kubernetes/autoscaler #6379-#6382, December
+    2023, older than every image pinned here) or irsa."""
     oidc_provider_arn: NotRequired[pulumi.Input[str]]
     """The cluster's IAM OIDC provider, with access irsa."""
     oidc_issuer: NotRequired[pulumi.Input[str]]

@@ -42,7 +42,9 @@ class KarpenterArgs(TypedDict):
     cluster_name: str
     """The EKS cluster's name (the chart's settings and every IAM condition use it)."""
     access: NotRequired[RoleAccess]
-    """How the controller gets its role: pod-identity (default, EKS Pod Identity) or irsa."""
+    """How the controller gets its role: pod-identity (default, EKS Pod Identity, as Karpenter's own getting-started
+    guide gives it: aws/karpenter-provider-aws website/content/en/v1.0/getting-started/getting-started-with-karpenter
+    scripts/step02-create-cluster.sh, `podIdentityAssociations`) or irsa."""
     oidc_provider_arn: NotRequired[pulumi.Input[str]]
     """The cluster's IAM OIDC provider, with access irsa."""
     oidc_issuer: NotRequired[pulumi.Input[str]]
