@@ -41,7 +41,7 @@ def test_the_workshop_script_and_the_trainer_run_in_turn_and_compare_pair_by_pai
     folder.mkdir()
     (folder / paired.WORKSHOP_SCRIPT).write_text(STAND_IN)
     output = tmp_path / "bench.json"
-    tiny = ["--pairs", "2", "--train-images", "640", "--test-images", "64", "--batch-size", "64"]
+    tiny = ["--pairs", "2", "--nproc", "1", "--train-images", "640", "--test-images", "64", "--batch-size", "64"]
     results = paired.main(["--output", str(output), "--baseline", str(folder), *tiny])
     assert json.loads(output.read_text()) == results and results["baseline"].startswith("workshop script ")
     runs = results["runs"]
