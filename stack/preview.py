@@ -29,6 +29,7 @@ from eks_ddp.stack.programs import Program
 from eks_ddp.stack.project_config import PROJECT, StackFileError
 from eks_ddp.stack.reference_data import read_network_cards
 from eks_ddp.trainer.startup import freeze_imports
+from eks_ddp.workloads import security
 
 MANIFEST_KEYS = (
     "apiVersion",
@@ -97,7 +98,7 @@ def image_lines(objects: list[dict[str, Any]]) -> list[str]:
         for container in [*spec.get("initContainers", []), *spec.get("containers", [])]
         if isinstance(container.get("image"), str)
     }
-    return [f"  {'by digest' if '@sha256:' in image else 'by tag   '}  {image}" for image in sorted(images)]
+    return [f"  {'by digest' if security.by_digest(image) else 'by tag   '}  {image}" for image in sorted(images)]
 
 
 def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path]:

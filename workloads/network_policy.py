@@ -10,11 +10,12 @@ node mounts the file systems; EFA bypasses the kernel's IP stack). The VPC CNI e
 `enableNetworkPolicy` (EKS user guide, "Restrict Pod network traffic with Kubernetes network policies").
 """
 
+import ipaddress
 from typing import Any
 
 from eks_ddp.workloads.training_pod import METRICS_PORT, TRAINER_LABEL
 
-CREDENTIAL_AGENT = {"addresses": ["169.254.170.23/32", "fd00:ec2::23/128"], "port": 80}
+CREDENTIAL_AGENT_ADDRESSES, CREDENTIAL_AGENT_PORT = ("169.254.170.23", "fd00:ec2::23"), 80
 """Where the EKS Pod Identity agent serves pods their credentials, on the node (EKS user guide, pod-id-agent-setup.html:
 169.254.170.23 and [fd00:ec2::23]; the SDKs call port 80). Pod traffic to it passes the namespace's policies like any
 other: without a rule that allows it, the SDK's credential call times out."""
@@ -48,8 +49,8 @@ def training_policies(namespace: str, pod_identity: bool) -> list[dict[str, Any]
     https = {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP", "port": 443}]}
     scrapers = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: SCRAPER_NAMESPACE}}}
     agent = {
-        "to": [{"ipBlock": {"cidr": cidr}} for cidr in CREDENTIAL_AGENT["addresses"]],
-        "ports": [{"protocol": "TCP", "port": CREDENTIAL_AGENT["port"]}],
+        "to": [{"ipBlock": {"cidr": str(ipaddress.ip_network(address))}} for address in CREDENTIAL_AGENT_ADDRESSES],
+        "ports": [{"protocol": "TCP", "port": CREDENTIAL_AGENT_PORT}],
     }
     credentials = _policy("pod-identity-agent", namespace, every_pod, policyTypes=["Egress"], egress=[agent])
     return [

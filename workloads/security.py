@@ -58,10 +58,15 @@ CHECKOV_SKIPS = {
 them (checkov reads `checkov.io/skip<N>: <check>=<reason>` annotations on the object)."""
 
 
+def by_digest(image: str) -> bool:
+    """Pinned: what runs is exactly what was reviewed, whatever the registry later does with the tag."""
+    return "@sha256:" in image
+
+
 def unpinned_image_skips(image: str, stack_key: str) -> dict[str, str]:
     """checkov's skips for an image named by tag only, which the stack cannot pin for the user: the reason says
     which stack key pins it (and holds no '=', which ends checkov's check id). None for an image given by digest."""
-    if "@sha256:" in image:
+    if by_digest(image):
         return {}
     reason = f"{image.rsplit('/', 1)[-1]} is named by tag; set {stack_key} to <image>@sha256:<digest> to pin it"
     return {

@@ -151,10 +151,9 @@ def service_account_role(
     """A role only the service account `account` (namespace, name) of the cluster can assume, by `access`; the
     association is created `after` the cluster exists. `cluster` holds what cluster_inputs returned."""
     namespace, service_account = account
-    child = pulumi.ResourceOptions(parent=parent)
     if access == RoleAccess.IRSA:
-        issuer = (cluster["oidc_provider_arn"], cluster["oidc_issuer"])
-        role = irsa_role(name, parent, *issuer, namespace, service_account, tags)
+        provider, issuer = cluster["oidc_provider_arn"], cluster["oidc_issuer"]
+        role = irsa_role(name, parent, provider, issuer, namespace, service_account, tags)
         return ServiceAccountRole(role, {"eks.amazonaws.com/role-arn": role.arn}, [])
     invoke = pulumi.InvokeOutputOptions(parent=parent)
     cluster_arn = pulumi.Output.concat(
@@ -168,7 +167,7 @@ def service_account_role(
         cluster["cluster_name"],
     )
     trust = cluster_arn.apply(lambda arn: json.dumps(pod_identity_trust(arn, namespace, service_account)))
-    role = aws.iam.Role(name, assume_role_policy=trust, tags=dict(tags), opts=child)
+    role = aws.iam.Role(name, assume_role_policy=trust, tags=dict(tags), opts=pulumi.ResourceOptions(parent=parent))
     association = aws.eks.PodIdentityAssociation(
         f"{name}-association",
         cluster_name=cluster["cluster_name"],

@@ -143,7 +143,7 @@ class ModelBucket(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ModelBucketArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate(args)
-        access = role_access(args.get("access", RoleAccess.POD_IDENTITY), COMPONENT)
+        access = RoleAccess(args.get("access", RoleAccess.POD_IDENTITY))
         cluster = cluster_inputs(COMPONENT, access, args)
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)

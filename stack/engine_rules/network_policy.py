@@ -16,7 +16,12 @@ from typing import Any
 
 from eks_ddp.stack.engine_rules.base import Deployment, Finding, located, pod_templates
 from eks_ddp.workloads import indexed_job, pytorchjob, trainjob
-from eks_ddp.workloads.network_policy import CREDENTIAL_AGENT, NAMESPACE_NAME, SCRAPER_NAMESPACE
+from eks_ddp.workloads.network_policy import (
+    CREDENTIAL_AGENT_ADDRESSES,
+    CREDENTIAL_AGENT_PORT,
+    NAMESPACE_NAME,
+    SCRAPER_NAMESPACE,
+)
 from eks_ddp.workloads.training_pod import METRICS_PORT, TRAINER_LABEL
 
 RENDEZVOUS_PORTS = sorted({pytorchjob.MASTER_PORT, trainjob.MASTER_PORT, indexed_job.MASTER_PORT})
@@ -109,15 +114,8 @@ def _expected(pod: Endpoint, pod_identity: bool) -> Iterator[tuple[str, Endpoint
     yield "DNS", pod, dns, 53, "UDP", True
     yield "HTTPS to S3 and STS", pod, Endpoint(address="52.216.0.10"), 443, "TCP", True
     if pod_identity:
-        agent = Endpoint(address=CREDENTIAL_AGENT["addresses"][0].split("/")[0])
-        yield (
-            "its EKS Pod Identity credentials from the node's agent",
-            pod,
-            agent,
-            CREDENTIAL_AGENT["port"],
-            "TCP",
-            True,
-        )
+        what = "its EKS Pod Identity credentials from the node's agent"
+        yield what, pod, Endpoint(address=CREDENTIAL_AGENT_ADDRESSES[0]), CREDENTIAL_AGENT_PORT, "TCP", True
     if TRAINER_LABEL.items() <= pod.labels.items():
         yield "Prometheus scraping the metrics port", scraper, pod, METRICS_PORT, "TCP", True
     for port in RENDEZVOUS_PORTS:
