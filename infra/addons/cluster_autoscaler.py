@@ -112,6 +112,7 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                     "annotations": granted.annotations or {},
                 }
             },
+            "podAnnotations": granted.pod_annotations,
             "nodeSelector": SYSTEM_LABEL,
             # The workshop's flags.
             "extraArgs": {

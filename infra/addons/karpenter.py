@@ -296,11 +296,12 @@ def chart_values(
     cluster: str,
     queue_name: pulumi.Input[str],
     annotations: dict[str, pulumi.Output[str]] | None,
+    pod_annotations: dict[str, str],
     replicas: int,
     node_repair: bool = False,
 ) -> dict[str, Any]:
     """The chart's values: its settings, the service account's annotations (IRSA's role; none with EKS Pod
-    Identity), and the controller on the system nodes.
+    Identity), the pods' (which way, iam.ROLE_ACCESS_ANNOTATION), and the controller on the system nodes.
 
     The chart's pods require distinct hosts (a required pod anti-affinity on kubernetes.io/hostname) and Helm
     waits for all of them (atomic): more replicas than system nodes would fail the install.
@@ -312,6 +313,7 @@ def chart_values(
             "featureGates": {"nodeRepair": node_repair},
         },
         "serviceAccount": {"name": SERVICE_ACCOUNT, "annotations": annotations or {}},
+        "podAnnotations": pod_annotations,
         "replicas": replicas,
         "nodeSelector": SYSTEM_LABEL,
     }
@@ -397,7 +399,8 @@ class Karpenter(pulumi.ComponentResource):
             )
 
         replicas = min(2, args["system_node_count"])
-        values = chart_values(cluster, queue.name, granted.annotations, replicas, args.get("node_repair", False))
+        repair = args.get("node_repair", False)
+        values = chart_values(cluster, queue.name, granted.annotations, granted.pod_annotations, replicas, repair)
         self.release = helm.release(
             f"{name}-chart",
             self,

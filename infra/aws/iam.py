@@ -129,14 +129,25 @@ def cluster_inputs(component: str, access: RoleAccess, args: Mapping[str, Any]) 
     return needed
 
 
+ROLE_ACCESS_ANNOTATION = "eks-ddp/role-access"
+"""On the pods of an add-on whose service account gets a role: a new way changes their template, so the Deployment
+rolls them and they get the new credentials. Without it only the service account changes, and running pods keep
+the old way's environment against a trust that no longer accepts it."""
+
+
 @dataclass(frozen=True)
 class ServiceAccountRole:
+    access: RoleAccess
     role: aws.iam.Role
     annotations: dict[str, pulumi.Output[str]] | None
     """For the service account (IRSA's role ARN), or None."""
     ready: list[pulumi.Resource]
     """What the service account's pods must start after: EKS Pod Identity's webhook gives a pod credentials only if
     its association exists when the pod is created."""
+
+    @property
+    def pod_annotations(self) -> dict[str, str]:
+        return {ROLE_ACCESS_ANNOTATION: self.access.value}
 
 
 def service_account_role(
@@ -154,7 +165,7 @@ def service_account_role(
     if access == RoleAccess.IRSA:
         provider, issuer = cluster["oidc_provider_arn"], cluster["oidc_issuer"]
         role = irsa_role(name, parent, provider, issuer, namespace, service_account, tags)
-        return ServiceAccountRole(role, {"eks.amazonaws.com/role-arn": role.arn}, [])
+        return ServiceAccountRole(access, role, {"eks.amazonaws.com/role-arn": role.arn}, [])
     invoke = pulumi.InvokeOutputOptions(parent=parent)
     cluster_arn = pulumi.Output.concat(
         "arn:",
@@ -177,7 +188,7 @@ def service_account_role(
         tags=dict(tags),
         opts=pulumi.ResourceOptions(parent=parent, depends_on=list(after)),
     )
-    return ServiceAccountRole(role, None, [association])
+    return ServiceAccountRole(access, role, None, [association])
 
 
 def node_role(name: str, parent: pulumi.Resource, tags: Mapping[str, str]) -> aws.iam.Role:

@@ -84,6 +84,7 @@ def test_autoscaler_role_is_least_privilege_and_trusts_only_its_service_account(
     assert values["image"]["tag"] == "v1.35.2" and values["autoDiscovery"] == {"clusterName": "training"}
     assert values["extraArgs"] == {"expander": "least-waste", "balance-similar-node-groups": True, "skip-nodes-with-local-storage": False, "skip-nodes-with-system-pods": False}
     assert values["rbac"]["serviceAccount"]["annotations"] == {}
+    assert values["podAnnotations"] == {"eks-ddp/role-access": "pod-identity"}  # switching ways rolls the pods
 
 
 def test_autoscaler_keeps_irsa_as_an_option(pulumi_mocks: Recorded) -> None:
@@ -92,6 +93,7 @@ def test_autoscaler_keeps_irsa_as_an_option(pulumi_mocks: Recorded) -> None:
     assert trust == irsa_trust(PROVIDER_ARN, OIDC_ISSUER, "kube-system", "cluster-autoscaler")
     values = pulumi_mocks.named("cas-chart").inputs["values"]
     assert values["rbac"]["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"] == pulumi_mocks.named("cas-role").inputs["arn"]
+    assert values["podAnnotations"] == {"eks-ddp/role-access": "irsa"}
 
 
 def test_autoscaler_refuses_a_kubernetes_version_without_a_matching_image(pulumi_mocks: Recorded) -> None:

@@ -95,6 +95,7 @@ def test_the_controller_gets_its_chart_role_queue_and_node_access() -> None:
         "eks-ddp/node-group": "system"
     }
     assert values["replicas"] == 2 and values["serviceAccount"]["annotations"] == {}  # EKS Pod Identity, by default
+    assert values["podAnnotations"] == {"eks-ddp/role-access": "pod-identity"}  # a new way rolls the controller
     association = next(r for r in registrations if r.name == "eks-ddp-karpenter-role-association")
     assert (association.inputs["namespace"], association.inputs["serviceAccount"]) == ("kube-system", "karpenter")
     assert association.urn in chart.dependencies  # the controller's pods are created after their association
