@@ -113,18 +113,19 @@ def eks_encrypted_and_logged(resource_type: str, props: Props) -> list[str]:
     return problems
 
 
+def _condition_keys(statement: dict[str, Any]) -> set[str]:
+    """The keys a statement's conditions test, whatever the operator (StringEquals, StringLike, ...)."""
+    conditions = (statement.get("Condition") or {}).values()
+    return {key for operator in conditions if isinstance(operator, dict) for key in operator}
+
+
 def oidc_trust_conditions(_: str, props: Props) -> list[str]:
     problems = []
     for statement in _statements(_document(props.get("assumeRolePolicy"))):
         federated = _as_list((statement.get("Principal") or {}).get("Federated", []))
         if not any("oidc-provider" in str(principal) for principal in federated):
             continue
-        keys = [
-            key
-            for operator in (statement.get("Condition") or {}).values()
-            if isinstance(operator, dict)
-            for key in operator
-        ]
+        keys = _condition_keys(statement)
         for suffix in (":sub", ":aud"):
             if not any(key.endswith(suffix) for key in keys):
                 problems.append(f"a role trusted through an OIDC provider has no `{suffix[1:]}` condition")
@@ -141,12 +142,7 @@ def pod_identity_trust_scoped(_: str, props: Props) -> list[str]:
     for statement in _statements(_document(props.get("assumeRolePolicy"))):
         if "pods.eks.amazonaws.com" not in _as_list((statement.get("Principal") or {}).get("Service", [])):
             continue
-        keys = {
-            key
-            for operator in (statement.get("Condition") or {}).values()
-            if isinstance(operator, dict)
-            for key in operator
-        }
+        keys = _condition_keys(statement)
         problems += [
             f"a role trusted by EKS Pod Identity has no `{tag}` condition"
             for tag in POD_IDENTITY_TAGS

@@ -23,7 +23,7 @@ from eks_ddp.infra.facts.versions import DEFAULT_KUBERNETES_VERSION
 from eks_ddp.stack import cost, node_facts, placeholders, project_config, stack_file
 from eks_ddp.stack.config import ConfigError, StackConfig, parse
 from eks_ddp.stack.engine_rules import Deployment
-from eks_ddp.stack.engine_rules.base import pod_specs
+from eks_ddp.stack.engine_rules.base import containers, pod_specs
 from eks_ddp.stack.mocking import ACCOUNT, DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.stack.programs import Program
 from eks_ddp.stack.project_config import PROJECT, StackFileError
@@ -95,7 +95,7 @@ def image_lines(objects: list[dict[str, Any]]) -> list[str]:
         container["image"]
         for manifest in objects
         for spec in pod_specs(manifest)
-        for container in [*spec.get("initContainers", []), *spec.get("containers", [])]
+        for container in containers(spec)
         if isinstance(container.get("image"), str)
     }
     return [f"  {'by digest' if security.by_digest(image) else 'by tag   '}  {image}" for image in sorted(images)]

@@ -114,6 +114,11 @@ def pod_templates(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     return [replica.get("template", {}) for specs in replica_specs for replica in specs.values()]
 
 
+def containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    """A pod spec's containers in the order the kubelet starts them: init containers, then the others."""
+    return [*pod.get("initContainers", []), *pod.get("containers", []), *pod.get("ephemeralContainers", [])]
+
+
 def pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     """The pod specs of `manifest`'s pod templates."""
     return [template.get("spec", {}) for template in pod_templates(manifest)]

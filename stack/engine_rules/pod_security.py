@@ -12,7 +12,7 @@ seccomp profile. Windows' hostProcess and user-namespaced pods (`hostUsers: fals
 from collections.abc import Iterator
 from typing import Any
 
-from eks_ddp.stack.engine_rules.base import Deployment, Finding, located, pod_specs
+from eks_ddp.stack.engine_rules.base import Deployment, Finding, containers, located, pod_specs
 
 ENFORCE = "pod-security.kubernetes.io/enforce"
 BASELINE_CAPABILITIES = {
@@ -59,10 +59,6 @@ RESTRICTED_VOLUMES = {
 PROFILES = {"RuntimeDefault", "Localhost"}
 
 
-def _containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
-    return [*pod.get("initContainers", []), *pod.get("containers", []), *pod.get("ephemeralContainers", [])]
-
-
 def _context(container: dict[str, Any]) -> dict[str, Any]:
     return container.get("securityContext") or {}
 
@@ -90,7 +86,7 @@ def baseline(pod: dict[str, Any]) -> list[str]:
         problems.append("pod appArmorProfile")
     if not _selinux(context.get("seLinuxOptions")):
         problems.append("pod seLinuxOptions")
-    for container in _containers(pod):
+    for container in containers(pod):
         name, own = container["name"], _context(container)
         if own.get("privileged"):
             problems.append(f"{name}: privileged")
@@ -122,7 +118,7 @@ def restricted(pod: dict[str, Any]) -> list[str]:
     if context.get("runAsUser") == 0:
         problems.append("pod runAsUser 0")
     pod_seccomp = (context.get("seccompProfile") or {}).get("type") in PROFILES
-    for container in _containers(pod):
+    for container in containers(pod):
         name, own = container["name"], _context(container)
         if own.get("allowPrivilegeEscalation") is not False:
             problems.append(f"{name}: allowPrivilegeEscalation is not false")

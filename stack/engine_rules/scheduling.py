@@ -9,6 +9,7 @@ from eks_ddp.stack.engine_rules.base import (
     Deployment,
     Finding,
     admits,
+    containers,
     located,
     node_sources,
     pod_specs,
@@ -272,11 +273,7 @@ def shared_volume_ownership(deployment: Deployment) -> Iterator[Finding]:
             if not volumes or (pod.get("securityContext") or {}).get("runAsUser") == 0:
                 continue
             first = next(
-                (
-                    c
-                    for c in [*pod.get("initContainers", []), *pod.get("containers", [])]
-                    if volumes & {m["name"] for m in c.get("volumeMounts", [])}
-                ),
+                (c for c in containers(pod) if volumes & {m["name"] for m in c.get("volumeMounts", [])}),
                 {},
             )
             if (first.get("securityContext") or {}).get("runAsUser") != 0:
