@@ -25,8 +25,9 @@ from eks_ddp.trainer.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 2
-"""2: the global batch in the progress counters, the definition keyed by the flags that set it."""
+FORMAT_VERSION = 3
+"""2: the global batch in the progress counters, the definition keyed by the flags that set it. 3: `workshop-cnn`
+pools before its batch norm, as the workshop's network does, so a format-2 run's weights no longer fit it."""
 _NAME = re.compile(r"^step-(\d{9})\.json$")
 
 

@@ -91,7 +91,13 @@ def evaluate_command(
             f"--dataset {dataset} has {len(splits.classes)} classes, images {splits.input_shape}"
         )
     model = models.build(metadata["model"], splits.input_shape, len(splits.classes))
-    model.load_state_dict(document["state_dict"])
+    try:
+        model.load_state_dict(document["state_dict"])
+    except RuntimeError:  # its layers are not this trainer's model of that name (CHANGELOG: workshop-cnn)
+        raise UsageError(
+            f"--model-file {model_file}: its weights do not fit this trainer's {metadata['model']} "
+            "(saved by an older trainer whose layers differ); train the model again with this one"
+        ) from None
     device = torch.device("cpu")
     compute = precision.resolve(str(metadata.get("precision", "auto")), device)  # as training measured it
     images = (
