@@ -19,7 +19,7 @@ import math
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -27,15 +27,18 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from eks_ddp.trainer import artifacts, datasets, distributed, evaluation, models, outputs, precision
+from eks_ddp.trainer import datasets, distributed, evaluation, models, outputs, precision
 from eks_ddp.trainer.checkpoint import CheckpointManager, decode
 from eks_ddp.trainer.config import TrainConfig
 from eks_ddp.trainer.distributed import Topology
 from eks_ddp.trainer.errors import CheckpointError, UsageError
 from eks_ddp.trainer.interrupt import StopSignals, TerminationRequested
-from eks_ddp.trainer.metrics_export import MetricsExport
-from eks_ddp.trainer.run_log import RunLog
 from eks_ddp.trainer.sampling import BatchPlan, GlobalBatchSampler, plan_batches
+
+if TYPE_CHECKING:  # imported where used: boto3, TensorBoard and prometheus_client cost a rank that never uses them
+    from eks_ddp.trainer.artifacts import ArtifactStore, Location
+    from eks_ddp.trainer.metrics_export import MetricsExport
+    from eks_ddp.trainer.run_log import RunLog
 
 log = logging.getLogger(__name__)
 
@@ -81,12 +84,16 @@ class Run:
         self.topology = topology
         self.started = time.perf_counter()
         self.device = distributed.pick_device(topology, config.device)  # before anything is written
-        location = artifacts.Location.parse(config.artifact_uri, "--artifact-uri") if config.artifact_uri else None
-        if config.checkpoint_uri and location is None:
+        if config.checkpoint_uri and not config.artifact_uri:
             raise UsageError(f"--checkpoint-uri {config.checkpoint_uri}: give --artifact-uri too (the results' place)")
-        checkpoint_location = (
-            artifacts.Location.parse(config.checkpoint_uri, "--checkpoint-uri") if config.checkpoint_uri else None
-        )
+        locations: tuple[Location, Location | None] | None = None
+        if config.artifact_uri:
+            from eks_ddp.trainer import artifacts  # boto3: for runs with S3 only
+
+            locations = (
+                artifacts.Location.parse(config.artifact_uri, "--artifact-uri"),
+                artifacts.Location.parse(config.checkpoint_uri, "--checkpoint-uri") if config.checkpoint_uri else None,
+            )
         self.splits = datasets.load(config.dataset, config.data_dir, config.synthetic, config.seed)
         self.model_name = models.resolve(config.model, config.dataset)
         if topology.is_main:
@@ -106,11 +113,11 @@ class Run:
             config.checkpoint_dir, run_definition(config, self.model_name), config.keep_checkpoints
         )
         self.progress = Progress()
-        self.artifacts = (
-            artifacts.ArtifactStore(location, checkpoint_location, config.keep_checkpoints)
-            if location and topology.is_main
-            else None
-        )
+        self.artifacts: ArtifactStore | None = None
+        if locations and topology.is_main:
+            from eks_ddp.trainer import artifacts
+
+            self.artifacts = artifacts.ArtifactStore(*locations, config.keep_checkpoints)
         self.run_log: RunLog | None = None
         self.metrics: MetricsExport | None = None
         self.ddp: DistributedDataParallel | None = None
@@ -219,16 +226,22 @@ class Run:
         resumed_from = self.resume()
         model: nn.Module = self.model
         if self.topology.world_size > 1:
-            # Gradients live in the communication buckets: no copy in and out on every step.
+            # Gradients live in the communication buckets: no copy in and out on every step. No broadcast of the
+            # batch-norm statistics before every forward: rank 0's are the only ones read (checkpoints, the model,
+            # and test_accuracy, which broadcasts them first), and a broadcast from rank 0 never changes rank 0's.
             self.ddp = DistributedDataParallel(
                 self.model,
                 device_ids=[self.device] if self.device.type == "cuda" else None,
                 gradient_as_bucket_view=True,
+                forward_sync_buffers=False,
             )
             model = self.ddp
         if self.config.compile:
             model = torch.compile(model)  # type: ignore[assignment]
-        self.run_log = RunLog(self.config.output_dir, resumed_from) if self.topology.is_main else None
+        if self.topology.is_main:
+            from eks_ddp.trainer import run_log  # TensorBoard's writer: rank 0 writes the run's log
+
+            self.run_log = run_log.RunLog(self.config.output_dir, resumed_from)
         if self.topology.is_node_main and self.config.metrics_port:  # every pod serves the port it declares
             self.metrics = self._export_metrics(resumed_from)
         vote = distributed.StopVote()
@@ -301,11 +314,13 @@ class Run:
             return contextlib.nullcontext()
         return self.ddp.no_sync()
 
-    def _export_metrics(self, resumed_from: int) -> MetricsExport | None:
+    def _export_metrics(self, resumed_from: int) -> "MetricsExport | None":
         """This pod's metrics server (its local rank 0's); a port it cannot have is a warning, never a lost run."""
+        from eks_ddp.trainer import metrics_export  # prometheus_client: with --metrics-port only
+
         config = self.config
         try:
-            metrics = MetricsExport(
+            metrics = metrics_export.MetricsExport(
                 config.metrics_port,
                 config.metrics_address,
                 config.run_name,

@@ -25,3 +25,13 @@ def test_each_command_freezes_its_imports_before_it_reads_its_arguments(module: 
     probe += "print(gc.get_freeze_count())"
     printed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert int(printed.split()[-1]) > 100_000  # torch's or the Pulumi SDKs' objects, among others
+
+
+def test_training_imports_boto3_tensorboard_prometheus_and_matplotlib_only_where_a_run_uses_them() -> None:
+    """A rank without --artifact-uri or --metrics-port, and every rank but 0 (which writes the run's log and plots),
+    never uses them: each would add a fraction of a second to every rank's start-up."""
+    probe = "import sys, eks_ddp.trainer.cli, eks_ddp.trainer.training\n"
+    probe += "print(sorted(name for name in sys.modules if name.split('.')[0] in {'boto3', 'botocore', "
+    probe += "'prometheus_client', 'tensorboard', 'matplotlib'} or name == 'torch.utils.tensorboard'))"
+    printed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert printed.strip() == "[]"
