@@ -37,6 +37,8 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 WORKSHOP_SCRIPT = "cifar10-model-train.py"
 # What the workshop's script prints just before its training loop, and after each epoch (rank 0).
 WORKSHOP_STARTED, WORKSHOP_EPOCH_DONE = "Running on processor type", "=> saved checkpoint for epoch"
+# oneDNN's, ATen's and MKL's own switches for the instruction sets they may use.
+AVX2_ENVIRONMENT = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
 
 
 @dataclass(frozen=True)
@@ -67,10 +69,10 @@ def write_cifar_batches(directory: Path, train_images: int, test_images: int, se
     return batches
 
 
-def _measured(command: list[str], cwd: Path) -> tuple[float, float, float, list[tuple[float, str]]]:
+def measured(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, float, list[tuple[float, str]]]:
     """Run `command`; its wall seconds, CPU seconds and peak resident MiB (from wait4, which counts the processes
     it waited for: torchrun's ranks), and its output lines with the second each arrived."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # lines arrive as printed: their arrival times are the clock
+    env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}  # lines arrive as printed: their arrival times are the clock
     started = time.perf_counter()
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[tuple[float, str]] = []
@@ -92,49 +94,79 @@ def _measured(command: list[str], cwd: Path) -> tuple[float, float, float, list[
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, lines
 
 
-def _torchrun(nproc: int) -> list[str]:
+def torchrun(nproc: int) -> list[str]:
     return [TORCHRUN, "--standalone", "--nproc-per-node", str(nproc)]
+
+
+def cpu_environment(args: argparse.Namespace) -> dict[str, str]:
+    """What both sides run with: with --as-avx2-cpu, oneDNN, ATen and MKL kept to AVX2 (no AVX-512, no native
+    bf16), as on the fp32-only CPUs the workshop's Graviton2 and x86 nodes have."""
+    return AVX2_ENVIRONMENT if args.as_avx2_cpu else {}
+
+
+def trainer_precision(args: argparse.Namespace) -> str:
+    """`auto` picks from /proc/cpuinfo, which --as-avx2-cpu cannot change: there, fp32, as auto picks on AVX2."""
+    return "fp32" if args.as_avx2_cpu else args.trainer_precision
+
+
+def trainer_entry(data: Path, output: Path, args: argparse.Namespace) -> list[str]:
+    entry = ["-m", TRAINER_MODULE, "train", "--dataset", "cifar10", "--data-dir", str(data.parent)]
+    entry += ["--model", "workshop-cnn", "--epochs", str(args.epochs), "--batch-size", str(args.batch_size)]
+    return [*entry, "--seed", "0", "--output-dir", str(output), "--precision", trainer_precision(args)]
+
+
+def workshop_entry(data: Path, output: Path, args: argparse.Namespace) -> list[str]:
+    """The workshop's script as it is; it runs from its folder (`args.baseline`)."""
+    entry = [WORKSHOP_SCRIPT, f"{data}/", "--epochs", str(args.epochs), "--batch-size", str(args.batch_size)]
+    entry += ["--workers", str(args.baseline_workers), "--model-file", str(output / "model.pth")]
+    return [*entry, "--checkpoint-file", str(output / "checkpoint.pth.tar")]
 
 
 def run_trainer(data: Path, work: Path, args: argparse.Namespace) -> Run:
     output = work / "trainer"
-    command = [*_torchrun(args.nproc), "-m", TRAINER_MODULE, "train", "--dataset", "cifar10"]
-    command += ["--data-dir", str(data.parent), "--model", "workshop-cnn", "--epochs", str(args.epochs)]
-    command += ["--batch-size", str(args.batch_size), "--seed", "0", "--output-dir", str(output)]
-    command += ["--precision", args.trainer_precision]
-    wall, cpu, peak, _ = _measured(command, REPOSITORY)
+    command = [*torchrun(args.nproc), *trainer_entry(data, output, args)]
+    wall, cpu, peak, _ = measured(command, REPOSITORY, cpu_environment(args))
     summary = json.loads((output / "summary.json").read_text())
     epoch = summary["images_trained"] / summary["images_per_second"] / args.epochs
     return Run(wall, epoch, summary["images_per_second"], cpu, peak, summary["precision"])
 
 
 def run_workshop_script(data: Path, work: Path, args: argparse.Namespace) -> Run:
-    """The workshop's script as it is, from its folder; its time per epoch from when it says training starts to
-    when rank 0 has saved the last epoch's checkpoint (it saves one every epoch; so does the trainer)."""
+    """The workshop's script from its folder; its time per epoch from when it says training starts to when rank 0
+    has saved the last epoch's checkpoint (it saves one every epoch; so does the trainer)."""
     output = work / "workshop"
     output.mkdir(parents=True, exist_ok=True)
-    command = [*_torchrun(args.nproc), WORKSHOP_SCRIPT, f"{data}/", "--epochs", str(args.epochs)]
-    command += ["--batch-size", str(args.batch_size), "--workers", str(args.baseline_workers)]
-    command += ["--model-file", str(output / "model.pth"), "--checkpoint-file", str(output / "checkpoint.pth.tar")]
-    wall, cpu, peak, lines = _measured(command, args.baseline)
+    command = [*torchrun(args.nproc), *workshop_entry(data, output, args)]
+    wall, cpu, peak, lines = measured(command, args.baseline, cpu_environment(args))
     started = min(second for second, line in lines if WORKSHOP_STARTED in line)
     done = max(second for second, line in lines if WORKSHOP_EPOCH_DONE in line)
     epoch = (done - started) / args.epochs
     return Run(wall, epoch, args.train_images / epoch, cpu, peak)
 
 
+def workshop_style_entry(data: Path, output: Path, args: argparse.Namespace) -> list[str]:
+    entry = ["-m", "benchmarks.workshop_baseline", "--dataset", "cifar10", "--data-dir", str(data.parent)]
+    entry += ["--model", "workshop-cnn", "--epochs", str(args.epochs), "--batch-size", str(args.batch_size)]
+    return [*entry, "--output", str(output / "summary.json")]
+
+
+def baseline_entry(data: Path, output: Path, args: argparse.Namespace) -> tuple[list[str], Path]:
+    """The baseline's command after torchrun's options, and the folder it runs from."""
+    if args.baseline:
+        return workshop_entry(data, output, args), args.baseline
+    return workshop_style_entry(data, output, args), REPOSITORY
+
+
 def run_workshop_style_loop(data: Path, work: Path, args: argparse.Namespace) -> Run:
     output = work / "loop"
     output.mkdir(parents=True, exist_ok=True)
-    command = [*_torchrun(args.nproc), "-m", "benchmarks.workshop_baseline", "--dataset", "cifar10"]
-    command += ["--data-dir", str(data.parent), "--model", "workshop-cnn", "--epochs", str(args.epochs)]
-    command += ["--batch-size", str(args.batch_size), "--output", str(output / "summary.json")]
-    wall, cpu, peak, _ = _measured(command, REPOSITORY)
+    command = [*torchrun(args.nproc), *workshop_style_entry(data, output, args)]
+    wall, cpu, peak, _ = measured(command, REPOSITORY, cpu_environment(args))
     images_per_second = json.loads((output / "summary.json").read_text())["images_per_second"]
     return Run(wall, args.train_images / images_per_second, images_per_second, cpu, peak)
 
 
-def machine() -> dict[str, Any]:
+def machine(args: argparse.Namespace) -> dict[str, Any]:
     flags = precision.cpu_flags()
     names = (
         [
@@ -152,6 +184,7 @@ def machine() -> dict[str, Any]:
         "avx512f": "avx512f" in flags,
         "amx_bf16": "amx_bf16" in flags,
         "python": platform.python_version(),
+        "limited_to": "AVX2" if args.as_avx2_cpu else None,
     }
 
 
@@ -182,8 +215,9 @@ def compare(ours: list[Run], theirs: list[Run]) -> dict[str, dict[str, Any]]:
     return table
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description="The bundled trainer against a baseline, in turn, pair by pair.")
+def parse(argv: list[str] | None, description: str, runs_help: str, runs: int = 3) -> argparse.Namespace:
+    """The settings both this benchmark and `benchmarks.phases` take; `--pairs` is how many runs of each side."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--output", type=Path, required=True, help="JSON results file")
     parser.add_argument("--baseline", type=Path, help=f"the workshop's 3-build-container folder ({WORKSHOP_SCRIPT})")
     parser.add_argument(
@@ -199,7 +233,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         choices=("auto", "fp32"),
         help="fp32 compares the same fp32 kernels on a CPU with native bf16 (auto would pick bf16 there)",
     )
-    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument(
+        "--as-avx2-cpu",
+        action="store_true",
+        help="both sides limited to AVX2 (oneDNN, ATen, MKL): an fp32-only x86 CPU on one that has more; "
+        "the trainer in fp32",
+    )
+    parser.add_argument("--pairs", type=int, default=runs, help=runs_help)
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=128, help="per rank, for both")
     parser.add_argument("--epochs", type=int, default=1)
@@ -210,11 +250,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error(f"--baseline {args.baseline}: no {WORKSHOP_SCRIPT} there (give the workshop's 3-build-container)")
     if args.pairs < 1 or args.train_images < 5 * args.batch_size * args.nproc:
         parser.error("--pairs must be 1 or more and --train-images at least 5 x batch size x ranks")
-    baseline_name = (
-        f"workshop script {args.baseline / WORKSHOP_SCRIPT}"
-        if args.baseline
-        else "workshop-style loop (benchmarks/workshop_baseline.py, not the workshop's own script)"
-    )
+    if args.as_avx2_cpu and args.trainer_precision != "auto":
+        parser.error("--as-avx2-cpu runs the trainer in fp32 already: leave out --trainer-precision")
+    return args
+
+
+def baseline_name(args: argparse.Namespace) -> str:
+    if args.baseline:
+        return f"workshop script {args.baseline / WORKSHOP_SCRIPT}"
+    return "workshop-style loop (benchmarks/workshop_baseline.py, not the workshop's own script)"
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse(argv, "The bundled trainer against a baseline, in turn, pair by pair.", "pairs of runs, in turn")
     run_baseline = run_workshop_script if args.baseline else run_workshop_style_loop
     ours: list[Run] = []
     theirs: list[Run] = []
@@ -231,9 +279,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             )
     settings = {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()}
     results = {
-        "machine": machine(),
+        "machine": machine(args),
         "settings": settings,
-        "baseline": baseline_name,
+        "baseline": baseline_name(args),
         "runs": {"trainer": [asdict(run) for run in ours], "baseline": [asdict(run) for run in theirs]},
         "trainer_precision": sorted({run.precision for run in ours}),
         "compared": compare(ours, theirs),
@@ -244,10 +292,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return results
 
 
+def describe(machine: dict[str, Any]) -> str:
+    if machine.get("limited_to"):
+        return f"{machine['cpu']}, {machine['cpus']} CPUs, run as {machine['limited_to']} only (no native bf16)"
+    return f"{machine['cpu']}, {machine['cpus']} CPUs, native bf16 {'yes' if machine['native_bf16'] else 'no'}"
+
+
 def report(results: dict[str, Any]) -> str:
     m, s = results["machine"], results["settings"]
     lines = [
-        f"{m['cpu']}, {m['cpus']} CPUs, native bf16 {'yes' if m['native_bf16'] else 'no'}; {s['nproc']} ranks, "
+        f"{describe(m)}; {s['nproc']} ranks, "
         f"batch {s['batch_size']} per rank, {s['train_images']:,} CIFAR-format images, {s['epochs']} epoch(s), "
         f"{s['pairs']} pairs run in turn; the trainer in {', '.join(results['trainer_precision'])}, the baseline in fp32",
         f"baseline: {results['baseline']}",
