@@ -13,6 +13,8 @@ STACK ?= dev
 CONFIG ?=
 # The workshop's 3-build-container folder `make bench` runs cifar10-model-train.py from (default: our own loop)
 BASELINE ?=
+# More flags for `make bench` and `make bench-phases` (python -m benchmarks.paired --help)
+BENCH_ARGS ?=
 
 # pipefail: the set-up shows pip's progress through a filter (sed, which succeeds on no match) and must still
 # fail when pip does.
@@ -23,7 +25,7 @@ STEP = @echo "==> $(1)"; SECONDS=0
 TOOK = echo "    took $$SECONDS s"
 PROGRESS = sed -n -u -E 's/^(Collecting|Installing collected|Successfully installed)/    &/p' | cut -c1-118
 
-.PHONY: demo tensorboard preview rehearse test typecheck docs unit bench bench-accuracy watch-picture clean
+.PHONY: demo tensorboard preview rehearse test typecheck docs unit bench bench-phases bench-accuracy watch-picture clean
 
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
@@ -76,9 +78,14 @@ unit: $(STAMP) $(CHECKOV_STAMP)
 	$(BIN)/python -m pytest -n 3 --dist worksteal --durations=15
 
 ## bench: the trainer against the workshop's script (BASELINE=<its 3-build-container folder>) or the workshop-style
-## loop, in turn, pair by pair; bench-accuracy: images/s and time to 97 % on the MNIST subset
+## loop, in turn, pair by pair; bench-phases: where one epoch's time goes on each side, phase by phase (BENCH_ARGS:
+## more flags for both, e.g. --as-avx2-cpu); bench-accuracy: images/s and time to 97 % on the MNIST subset
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks.paired $(addprefix --baseline ,$(BASELINE)) --output benchmarks/results/latest.json
+	$(BIN)/python -m benchmarks.paired $(addprefix --baseline ,$(BASELINE)) $(BENCH_ARGS) --output benchmarks/results/latest.json
+
+bench-phases: $(STAMP)
+	$(BIN)/python -m benchmarks.phases $(addprefix --baseline ,$(BASELINE)) $(BENCH_ARGS) \
+		--output benchmarks/results/latest-phases.json
 
 bench-accuracy: $(STAMP)
 	$(BIN)/python -m benchmarks.accuracy --output benchmarks/results/latest-accuracy.json
