@@ -8,31 +8,21 @@ import argparse
 import json
 import os
 import platform
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from benchmarks import paired
 from benchmarks.mnist_subset import write_mnist_subset
 from eks_ddp.trainer import precision
 from eks_ddp.workloads.training_pod import TRAINER_MODULE
 
-TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
-REPOSITORY = Path(__file__).resolve().parent.parent
-
-
 def _torchrun(nproc: int, module: str, args: list[str]) -> float:
     """Run `module` under torchrun; returns wall seconds including process start."""
-    command = [TORCHRUN, "--standalone", "--nproc-per-node", str(nproc), "-m", module, *args]
-    started = time.perf_counter()
-    completed = subprocess.run(command, capture_output=True, text=True, cwd=REPOSITORY)
-    if completed.returncode != 0:
-        raise SystemExit(f"{module} failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
-    return round(time.perf_counter() - started, 2)
+    wall, _, _, _ = paired.measured([*paired.torchrun(nproc), "-m", module, *args], paired.REPOSITORY, {})
+    return round(wall, 2)
 
 
 def _trainer(nproc: int, output: Path, args: list[str]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ def test_workshop_cnn_has_the_workshop_layout() -> None:
     batch norm, after each pair of convolutions."""
     model = models.build("workshop-cnn", (3, 32, 32), 10)
     pair = [nn.Conv2d, nn.ReLU, nn.Conv2d, nn.ReLU, nn.MaxPool2d, nn.BatchNorm2d]
-    assert [type(layer) for layer in model] == [*pair * 3, nn.Flatten, nn.Linear, nn.ReLU, nn.Linear]
+    assert [type(layer) for layer in model.children()] == [*pair * 3, nn.Flatten, nn.Linear, nn.ReLU, nn.Linear]
     convolutions = [layer for layer in model.modules() if isinstance(layer, nn.Conv2d)]
     assert [layer.out_channels for layer in convolutions] == [32, 64, 128, 128, 256, 256]
     assert all(layer.kernel_size == (3, 3) for layer in convolutions)
