@@ -180,7 +180,7 @@ def step_operators(events: list[Any], main_thread: int) -> dict[str, float]:
             top = top.cpu_parent
         if top.name in steps:
             seconds[event.name] += event.self_cpu_time_total / 1e6
-    return {name: round(value, 3) for name, value in sorted(seconds.items(), key=lambda item: -item[1])[:12]}
+    return {name: round(value, 3) for name, value in sorted(seconds.items(), key=lambda item: -item[1])[:40]}
 
 
 def run_entry(entry: list[str]) -> None:
