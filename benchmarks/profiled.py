@@ -9,7 +9,8 @@ the interpreter running the loop's own Python ("loop overhead").
 
 Everything is in wall seconds on the main thread. Start-up imports are torch's (imported here first, with
 CPython's default collector settings for both sides: the trainer's own start-up imports it faster, see
-`trainer/startup.py`) and every import the entry makes before its first step. DDP's gradient all-reduce runs on
+`trainer/startup.py`) and every import the entry makes before its first step, counting those this wrapper makes
+for it to label its phases (each side's own modules only). DDP's gradient all-reduce runs on
 gloo's threads while backward computes; what backward then waits for is "gradient all-reduce wait" (the end of
 the backward span, after its last autograd function)."""
 
@@ -88,8 +89,9 @@ def _labelled(owner: Any, name: str, phase: str) -> None:
     setattr(owner, name, wrapper)
 
 
-def label_phases(script_folder: Path | None, clock: ImportClock) -> None:
-    """Both sides' phase-marking calls, wherever they are importable; the first forward stops the import clock."""
+def label_phases(entry: list[str], clock: ImportClock) -> None:
+    """Both sides' phase-marking calls, and the trainer's or the workshop script's own, importing only what that
+    entry imports itself (the import clock counts it); the first forward stops the clock."""
     from torch.nn.parallel import DistributedDataParallel
 
     forward = DistributedDataParallel.forward
@@ -102,18 +104,17 @@ def label_phases(script_folder: Path | None, clock: ImportClock) -> None:
     _labelled(DistributedDataParallel, "forward", "forward")
     _labelled(torch.Tensor, "backward", "backward")
     _labelled(torch, "save", "final outputs")  # only when nothing above it is a phase: the final model
-    try:
+    script_folder = Path(entry[0]).resolve().parent if entry[0] != "-m" else None
+    if entry[0] == "-m" and entry[1].startswith("eks_ddp.trainer"):
         from eks_ddp.trainer import distributed, training
-    except ImportError:  # the workshop's script on its own
-        pass
-    else:
+
         _labelled(training.Run, "save_checkpoint", "checkpoint")
         _labelled(training.Run, "test_accuracy", "evaluation")
         _labelled(training.Run, "_log_interval", "metrics")
         _labelled(training.Run, "_finish", "final outputs")
         _labelled(distributed.StopVote, "poll", "stop vote")
         _labelled(distributed.StopVote, "settle", "stop vote")
-    if script_folder is not None and (script_folder / "utils.py").is_file():  # the workshop script's helpers
+    elif script_folder is not None and (script_folder / "utils.py").is_file():  # the workshop script's helpers
         sys.path.insert(0, str(script_folder))
         import utils  # type: ignore[import-not-found]
         from torch.utils.tensorboard import SummaryWriter
@@ -202,7 +203,7 @@ def main(argv: list[str]) -> None:
     torch_imported = time.perf_counter()
     clock = ImportClock()
     builtins.__import__ = clock
-    label_phases(Path(entry[0]).resolve().parent if entry[0] != "-m" else None, clock)
+    label_phases(entry, clock)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
         try:
             run_entry(entry)
