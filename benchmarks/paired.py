@@ -261,6 +261,12 @@ def baseline_name(args: argparse.Namespace) -> str:
     return "workshop-style loop (benchmarks/workshop_baseline.py, not the workshop's own script)"
 
 
+def header(args: argparse.Namespace) -> dict[str, Any]:
+    """What every results file starts with: the machine, the settings and the baseline."""
+    settings = {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()}
+    return {"machine": machine(args), "settings": settings, "baseline": baseline_name(args)}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse(argv, "The bundled trainer against a baseline, in turn, pair by pair.", "pairs of runs, in turn")
     run_baseline = run_workshop_script if args.baseline else run_workshop_style_loop
@@ -277,11 +283,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"baseline {theirs[-1].process_seconds:.1f} s",
                 flush=True,
             )
-    settings = {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()}
     results = {
-        "machine": machine(args),
-        "settings": settings,
-        "baseline": baseline_name(args),
+        **header(args),
         "runs": {"trainer": [asdict(run) for run in ours], "baseline": [asdict(run) for run in theirs]},
         "trainer_precision": sorted({run.precision for run in ours}),
         "compared": compare(ours, theirs),

@@ -88,11 +88,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             (folder / "baseline").mkdir(parents=True)
             entry, cwd = paired.baseline_entry(data, folder / "baseline", args)
             theirs.append(profile(entry, cwd, folder / "baseline-profile", args))
-    settings = {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()}
     results = {
-        "machine": paired.machine(args),
-        "settings": settings,
-        "baseline": paired.baseline_name(args),
+        **paired.header(args),
         "runs": {"trainer": ours, "baseline": theirs},
         "trainer": medians(ours),
         "baseline_phases": medians(theirs),

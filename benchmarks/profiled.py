@@ -39,6 +39,7 @@ LABELS = {
     "stop vote": "phase: stop vote",
     "final outputs": "phase: final outputs",
 }
+PHASE_OF_LABEL = {label: phase for phase, label in LABELS.items()}
 # Top-level operators of the main thread outside any label, by the phase they serve.
 OPERATOR_PHASES = {
     "aten::index": "data",
@@ -124,9 +125,8 @@ def label_phases(entry: list[str], clock: ImportClock) -> None:
 
 
 def phase_of(event: Any) -> str:
-    for phase, label in LABELS.items():
-        if event.name == label:
-            return phase
+    if event.name in PHASE_OF_LABEL:
+        return PHASE_OF_LABEL[event.name]
     for prefix, phase in PREFIX_PHASES.items():
         if event.name.startswith(prefix):
             return phase

@@ -100,11 +100,7 @@ def evaluate_command(
         ) from None
     device = torch.device("cpu")
     compute = precision.resolve(str(metadata.get("precision", "auto")), device)  # as training measured it
-    images = (
-        splits.test_x.contiguous(memory_format=torch.channels_last)
-        if metadata["model"] in models.CONVOLUTIONAL
-        else splits.test_x
-    )
+    images = splits.test_x.contiguous(memory_format=models.memory_format(metadata["model"]))
     result = report(predict(model, images, batch_size, compute, device), splits.test_y, tuple(metadata["classes"]))
     for line in result.lines():
         print(line)

@@ -106,6 +106,10 @@ def build(name: str, input_shape: Shape, classes: int) -> nn.Module:
             f"--model {name} needs images of at least {MINIMUM_SIDE[name]}x{MINIMUM_SIDE[name]} pixels, got {height}x{width}"
         )
     module = MODELS[name](input_shape, classes)
-    if name in CONVOLUTIONAL:
-        module = module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # missing from torch's stubs
-    return module
+    return module.to(memory_format=memory_format(name))  # type: ignore[call-overload]  # missing from torch's stubs
+
+
+def memory_format(name: str) -> torch.memory_format:
+    """Channels-last for the convolutional models (oneDNN's fast layout on CPUs); the weights and every batch of
+    images share it."""
+    return torch.channels_last if name in CONVOLUTIONAL else torch.contiguous_format

@@ -102,7 +102,7 @@ class Run:
         self.precision = precision.resolve(config.precision, self.device)
         torch.manual_seed(config.seed)
         self.model = models.build(self.model_name, self.splits.input_shape, len(self.splits.classes)).to(self.device)
-        memory_format = torch.channels_last if self.model_name in models.CONVOLUTIONAL else torch.contiguous_format
+        memory_format = models.memory_format(self.model_name)
         self.train_x = self.splits.train_x.to(self.device).contiguous(memory_format=memory_format)
         self.train_y = self.splits.train_y.to(self.device)
         self.test_x = self.splits.test_x.contiguous(memory_format=memory_format)
