@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from eks_ddp.trainer import datasets, distributed, models, outputs, precision
+from eks_ddp.trainer import datasets, distributed, models, outputs, precision, startup
 from eks_ddp.trainer.config import TrainConfig
 from eks_ddp.trainer.distributed import Topology
 from eks_ddp.trainer.errors import CheckpointError, DownloadError, PeerLost, UsageError
@@ -202,6 +202,7 @@ def _run_train(args: argparse.Namespace, topology: Topology) -> None:
         train,  # imports torch.distributed machinery only when training
     )
 
+    startup.reuse_freed_memory()
     summary = train(_train_config(args), topology)
     if topology.is_main:
         out = args.output_dir
