@@ -25,9 +25,10 @@ from eks_ddp.trainer.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """2: the global batch in the progress counters, the definition keyed by the flags that set it. 3: `workshop-cnn`
-pools before its batch norm, as the workshop's network does, so a format-2 run's weights no longer fit it."""
+pools before its batch norm, as the workshop's network does, so a format-2 run's weights no longer fit it. 4: an
+epoch ends with a short step instead of one padded with repeated samples, so a format-3 position may lie past it."""
 _NAME = re.compile(r"^step-(\d{9})\.json$")
 
 

@@ -57,7 +57,7 @@ class Progress:
     step: int = 0
     epoch: int = 0
     position: int = 0
-    """Samples of `epoch`'s global order already trained on: a multiple of the global batch."""
+    """Samples of `epoch`'s global order already trained on: a multiple of the global batch, or the epoch's size."""
     epoch_loss_sum: float = 0.0
     epoch_steps: int = 0
     history: list[dict[str, float]] = field(default_factory=list)
@@ -259,46 +259,44 @@ class Run:
         return self._finish(resumed_from)
 
     def _train_epoch(self, model: nn.Module, stop: StopSignals, vote: distributed.StopVote) -> None:
-        config, progress, plan = self.config, self.progress, self.plan
-        batches = self.sampler.batches(progress.epoch, progress.position).to(self.device)
+        config, progress = self.config, self.progress
+        steps = self.sampler.steps(progress.epoch, progress.position, self.device)
         show_bar = self.topology.is_main and sys.stderr.isatty()
         bar = tqdm(
-            total=len(batches) * plan.global_batch,
+            total=sum(step.samples for step in steps),
             unit="img",
             desc=f"epoch {progress.epoch + 1}/{config.epochs}",
             disable=not show_bar,
             leave=False,
         )
         running_loss = torch.zeros((), device=self.device)
-        window_steps, window_start = 0, time.perf_counter()
+        window_steps, window_samples, window_start = 0, 0, time.perf_counter()
         epoch_start = window_start
-        for micro_batches in batches:
+        for step in steps:
             self.optimizer.zero_grad(set_to_none=True)
-            for index, batch in enumerate(micro_batches):
-                with (
-                    self._gradient_sync(index == plan.accumulation - 1),
-                    precision.autocast(self.precision, self.device),
-                ):
-                    loss = F.cross_entropy(model(self.train_x[batch]), self.train_y[batch]) / plan.accumulation
+            last = len(step.micro_batches) - 1
+            for index, batch in enumerate(step.micro_batches):
+                with self._gradient_sync(index == last), precision.autocast(self.precision, self.device):
+                    loss = self._step_loss(model, batch, step.samples)
                 loss.backward()
                 running_loss += loss.detach()
             self.optimizer.step()
             self.scheduler.step()
             progress.step += 1
-            progress.position += plan.global_batch
+            progress.position += step.samples
             window_steps += 1
-            bar.update(plan.global_batch)
+            window_samples += step.samples
+            bar.update(step.samples)
             if progress.step % config.log_every == 0:
                 now = time.perf_counter()
                 window_loss = running_loss.item()  # the only host sync: once per log interval
                 progress.epoch_loss_sum += window_loss
                 progress.epoch_steps += window_steps
                 mean_loss = distributed.all_sum_(torch.tensor([window_loss])).item() / self.topology.world_size
-                rate = window_steps * plan.global_batch / (now - window_start)
-                self._log_interval(bar, mean_loss / window_steps, rate, window_steps)
+                self._log_interval(bar, mean_loss / window_steps, window_samples / (now - window_start), window_steps)
                 running_loss.zero_()
-                self.images_trained += window_steps * plan.global_batch
-                window_steps, window_start = 0, now
+                self.images_trained += window_samples
+                window_steps, window_samples, window_start = 0, 0, now
             if vote.poll(stop.requested):
                 self.training_seconds += time.perf_counter() - epoch_start
                 self.save_checkpoint()
@@ -308,9 +306,18 @@ class Run:
         vote.settle()  # the epoch's end checks the signal itself, on every rank at once
         progress.epoch_loss_sum += running_loss.item()
         progress.epoch_steps += window_steps
-        self.images_trained += window_steps * plan.global_batch
+        self.images_trained += window_samples
         bar.close()
         self.training_seconds += time.perf_counter() - epoch_start
+
+    def _step_loss(self, model: nn.Module, batch: torch.Tensor, step_samples: int) -> torch.Tensor:
+        """This micro-batch's share of the step's mean loss: DDP averages the ranks' gradients, so each rank's
+        losses over the whole step sum to the mean over its own samples, or, on an epoch's short last step, where
+        the ranks' shares differ, to world size x their sum / the step's samples."""
+        logits, labels = model(self.train_x[batch]), self.train_y[batch]
+        if step_samples == self.plan.global_batch:
+            return F.cross_entropy(logits, labels) / self.plan.accumulation
+        return F.cross_entropy(logits, labels, reduction="sum") * (self.topology.world_size / step_samples)
 
     def _gradient_sync(self, last_micro_batch: bool) -> contextlib.AbstractContextManager[None]:
         """DDP all-reduces the gradients on the step's last micro-batch only; the others just accumulate."""

@@ -91,9 +91,9 @@ def test_a_resume_that_changes_what_defines_the_run_is_refused(
 def test_checkpoints_of_an_older_format_are_refused(tmp_path: Path) -> None:
     _manager(tmp_path).save(10, _state(10))
     manifest = tmp_path / "step-000000010.json"
-    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "format": 2}))
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "format": 3}))
     with pytest.raises(
-        CheckpointError, match=r"holds checkpoints of format 2 \(an older trainer\); this trainer resumes format 3"
+        CheckpointError, match=r"holds checkpoints of format 3 \(an older trainer\); this trainer resumes format 4"
     ):
         _manager(tmp_path).newest()
 

@@ -15,29 +15,57 @@ pytestmark = pytest.mark.slow
 STEP = 20
 
 
-def _parameters_at_step(output: Path, batch_size: int, nproc: int | None) -> dict[str, torch.Tensor]:
-    """Trains one epoch (logging every 5 steps); returns the parameters at step STEP."""
+def _train(output: Path, batch_size: int, nproc: int | None) -> None:
+    """Trains one epoch, logging every 5 steps and checkpointing every STEP and at the end."""
     args = [
-        "train", "--dataset", "digits", "--model", "mlp", "--precision", "fp32", "--epochs", "1",
-        "--batch-size", str(batch_size), "--checkpoint-every", str(STEP), "--seed", "7", "--output-dir", str(output),
-        "--log-every", "5",
+        "train",
+        "--dataset",
+        "digits",
+        "--model",
+        "mlp",
+        "--precision",
+        "fp32",
+        "--epochs",
+        "1",
+        "--batch-size",
+        str(batch_size),
+        "--checkpoint-every",
+        str(STEP),
+        "--seed",
+        "7",
+        "--output-dir",
+        str(output),
+        "--log-every",
+        "5",
     ]
     result = run_trainer(args, nproc=nproc)
     assert result.returncode == 0, result.stderr
-    payload = (output / "checkpoints" / f"step-{STEP:09d}.pt").read_bytes()
-    return decode(payload)["model"]
 
 
-def test_two_ranks_with_half_batches_match_one_rank(tmp_path: Path) -> None:
-    single = _parameters_at_step(tmp_path / "one-rank", batch_size=32, nproc=None)
-    double = _parameters_at_step(tmp_path / "two-ranks", batch_size=16, nproc=2)
+def _parameters(output: Path, step: int) -> dict[str, torch.Tensor]:
+    return decode((output / "checkpoints" / f"step-{step:09d}.pt").read_bytes())["model"]
+
+
+def _difference(single: dict[str, torch.Tensor], double: dict[str, torch.Tensor]) -> float:
     assert single.keys() == double.keys()
-    difference = max(float((single[name] - double[name]).abs().max()) for name in single)
-    assert difference < 1e-4
-    print(f"max abs parameter difference after {STEP} steps: {difference:.2e}")
+    return max(float((single[name] - double[name]).abs().max()) for name in single)
+
+
+@pytest.mark.parametrize(
+    ("global_batch", "steps"),
+    [(32, 45), (4, 360)],  # digits' 1,437 images: a last step of 29, shared 15 and 14; of 1, rank 1 gets none
+)
+def test_two_ranks_with_half_batches_match_one_rank(tmp_path: Path, global_batch: int, steps: int) -> None:
+    _train(tmp_path / "one-rank", batch_size=global_batch, nproc=None)
+    _train(tmp_path / "two-ranks", batch_size=global_batch // 2, nproc=2)
+    mid_epoch = steps // STEP * STEP  # the last periodic checkpoint: the newest three are kept
+    for step in (mid_epoch, steps):  # and after the epoch's short last step
+        difference = _difference(_parameters(tmp_path / "one-rank", step), _parameters(tmp_path / "two-ranks", step))
+        assert difference < 1e-4, f"step {step}"
+        print(f"max abs parameter difference after {step} steps: {difference:.2e}")
     torch.manual_seed(7)
     initial = models.build("mlp", (1, 8, 8), 10).state_dict()
-    travelled = max(float((single[name] - initial[name]).abs().max()) for name in single)
+    travelled = _difference(_parameters(tmp_path / "one-rank", mid_epoch), initial)
     assert travelled > 100 * 1e-4, "the runs must have trained for the comparison to mean anything"
 
 
@@ -48,8 +76,8 @@ def _logged_losses(output: Path) -> list[float]:
 def test_the_logged_loss_is_the_mean_over_ranks(tmp_path: Path) -> None:
     """Each rank's loss is the mean over its half of the batch, so the mean over the 2 ranks is the loss of
     the 1-rank run over the whole batch; rank 0's alone (as once logged) is not."""
-    _parameters_at_step(tmp_path / "one-rank", batch_size=32, nproc=None)
-    _parameters_at_step(tmp_path / "two-ranks", batch_size=16, nproc=2)
+    _train(tmp_path / "one-rank", batch_size=32, nproc=None)
+    _train(tmp_path / "two-ranks", batch_size=16, nproc=2)
     single, double = _logged_losses(tmp_path / "one-rank"), _logged_losses(tmp_path / "two-ranks")
     assert len(single) == len(double) >= 4
     assert max(abs(a - b) for a, b in zip(single, double, strict=True)) < 1e-4

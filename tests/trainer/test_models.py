@@ -42,16 +42,23 @@ def test_auto_picks_the_dataset_default() -> None:
 
 
 def test_images_too_small_for_the_model() -> None:
-    with pytest.raises(UsageError, match=r"--model workshop-cnn needs images of at least 8x8 pixels, got 4x4"):
-        models.build("workshop-cnn", (3, 4, 4), 10)
+    with pytest.raises(UsageError, match=r"--model workshop-cnn needs images of at least 16x16 pixels, got 8x8"):
+        models.build("workshop-cnn", (3, 8, 8), 10)
+
+
+@pytest.mark.parametrize("name", ["mlp", "small-cnn", "workshop-cnn"])
+def test_each_model_trains_on_one_image_of_its_smallest_size(name: str) -> None:
+    side = models.MINIMUM_SIDE[name]
+    model = models.build(name, (3, side, side), 10).train()
+    model(torch.randn(1, 3, side, side).contiguous(memory_format=models.memory_format(name))).sum().backward()
 
 
 def test_a_model_file_whose_layers_differ_is_refused_in_one_line(tmp_path: Path) -> None:
     """A workshop-cnn saved before it pooled ahead of its batch norm: its batch-norm weights sit at other indices."""
-    older = models.build("workshop-cnn", (3, 8, 8), 10)
+    older = models.build("workshop-cnn", (3, 16, 16), 10)
     shifted = {("4." + key[2:] if key.startswith("5.") else key): value for key, value in older.state_dict().items()}
     metadata = {"run": "old", "dataset": "synthetic", "model": "workshop-cnn", "classes": [str(c) for c in range(10)]}
-    metadata |= {"input_shape": [3, 8, 8], "synthetic": asdict(SyntheticShape(height=8, width=8, train_size=64))}
+    metadata |= {"input_shape": [3, 16, 16], "synthetic": asdict(SyntheticShape(height=16, width=16, train_size=64))}
     write_atomically(tmp_path / "model.pt", encode({"state_dict": shifted, "metadata": metadata}))
     with pytest.raises(
         UsageError, match=r"^--model-file \S+model.pt: its weights do not fit this trainer's workshop-cnn"

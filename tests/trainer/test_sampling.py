@@ -10,10 +10,11 @@ def _steps(
 ) -> list[list[int]]:
     """Each remaining optimizer step's samples over all ranks and micro-batches, sorted."""
     plan = plan_batches(global_batch, world, max_micro_batch)
-    per_rank = [GlobalBatchSampler(size, plan, rank, seed=3).batches(epoch, position) for rank in range(world)]
+    per_rank = [GlobalBatchSampler(size, plan, rank, seed=3).steps(epoch, position) for rank in range(world)]
+    assert len({len(steps) for steps in per_rank}) == 1, "every rank takes the same number of steps"
     return [
-        sorted(torch.cat([batches[step].flatten() for batches in per_rank]).tolist())
-        for step in range(len(per_rank[0]))
+        sorted(index for step in steps for batch in step.micro_batches for index in batch.tolist())
+        for steps in zip(*per_rank, strict=True)
     ]
 
 
@@ -29,11 +30,28 @@ def test_a_resize_mid_epoch_continues_with_the_uninterrupted_steps(world_before:
     assert resumed == uninterrupted[9:]
 
 
-def test_an_epoch_covers_every_sample_and_pads_to_whole_global_batches() -> None:
+def test_an_epoch_trains_every_sample_once_ending_with_a_short_step() -> None:
     steps = _steps(101, 8, 2, 4, epoch=0)
     trained = [index for step in steps for index in step]
-    assert len(steps) == 13 and len(trained) == 104
-    assert set(trained) == set(range(101))
+    assert [len(step) for step in steps] == [8] * 12 + [5]
+    assert sorted(trained) == list(range(101))
+
+
+@pytest.mark.parametrize(("size", "world", "shares"), [(101, 2, [3, 2]), (97, 4, [1, 0, 0, 0]), (96, 2, [])])
+def test_the_short_step_is_shared_as_evenly_as_the_ranks_go(size: int, world: int, shares: list[int]) -> None:
+    """A rank with no sample of it still takes the step (an empty micro-batch), so it joins the all-reduce."""
+    plan = plan_batches(8, world, 4)
+    last = [GlobalBatchSampler(size, plan, rank, seed=0).steps(0, 0)[-1] for rank in range(world)]
+    if not shares:
+        assert all(step.samples == 8 for step in last)
+        return
+    assert [sum(len(batch) for batch in step.micro_batches) for step in last] == shares
+    assert all(step.samples == size % 8 and len(step.micro_batches) >= 1 for step in last)
+
+
+def test_a_short_step_splits_a_share_larger_than_the_micro_batch() -> None:
+    (step,) = GlobalBatchSampler(7, plan_batches(8, 1, 2), 0, seed=0).steps(0, 0)
+    assert [len(batch) for batch in step.micro_batches] == [2, 2, 2, 1] and step.samples == 7
 
 
 @pytest.mark.parametrize(
@@ -59,9 +77,9 @@ def test_a_world_size_that_cannot_share_the_global_batch_is_refused(global_batch
 def test_a_position_off_a_step_boundary_is_refused() -> None:
     sampler = GlobalBatchSampler(10, plan_batches(4, 2, 2), 0, seed=0)
     with pytest.raises(
-        ValueError, match=r"position 6 is not a step boundary of the epoch \(a multiple of 4 up to 12\)"
+        ValueError, match=r"position 6 is not a step boundary of the epoch \(a multiple of 4 up to 8, or 10\)"
     ):
-        sampler.batches(0, 6)
-    with pytest.raises(ValueError, match="position 16"):
-        sampler.batches(0, 16)
-    assert sampler.batches(0, 12).shape == (0, 1, 2)
+        sampler.steps(0, 6)
+    with pytest.raises(ValueError, match="position 12"):
+        sampler.steps(0, 12)
+    assert sampler.steps(0, 10) == [] and [step.samples for step in sampler.steps(0, 8)] == [2]

@@ -113,7 +113,7 @@ def test_progress_bar_on_a_terminal_and_log_lines_otherwise(tmp_path: Path) -> N
 
 
 def test_evaluate_regenerates_the_synthetic_data_the_model_saw(tmp_path: Path) -> None:
-    args = ["train", "--dataset", "synthetic", "--synthetic-shape", "1x8x8", "--synthetic-size", "600", "--synthetic-classes", "4",
+    args = ["train", "--dataset", "synthetic", "--synthetic-shape", "1x16x16", "--synthetic-size", "600", "--synthetic-classes", "4",
             "--seed", "5", "--epochs", "3", "--output-dir", str(tmp_path)]
     assert run_trainer(args).returncode == 0
     report = tmp_path / "evaluation.json"
