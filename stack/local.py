@@ -28,6 +28,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -219,7 +220,13 @@ def _free_port() -> int:
 
 
 def run(stack: str, workdir: Path, project_dir: Path = stack_file.ROOT, override: dict[str, str] | None = None) -> int:
+    """The stack's job and evaluation, run in `workdir`; 0 when both succeed."""
     job, evaluation = render_for(stack, project_dir, override)
+    return run_rendered(stack, workdir, job, evaluation)
+
+
+def run_rendered(stack: str, workdir: Path, job: EngineJob, evaluation: dict[str, Any] | None) -> int:
+    """A job and evaluation already rendered (every input checked), run in `workdir`."""
     shared = workdir / "shared"
     shared.mkdir(parents=True, exist_ok=True)  # the claim's root: this process's, root's when run as root
     processes = replicas(job, shared, _free_port())
@@ -289,7 +296,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--stack", default="dev")
     parser.add_argument(
-        "--workdir", type=Path, help="where the claim's files go (default runs/local/<stack>, emptied first)"
+        "--workdir",
+        type=Path,
+        help="where the claim's files go (default runs/local/<stack>, replaced when the run succeeds; a failed run "
+        "goes to runs/local/<stack>.failed)",
     )
     parser.add_argument(
         "--project-dir", type=Path, default=stack_file.ROOT, help="directory with Pulumi.yaml and the stack files"
@@ -302,14 +312,52 @@ def main(argv: list[str] | None = None) -> int:
         help="set a stack key for this run, as `pulumi up --config` does (repeatable)",
     )
     args = parser.parse_args(argv)
-    workdir = args.workdir or Path("runs") / "local" / args.stack
-    if args.workdir is None and workdir.exists():
-        shutil.rmtree(workdir)  # the default directory belongs to this command
-    try:
-        return run(args.stack, workdir, args.project_dir, stack_file.overrides(args.config))
+    try:  # every input is checked before any file is touched
+        job, evaluation = render_for(args.stack, args.project_dir, stack_file.overrides(args.config))
     except (FileNotFoundError, ConfigError, InvalidArgument, StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if args.workdir is not None:
+        return run_rendered(args.stack, args.workdir, job, evaluation)
+    return keeping_the_last_good_run(
+        Path("runs") / "local" / args.stack, lambda workdir: run_rendered(args.stack, workdir, job, evaluation)
+    )
+
+
+def _beside(workdir: Path, suffix: str) -> Path:
+    return workdir.with_name(f"{workdir.name}.{suffix}")
+
+
+def _move(source: Path, target: Path) -> None:
+    """`source` (when there is one) to `target`, in place of what `target` held."""
+    if source.exists():
+        shutil.rmtree(target, ignore_errors=True)
+        source.rename(target)
+
+
+def keeping_the_last_good_run(workdir: Path, body: Callable[[Path], int]) -> int:
+    """`body` run in a fresh `workdir` (the default one, which belongs to this command), without ever losing the
+    last good run there: it waits in `<workdir>.previous` and is dropped only when the new run succeeds; a failed
+    or interrupted run goes to `<workdir>.failed` (replacing an older failed one) and the good run comes back.
+
+    A `.previous` found at the start is a good run whose successor was killed before it could put it back."""
+    previous, failed = _beside(workdir, "previous"), _beside(workdir, "failed")
+    if previous.exists():
+        _move(workdir, failed)
+        previous.rename(workdir)
+    _move(workdir, previous)
+    code = 1
+    try:
+        code = body(workdir)
+    finally:
+        if code == 0:
+            shutil.rmtree(previous, ignore_errors=True)
+        else:
+            _move(workdir, failed)
+            _move(previous, workdir)
+            kept = f"; {workdir} keeps the last good run" if workdir.exists() else ""
+            print(f"the failed run's files: {failed}{kept}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

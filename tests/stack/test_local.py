@@ -216,3 +216,57 @@ def test_a_stack_whose_script_lives_only_in_its_image_is_refused_in_one_line(
         "job locally\n"
     )
     assert not (tmp_path / "work").exists()
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    """Every file under `directory` with its content: what a user would find there."""
+    return {str(path.relative_to(directory)): path.read_bytes() for path in directory.rglob("*") if path.is_file()}
+
+
+def test_a_refused_input_or_a_failed_run_never_costs_the_last_good_runs_results(
+    tmp_path: Path, open_workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make demo` after a good run: a refused CONFIG touches no file, and a run that fails leaves the good run's
+    model, checkpoints, evaluation and events where they were (the failed one beside them, under `.failed`)."""
+    from eks_ddp.stack import local
+
+    project = _tiny_project(tmp_path)
+    monkeypatch.chdir(open_workdir)  # the default work directory, runs/local/<stack>, is relative to it
+    demo = ["--stack", "tiny", "--project-dir", str(project), "--config", "eks-ddp:job.epochs=1"]
+    assert local.main(demo) == 0
+    good = open_workdir / "runs" / "local" / "tiny"
+    kept = _files(good)
+    assert {"model.pt", "evaluation.json", "summary.json"} <= {Path(name).name for name in kept}
+    assert any("/checkpoints/" in f"/{name}" for name in kept) and any("tfevents" in name for name in kept)
+
+    assert local.main([*demo, "--config", "eks-ddp:job.replicas=two"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "error: eks-ddp:job.replicas: 'two' is not allowed; give a whole number"
+    )
+    assert _files(good) == kept
+
+    def failing(job: local.EngineJob, shared: Path, port: int) -> list[local.Replica]:
+        started = replicas(job, shared, port)
+        return [local.Replica(r.index, [sys.executable, "-c", "raise SystemExit(3)"], r.env) for r in started]
+
+    monkeypatch.setattr(local, "replicas", failing)
+    assert local.main(demo) == 1
+    assert _files(good) == kept
+    assert (good.parent / "tiny.failed" / "shared").is_dir()
+    assert "runs/local/tiny.failed" in capsys.readouterr().err
+
+
+def test_a_run_killed_before_it_could_put_the_good_run_back_is_mended_by_the_next(tmp_path: Path) -> None:
+    """kill -9 leaves the good run in `.previous` and a partial one in its place: the next run starts from that."""
+    from eks_ddp.stack.local import keeping_the_last_good_run
+
+    workdir = tmp_path / "dev"
+    (tmp_path / "dev.previous").mkdir()
+    (tmp_path / "dev.previous" / "model.pt").write_text("good")
+    workdir.mkdir()
+    (workdir / "partial").write_text("killed")
+    assert keeping_the_last_good_run(workdir, lambda here: 3 if not here.exists() else 0) == 3  # fresh, then fails
+    assert (workdir / "model.pt").read_text() == "good" and not (tmp_path / "dev.previous").exists()
+    assert [path.name for path in (tmp_path / "dev.failed").iterdir()] == ["partial"]
+    assert keeping_the_last_good_run(workdir, lambda here: here.mkdir() or 0) == 0
+    assert list(workdir.iterdir()) == [] and not (tmp_path / "dev.previous").exists()
