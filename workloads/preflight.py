@@ -11,8 +11,24 @@ job's own image, taints the node so the pod is evicted and goes elsewhere (infra
 workloads/scripts/quarantine_node.py).
 
 Image: NVIDIA/dcgm-exporter's ubuntu22.04 variant of the release the DCGM exporter chart runs (4.5.3-4.8.2;
-docker/Dockerfile installs datacenter-gpu-manager-4-core, which carries `dcgmi` and `nv-hostengine`; the Makefile
-tags it DCGM_VERSION-VERSION-ubuntu22.04). Not pulled here.
+docker/Dockerfile installs datacenter-gpu-manager-4-core and -proprietary with --no-install-recommends; the Makefile
+tags it DCGM_VERSION-VERSION-ubuntu22.04). Not pulled here, and no GPU ran it.
+
+Whether the diagnostic can run in that image, from NVIDIA's own sources (NVIDIA/DCGM v4.5.3): the -core package
+carries `dcgmi`, `nv-hostengine`, `nvvs` and only the CUDA-less plugin library
+(scripts/verify_package_contents/datacenter-gpu-manager-core_amd64.deb.txt); the GPU plugins are in
+datacenter-gpu-manager-4-cuda12/-cuda13 (plugins/cuda13/libDiagnostic.so, ...), which NVIDIA's own DCGM image
+installs (docker/Dockerfile.ubuntu22.04) and the exporter's does not; nvvs picks plugins/cuda<driver's major>/ and
+stops with "Cannot load plugins. Unable to change to the plugin dir" when it is missing
+(nvvs/src/TestFramework.cpp loadPlugins). So on a real node `dcgmi diag -r 1` most likely cannot run here.
+
+Hence the rule: only a diagnostic that ran and reported a failure quarantines the node. dcgmi's exit status is its
+dcgmReturn_t modulo 256 (dcgmi/main_dcgmi.cpp; dcgmlib/dcgm_structs.h): DCGM_ST_NVVS_ERROR (-30, 226: "successfully
+executed, but reported an error") and DCGM_ST_NVVS_ISOLATE_ERROR (-51, 205) are failures the tests found
+(dcgmi/Diag.cpp GetFailureResult), but -30 is also returned when nvvs could not start its tests (a "system error",
+RunDiagOnce), so a failure counts only if dcgmi also printed its results table, which it does only after a run
+("Successfully ran diagnostic for group.", Diag.cpp HelperDisplayAsCli). Anything else (no `dcgmi`, no host engine,
+no plugins, no results) is "could not run": a warning in the pod's log, the EFA count still decides.
 """
 
 from pathlib import Path
@@ -34,15 +50,24 @@ verdict="$VERDICT_DIR/failed"
 rm -f "$verdict"
 fail() { echo "GPU PREFLIGHT FAILED on node $NODE_NAME: $1" >&2; echo "$1" >"$verdict"; exit 0; }
 nv-hostengine >/dev/null 2>&1 || true
-if ! dcgmi diag -r 1 >/tmp/dcgm-diag.txt 2>&1; then
+dcgmi diag -r 1 >/tmp/dcgm-diag.txt 2>&1
+status=$?
+diag="DCGM diagnostic level 1"
+if [ "$status" -ne 0 ]; then
   cat /tmp/dcgm-diag.txt >&2
-  fail "DCGM diagnostic level 1 failed (above)"
+  ran=$(grep -c '^Successfully ran diagnostic for group' /tmp/dcgm-diag.txt)
+  case "$status:$ran" in  # DCGM_ST_NVVS_ERROR or DCGM_ST_NVVS_ISOLATE_ERROR, after a run that printed its results
+    226:[1-9]*|205:[1-9]*) fail "DCGM diagnostic level 1 failed (above)" ;;
+  esac
+  echo "GPU PREFLIGHT WARNING on node $NODE_NAME: the DCGM diagnostic could not run (exit $status, output above):" \\
+    "the GPUs were not checked" >&2
+  diag="no DCGM diagnostic (it could not run)"
 fi
 found=$(ls "${EFA_DEVICES_DIR:-/dev/infiniband}" 2>/dev/null | grep -c '^uverbs')
 if [ "$found" -lt "$EFA_EXPECTED" ]; then
   fail "$found EFA devices, the pod was given $EFA_EXPECTED"
 fi
-echo "GPU PREFLIGHT PASSED on node $NODE_NAME: DCGM diagnostic level 1, $found EFA devices"
+echo "GPU PREFLIGHT PASSED on node $NODE_NAME: $diag, $found EFA devices"
 """
 
 

@@ -51,18 +51,39 @@ def test_gpu_pods_check_their_gpus_and_efa_devices_first() -> None:
     assert not {preflight.CONTAINER, preflight.QUARANTINE} & {c["name"] for c in off["initContainers"]}
 
 
-def _run(tmp_path: Path, diag_exit: int, devices: int, expected: int) -> subprocess.CompletedProcess[str]:
+# What `dcgmi diag -r 1` prints and exits with, in NVIDIA/DCGM v4.5.3 (the DCGM of the pre-flight's image): main()
+# returns the dcgmReturn_t (dcgmi/main_dcgmi.cpp), so the shell sees it modulo 256 (dcgmlib/dcgm_structs.h:
+# DCGM_ST_NVVS_ERROR -30 is 226, DCGM_ST_NVVS_ISOLATE_ERROR -51 is 205, DCGM_ST_CONNECTION_NOT_VALID -21 is 235,
+# DCGM_ST_NO_DATA -14 is 242, DCGM_ST_NVVS_BINARY_NOT_FOUND -52 is 204). Only a run that printed its results
+# (dcgmi/Diag.cpp HelperDisplayAsCli: "Successfully ran diagnostic for group.") has examined the GPUs.
+RAN = "Successfully ran diagnostic for group.\n| Deployment | Software | {result} |"
+PASSED = (RAN.format(result="Pass"), 0)
+GPU_FAILED = (RAN.format(result="Fail"), 226)
+GPU_ISOLATE = (RAN.format(result="Fail"), 205)
+NO_PLUGINS = ("Error: Cannot load plugins. Unable to change to the plugin dir "
+              "'/usr/libexec/datacenter-gpu-manager-4/plugins/cuda12/': 'No such file or directory'", 226)
+NO_HOST_ENGINE = ("Error: unable to establish a connection to the specified host: localhost\n"
+                  "Error: Unable to connect to host engine. Host engine connection invalid/disconnected.", 235)
+NO_RESULTS = (RAN.format(result="Skip"), 242)
+NO_NVVS = ("Error: Unable to complete diagnostic for group 0. Return: (-52) : The NVVS binary was not found", 204)
+
+
+def _run(tmp_path: Path, diag: tuple[str, int] | None, devices: int, expected: int) -> subprocess.CompletedProcess[str]:
+    """The script under bash; `diag` is what the stand-in `dcgmi` prints and exits with (None: no `dcgmi` at all)."""
     bin_dir, dev, verdict = tmp_path / "bin", tmp_path / "infiniband", tmp_path / "preflight"
     for folder in (bin_dir, dev, verdict):
         folder.mkdir(parents=True)
-    (bin_dir / "dcgmi").write_text(f"#!/bin/sh\necho 'Deployment | Pass'\nexit {diag_exit}\n")
+    if diag is not None:
+        output, status = diag
+        (tmp_path / "dcgmi.out").write_text(output + "\n")
+        (bin_dir / "dcgmi").write_text(f"#!/bin/sh\ncat '{tmp_path / 'dcgmi.out'}'\nexit {status}\n")
     (bin_dir / "nv-hostengine").write_text("#!/bin/sh\nexit 0\n")
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
     for index in range(devices):
         (dev / f"uverbs{index}").touch()
     (dev / "rdma_cm").touch()  # not an EFA device
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "NODE_NAME": "ip-10-0-1-23", "EFA_EXPECTED": str(expected),
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "NODE_NAME": "ip-10-0-1-23", "EFA_EXPECTED": str(expected),
            "EFA_DEVICES_DIR": str(dev), "VERDICT_DIR": str(verdict)}
     return subprocess.run([BASH, "-c", preflight.SCRIPT], env=env, capture_output=True, text=True, timeout=30)
 
@@ -70,19 +91,49 @@ def _run(tmp_path: Path, diag_exit: int, devices: int, expected: int) -> subproc
 @pytest.mark.skipif(not Path(BASH).exists(), reason="no bash here to run the pre-flight script")
 def test_the_preflight_passes_a_healthy_node_and_leaves_a_verdict_on_a_bad_one(tmp_path: Path) -> None:
     """A bad node is not retried in place: the check exits 0 with its verdict for the quarantine container."""
-    healthy = _run(tmp_path / "a", 0, 4, 4)
+    healthy = _run(tmp_path / "a", PASSED, 4, 4)
     assert healthy.returncode == 0, healthy.stderr
     assert healthy.stdout.strip() == "GPU PREFLIGHT PASSED on node ip-10-0-1-23: DCGM diagnostic level 1, 4 EFA devices"
     assert not (tmp_path / "a" / "preflight" / "failed").exists()
-    bad_gpu = _run(tmp_path / "b", 1, 4, 4)
-    assert bad_gpu.returncode == 0
-    assert bad_gpu.stderr.splitlines()[-1] == ("GPU PREFLIGHT FAILED on node ip-10-0-1-23: DCGM diagnostic level 1 "
-                                               "failed (above)")
-    assert (tmp_path / "b" / "preflight" / "failed").read_text().strip() == "DCGM diagnostic level 1 failed (above)"
-    missing = _run(tmp_path / "c", 0, 3, 4)
+    for name, diag in (("b", GPU_FAILED), ("i", GPU_ISOLATE)):
+        bad_gpu = _run(tmp_path / name, diag, 4, 4)
+        assert bad_gpu.returncode == 0
+        assert "| Deployment | Software | Fail |" in bad_gpu.stderr  # DCGM's own table, for the pod's log
+        assert bad_gpu.stderr.splitlines()[-1] == ("GPU PREFLIGHT FAILED on node ip-10-0-1-23: DCGM diagnostic "
+                                                   "level 1 failed (above)")
+        verdict = (tmp_path / name / "preflight" / "failed").read_text().strip()
+        assert verdict == "DCGM diagnostic level 1 failed (above)"
+    missing = _run(tmp_path / "c", PASSED, 3, 4)
     assert missing.returncode == 0
     assert missing.stderr.strip() == "GPU PREFLIGHT FAILED on node ip-10-0-1-23: 3 EFA devices, the pod was given 4"
     assert (tmp_path / "c" / "preflight" / "failed").read_text().strip() == "3 EFA devices, the pod was given 4"
+
+
+@pytest.mark.skipif(not Path(BASH).exists(), reason="no bash here to run the pre-flight script")
+@pytest.mark.parametrize(
+    ("case", "diag", "status"),
+    [
+        ("no dcgmi in the image", None, 127),
+        ("no CUDA plugins (the dcgm-exporter image)", NO_PLUGINS, 226),
+        ("no host engine", NO_HOST_ENGINE, 235),
+        ("a run without results", NO_RESULTS, 242),
+        ("no nvvs binary", NO_NVVS, 204),
+    ],
+)
+def test_a_diagnostic_that_could_not_run_never_quarantines_the_node(
+    tmp_path: Path, case: str, diag: tuple[str, int] | None, status: int
+) -> None:
+    """The node is not known to be bad: the pod goes on (its EFA devices still counted) and says so in its log."""
+    result = _run(tmp_path, diag, 4, 4)
+    assert result.returncode == 0, case
+    assert not (tmp_path / "preflight" / "failed").exists(), case
+    warning = [line for line in result.stderr.splitlines() if line.startswith("GPU PREFLIGHT WARNING")]
+    assert warning == [f"GPU PREFLIGHT WARNING on node ip-10-0-1-23: the DCGM diagnostic could not run (exit "
+                       f"{status}, output above): the GPUs were not checked"], case
+    assert result.stdout.strip() == ("GPU PREFLIGHT PASSED on node ip-10-0-1-23: no DCGM diagnostic (it could not "
+                                     "run), 4 EFA devices")
+    _run(tmp_path / "efa", diag, 3, 4)  # the EFA count still decides
+    assert (tmp_path / "efa" / "preflight" / "failed").read_text().strip() == "3 EFA devices, the pod was given 4"
 
 
 def test_node_health_installs_the_agent_and_repairs_training_nodes() -> None:
