@@ -68,20 +68,33 @@ def with_path(base: Any, path: list[str | int], value: str) -> Any:
     return root
 
 
+def _is_path(key: str) -> bool:
+    """`ns:a.b`, `ns:a[0]`: a key set inside its top-level value; `ns:a` is a plain key."""
+    namespace, colon, rest = key.partition(":")
+    return bool(colon and re.search(r"[.\[]", rest))
+
+
+def top_key(key: str) -> str:
+    """The full key whose value a key sets: `eks-ddp:job` for `eks-ddp:job.replicas`, a plain key itself."""
+    if not _is_path(key):
+        return key
+    namespace, _, rest = key.partition(":")
+    return f"{namespace}:{segments(rest)[0]}"
+
+
 def merged(config: dict[str, Any], override: dict[str, str], defaults: dict[str, Any]) -> dict[str, Any]:
     """`config` (full keys) with `override` applied: a plain key replaced, a path key set inside its top-level value
     (the stack file's, else `defaults`' for that full key)."""
     result = dict(config)
     for key, value in override.items():
-        namespace, colon, rest = key.partition(":")
-        if not colon or not re.search(r"[.\[]", rest):
+        if not _is_path(key):
             result[key] = value
             continue
         try:
-            path = segments(rest)
-            top = f"{namespace}:{path[0]}"
+            path = segments(key.partition(":")[2])
+            top = top_key(key)
             base = result.get(top, defaults.get(top))
-            if isinstance(base, str) and base[:1] in "[{":
+            if isinstance(base, str) and base[:1] in ("[", "{"):
                 base = json.loads(base)  # a structured value given as JSON by an earlier override
             result[top] = with_path(base, path[1:], value) if len(path) > 1 else value
         except PathError as error:

@@ -20,7 +20,6 @@ Then the EvaluationJob runs the same way (its wait for training is skipped: here
 the steps run in order).
 """
 
-import argparse
 import copy
 import dataclasses
 import os
@@ -49,6 +48,7 @@ from eks_ddp.stack.local_pods import (
     wait_for_pods,
 )
 from eks_ddp.stack.project_config import StackFileError
+from eks_ddp.trainer.errors import OneLineParser
 from eks_ddp.trainer.startup import freeze_imports
 from eks_ddp.workloads import batch_jobs, indexed_job, preflight, pytorchjob, security, trainjob
 from eks_ddp.workloads.target import NodeTarget, target_of
@@ -291,7 +291,7 @@ def _describe(steps: list[InitStep]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m eks_ddp.stack.local", description="Run a stack's PyTorchJob and EvaluationJob on this machine."
     )
     parser.add_argument("--stack", default="dev")

@@ -6,7 +6,6 @@ estimate, and every Kubernetes object it would apply (as YAML).
 Mocks answer every resource; what AWS or the cluster would refuse is not tested.
 """
 
-import argparse
 import json
 import sys
 import time
@@ -28,6 +27,7 @@ from eks_ddp.stack.mocking import ACCOUNT, DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.stack.programs import Program
 from eks_ddp.stack.project_config import PROJECT, StackFileError
 from eks_ddp.stack.reference_data import read_network_cards
+from eks_ddp.trainer.errors import OneLineParser
 from eks_ddp.trainer.startup import freeze_imports
 from eks_ddp.workloads import security
 
@@ -139,7 +139,7 @@ def where_it_runs(region: str, config: StackConfig | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m eks_ddp.stack.preview", description=__doc__.split("\n", 1)[0] if __doc__ else None
     )
     parser.add_argument("--stack", default="dev", help="reads Pulumi.<stack>.yaml (default dev)")

@@ -7,8 +7,11 @@ its own directory is another, and the preview and the rehearsal treat both alike
 from dataclasses import dataclass
 from pathlib import Path
 
+import pulumi
+
 from eks_ddp.stack import project_config, stack_file
 from eks_ddp.stack.mocking import Registration, run_offline
+from eks_ddp.stack.project_config import StackFileError
 
 DEFAULT_REGION = "us-east-1"
 
@@ -49,6 +52,22 @@ class Program:
         return self.config(stack, override).get("aws:region") or DEFAULT_REGION
 
     def run(self, stack: str, override: dict[str, str] | None = None) -> list[Registration]:
-        """What the program registers for `stack`, under the mocks."""
+        """What the program registers for `stack`, under the mocks; a key it requires and is not given, or cannot
+        read as the type it asks for, is one line naming the stack file (or the `--config` flag) and the key."""
         config = self.config(stack, override)
-        return run_offline(self.entry, self.region(stack, override), self.project, stack, config)
+        try:
+            return run_offline(self.entry, self.region(stack, override), self.project, stack, config)
+        except pulumi.ConfigMissingError as error:
+            raise StackFileError(
+                f"{self._stack_file(stack)}: {error.key} is not set, and the program requires it; set it with "
+                f"`pulumi config set {error.key} <value>`"
+            ) from None
+        except pulumi.ConfigTypeError as error:
+            where = f"--config {error.key}={error.value}" if error.key in (override or {}) else self._stack_file(stack)
+            raise StackFileError(
+                f"{where}: {error.key}: {error.value!r} is not allowed; the program reads it as {error.expect_type}"
+            ) from None
+
+    def _stack_file(self, stack: str) -> str:
+        """The stack file a key of `stack` belongs in, as a user here would name it."""
+        return project_config.shown(self.directory / f"Pulumi.{stack}.yaml")

@@ -24,12 +24,13 @@ from eks_ddp.stack import project_config, stack_file
 from eks_ddp.stack.cluster.failures import rehearse_bad_node
 from eks_ddp.stack.cluster.placement import rehearse_placement
 from eks_ddp.stack.config import SYSTEM_GROUP, ConfigError, parse
-from eks_ddp.stack.engine_rules import RULES, Deployment, check, unapplied_pod_changes
+from eks_ddp.stack.engine_rules import RULES, Deployment, check, unapplied_pod_changes, waits_for_what_it_names
 from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.stack.programs import Program
 from eks_ddp.stack.project_config import PROJECT, StackFileError
 from eks_ddp.stack.reference_data import read_network_cards
+from eks_ddp.trainer.errors import OneLineParser
 from eks_ddp.trainer.startup import freeze_imports
 
 
@@ -121,8 +122,9 @@ VARIANTS = [
 
 
 def placement_elsewhere(program: Program, stack: str, values: dict[str, Any], override: dict[str, str]) -> list[str]:
-    """The cluster rehearsal (stack.cluster.placement) of a stack file under every other VARIANT it can take (an
-    elastic job runs only under v1, so its other operators are not rehearsed); rehearse places it as written."""
+    """The cluster rehearsal (stack.cluster.placement) and the dependency rule (what each variant adds must wait for
+    what it names) of a stack file under every other VARIANT it can take (an elastic job runs only under v1, so its
+    other operators are not rehearsed); rehearse checks it as written."""
     findings: list[str] = []
     defaults = {"autoscaler": "cluster-autoscaler", "trainingOperator": "v1"}
     written = {key: values.get(key, default) for key, default in defaults.items()}
@@ -134,7 +136,8 @@ def placement_elsewhere(program: Program, stack: str, values: dict[str, Any], ov
         keys = {f"{PROJECT}:{key}": value for key, value in variant.items()}
         registrations = program.run(stack, {**override, **keys})
         label = ", ".join(f"{key} {value}" for key, value in variant.items())
-        placed = rehearse_placement(Deployment(registrations, region, DEPLOYER_ROLE_ARN, date.today()))
+        deployment = Deployment(registrations, region, DEPLOYER_ROLE_ARN, date.today())
+        placed = [*rehearse_placement(deployment), *waits_for_what_it_names(deployment)]  # Karpenter adds resources
         findings += [f"[{label}] {finding}" for finding in placed]
     return findings
 
@@ -159,9 +162,17 @@ def with_pod_change(values: dict[str, Any]) -> dict[str, Any]:
     return {**values, "nodeGroups": groups}
 
 
+def _day(text: str) -> date:
+    """`--on`'s date, or one line saying what it takes."""
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; give a date as YYYY-MM-DD") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     summary = __doc__.split("\n", 1)[0] if __doc__ else None
-    parser = argparse.ArgumentParser(prog="python -m eks_ddp.stack.rehearsal", description=summary)
+    parser = OneLineParser(prog="python -m eks_ddp.stack.rehearsal", description=summary)
     parser.add_argument(
         "--stack", action="append", help="a stack to rehearse (repeatable; default every Pulumi.*.yaml)"
     )
@@ -171,15 +182,18 @@ def main(argv: list[str] | None = None) -> int:
         default=Path("."),
         help="a Pulumi program: its directory (with Pulumi.yaml) or its Python file (default: this directory)",
     )
-    parser.add_argument("--on", type=date.fromisoformat, help="rehearse as of this date, YYYY-MM-DD (default today)")
+    parser.add_argument("--on", type=_day, help="rehearse as of this date, YYYY-MM-DD (default today)")
     args = parser.parse_args(argv)
     try:
         program = Program.at(args.program)
-    except FileNotFoundError as error:
+        for stack in args.stack or []:
+            if program.stacks():  # a program without stack files runs with no config under any name
+                stack_file.stack_path(stack, program.directory)
+        steps = "updates, placement under 6 variants" if configured_by_eks_ddp(program) else "placement"
+    except (FileNotFoundError, StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     stacks = args.stack or program.stacks() or ["offline"]
-    steps = "updates, placement under 6 variants" if configured_by_eks_ddp(program) else "placement"
     broken = 0
     for stack in stacks:
         started = time.perf_counter()

@@ -193,3 +193,104 @@ def test_bad_input_fails_first_and_says_why(pulumi_mocks: Recorded, capsys: pyte
 def test_the_matrix_is_broad() -> None:
     layers = {case.split(":")[0] for case, _, _ in CASES}
     assert len(CASES) >= 30 and layers == {"config", "component", "workload", "trainer"}
+
+
+# The commands a user types, each with each kind of bad input: one line on stderr naming the file or key, the value
+# and what is allowed, and a non-zero exit. `make demo`, `make preview` and `make rehearse` run these modules' main.
+BROKEN_YAML = "config:\n  aws:region: us-east-1\n  eks-ddp:job:\n    epochs: 2\n   replicas: 2\n"
+USERS_PROGRAM = (
+    "import pulumi\n\n"
+    "config = pulumi.Config()\n"
+    "pulumi.export('image', config.require('image'))\n"
+    "pulumi.export('count', config.require_int('count'))\n"
+)
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """eks-ddp's program with broken stack files beside it, and a user's program whose stack file lacks a key."""
+    ours = tmp_path_factory.mktemp("ours")
+    for name in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy(stack_file.ROOT / name, ours / name)
+    (ours / "Pulumi.broken.yaml").write_text(BROKEN_YAML)
+    (ours / "Pulumi.list.yaml").write_text("- aws:region: us-east-1\n")
+    (ours / "Pulumi.dev.yaml").write_text((stack_file.ROOT / "Pulumi.dev.yaml").read_text())
+    bad_project = tmp_path_factory.mktemp("bad-project")
+    (bad_project / "Pulumi.yaml").write_text("name: x\nruntime: python\nconfig:\n  a: 1\n b: 2\n")
+    (bad_project / "Pulumi.dev.yaml").write_text("config: {}\n")
+    (bad_project / "__main__.py").write_text("")
+    users = tmp_path_factory.mktemp("users")
+    (users / "Pulumi.yaml").write_text("name: mine\nruntime: python\n")
+    (users / "__main__.py").write_text(USERS_PROGRAM)
+    (users / "Pulumi.prod.yaml").write_text("config:\n  aws:region: us-east-1\n")
+    (users / "Pulumi.typed.yaml").write_text("config:\n  aws:region: us-east-1\n  mine:image: i\n  mine:count: many\n")
+    return {"ours": ours, "bad-project": bad_project, "users": users}
+
+
+def _main(tool: str) -> Callable[[list[str]], int]:
+    from eks_ddp.stack import local, preview, rehearsal
+
+    return {"demo": local.main, "preview": preview.main, "rehearse": rehearsal.main}[tool]
+
+
+def _where(tool: str, program: str) -> list[str]:
+    """The flag that points each command at a program's directory."""
+    return ["--project-dir" if tool == "demo" else "--program", f"{{{program}}}"]
+
+
+DEMO_PREVIEW = ("demo", "preview")
+TOOL_CASES: list[tuple[str, str, list[str], str]] = [
+    *[(tool, "stack file: YAML indentation", [*_where(tool, "ours"), "--stack", "broken"],
+       "{ours}/Pulumi.broken.yaml:5:4: not valid YAML: did not find expected key") for tool in DEMO_PREVIEW],
+    ("rehearse", "stack file: YAML indentation", [*_where("rehearse", "ours"), "--stack", "broken"],
+     "{ours}/Pulumi.broken.yaml:5:4: not valid YAML: did not find expected key"),
+    *[(tool, "stack file: not a map", [*_where(tool, "ours"), "--stack", "list"],
+       "{ours}/Pulumi.list.yaml: a list is not allowed; a stack file is a map with a config: map") for tool in DEMO_PREVIEW],
+    *[(tool, "Pulumi.yaml: YAML indentation", [*_where(tool, "bad-project"), "--stack", "dev"],
+       "{bad-project}/Pulumi.yaml:5:2: not valid YAML") for tool in (*DEMO_PREVIEW, "rehearse")],
+    *[(tool, "CONFIG: a number in words", ["--config", "eks-ddp:job.replicas=two"],
+       "error: eks-ddp:job.replicas: 'two' is not allowed; give a whole number") for tool in DEMO_PREVIEW],
+    *[(tool, "CONFIG: no namespace", ["--config", "replicas=2"],
+       "error: --config 'replicas=2' is not allowed; give NAMESPACE:KEY=VALUE") for tool in DEMO_PREVIEW],
+    *[(tool, "CONFIG: a misspelt key", ["--config", "eks-ddp:jbo.replicas=3"],
+       "error: --config eks-ddp:jbo.replicas=3: eks-ddp:jbo is not allowed; Pulumi.yaml does not declare it "
+       "(did you mean job?)") for tool in DEMO_PREVIEW],
+    *[(tool, "CONFIG: a declared type", ["--config", "eks-ddp:ncclCheck=yes"],
+       "error: --config eks-ddp:ncclCheck=yes: 'yes' is not allowed; eks-ddp:ncclCheck must be of type 'boolean'")
+      for tool in DEMO_PREVIEW],
+    *[(tool, "CONFIG: a path into a string", ["--config", "eks-ddp:image.tag=1"],
+       "error: --config: eks-ddp:image.tag=1: 'tag' does not fit: not a map") for tool in DEMO_PREVIEW],
+    *[(tool, "flag: no such stack", ["--stack", "nope"], "error: --stack nope: Pulumi.nope.yaml not found")
+      for tool in (*DEMO_PREVIEW, "rehearse")],
+    *[(tool, "flag: misspelt", ["--stak", "dev"], "error: unrecognized arguments: --stak dev")
+      for tool in (*DEMO_PREVIEW, "rehearse")],
+    ("rehearse", "flag: not a date", ["--on", "2026-13-01"],
+     "error: argument --on: '2026-13-01' is not allowed; give a date as YYYY-MM-DD"),
+    *[(tool, "program: no such directory", ["--program", "{ours}/nowhere"],
+       "error: --program {ours}/nowhere: no Pulumi.yaml there") for tool in ("preview", "rehearse")],
+    *[(tool, "program config: a required key missing", [*_where(tool, "users"), "--stack", "prod"],
+       "{users}/Pulumi.prod.yaml: mine:image is not set, and the program requires it") for tool in ("preview", "rehearse")],
+    *[(tool, "program config: a value of another type", [*_where(tool, "users"), "--stack", "typed"],
+       "{users}/Pulumi.typed.yaml: mine:count: 'many' is not allowed; the program reads it as int")
+      for tool in ("preview", "rehearse")],
+]
+
+
+@pytest.mark.parametrize(("tool", "case", "argv", "message"), TOOL_CASES, ids=[f"{c[0]}: {c[1]}" for c in TOOL_CASES])
+def test_each_command_refuses_bad_input_in_one_line(
+    programs: dict[str, Path], capsys: pytest.CaptureFixture[str], tool: str, case: str, argv: list[str], message: str
+) -> None:
+    """`make rehearse` goes on to the next stack file: its one line is that stack's finding, on stdout."""
+    argv = [argument.format_map(programs) for argument in argv]
+    try:
+        code = _main(tool)([*argv, "--workdir", str(programs["ours"] / "work")] if tool == "demo" else argv)
+    except SystemExit as exit_:  # argparse refuses flags by exiting
+        code = exit_.code
+    captured = capsys.readouterr()
+    expected = message.format_map(programs)
+    if tool == "rehearse" and case.startswith(("stack file", "program config")):
+        assert code == 1 and captured.out.count("\n") == 1 and expected in captured.out, captured
+    else:
+        assert code == 2 and captured.err.count("\n") == 1 and expected in captured.err, captured
+        assert captured.out == ""
+    assert not (programs["ours"] / "work").exists()

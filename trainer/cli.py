@@ -11,23 +11,20 @@ import shlex
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from eks_ddp.trainer import datasets, distributed, models, outputs, precision, startup
 from eks_ddp.trainer.config import TrainConfig
 from eks_ddp.trainer.distributed import Topology
-from eks_ddp.trainer.errors import CheckpointError, DownloadError, PeerLost, UsageError
+from eks_ddp.trainer.errors import (
+    USAGE_EXIT_CODE,
+    CheckpointError,
+    DownloadError,
+    OneLineParser,
+    PeerLost,
+    UsageError,
+)
 from eks_ddp.trainer.interrupt import RETRYABLE_EXIT_CODE, TerminationRequested
 from eks_ddp.trainer.sources import SOURCES
-
-USAGE_EXIT_CODE = 2
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse, but an error is one line (no usage dump) so logs stay readable."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(USAGE_EXIT_CODE, f"error: {message} (see {self.prog} --help)\n")
 
 
 def _bounded(kind: Callable[[str], float], minimum: float, *, exclusive: bool = False, maximum: float | None = None):
@@ -55,8 +52,8 @@ def _shape(text: str) -> tuple[int, int, int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog="python -m eks_ddp.trainer", description="The eks-ddp PyTorch DDP trainer.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
+    parser = OneLineParser(prog="python -m eks_ddp.trainer", description="The eks-ddp PyTorch DDP trainer.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     train = commands.add_parser("train", help="train a model with DDP (under torchrun) or in one process")
     train.add_argument("--dataset", choices=datasets.DATASETS, default="digits", help="digits needs no files (default)")

@@ -1,5 +1,18 @@
 """Errors a user can act on: printed as one line, never as a traceback."""
 
+import argparse
+from typing import NoReturn
+
+USAGE_EXIT_CODE = 2
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but an error is one line (no usage dump) so logs stay readable; the trainer's and the stack tools'
+    command lines use it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_EXIT_CODE, f"error: {message} (see {self.prog} --help)\n")
+
 
 class UsageError(Exception):
     """Bad input: names the flag or file, the bad value and what is allowed."""
