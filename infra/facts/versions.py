@@ -53,11 +53,15 @@ NVIDIA_DEVICE_PLUGIN_CHART = ("nvidia-device-plugin", "0.20.0", "https://nvidia.
 # neuron-helm-chart --set npd.enabled=false`). Chart 1.0.0 lists no trn2 types: on those its plugin never runs.
 NEURON_DEVICE_PLUGIN_CHART = ("neuron-helm-chart", "1.9.0", "oci://public.ecr.aws/neuron")
 
-# Chart 9.x deploys Cluster Autoscaler 1.3x; the image itself is chosen from
-# CLUSTER_AUTOSCALER_IMAGES so its minor version matches the cluster's, each at
-# its newest patch (kubernetes/autoscaler tags cluster-autoscaler-1.34.5 and
-# cluster-autoscaler-1.35.2, both 2026-07-22).
-CLUSTER_AUTOSCALER_CHART = ("cluster-autoscaler", "9.47.0", "https://kubernetes.github.io/autoscaler")
+# kubernetes/autoscaler chart 9.59.0 (tag cluster-autoscaler-chart-9.59.0, 2026-07-21, the newest; since 9.52.0 at
+# cluster-autoscaler/charts/cluster-autoscaler): its ClusterRole (templates/clusterrole.yaml) lets both images below
+# list and watch all they watch, resource.k8s.io's ResourceClaims, ResourceSlices and DeviceClasses included (granted
+# since 9.54.0). Image 1.35 always watches those and scales nothing until it has listed them: under 9.47.0's
+# ClusterRole it never scaled (tests/infra/test_cluster_autoscaler_rbac.py: what each image watches against what the
+# chart grants). The values keys we set are unchanged since 9.47.0. The image is chosen from CLUSTER_AUTOSCALER_IMAGES
+# so its minor version matches the cluster's, each at its newest patch (kubernetes/autoscaler tags
+# cluster-autoscaler-1.34.5 and cluster-autoscaler-1.35.2, both 2026-07-22).
+CLUSTER_AUTOSCALER_CHART = ("cluster-autoscaler", "9.59.0", "https://kubernetes.github.io/autoscaler")
 CLUSTER_AUTOSCALER_IMAGES = {"1.34": "v1.34.5", "1.35": "v1.35.2"}
 
 # Karpenter (karpenter.sh/v1 NodePool, karpenter.k8s.aws/v1 EC2NodeClass): 1.14.1 (2026-08-21) is the newest release

@@ -130,9 +130,9 @@ ARCH = _in("kubernetes.io/arch", "amd64", "arm64")
 
 CLUSTER_AUTOSCALER = Chart(
     "cluster-autoscaler",
-    "9.47.0",
-    "kubernetes/autoscaler charts/cluster-autoscaler 9.47.0 (tag cluster-autoscaler-chart-9.47.0): values.yaml, "
-    "templates/deployment.yaml",
+    "9.59.0",
+    "kubernetes/autoscaler cluster-autoscaler/charts/cluster-autoscaler 9.59.0 (tag cluster-autoscaler-chart-9.59.0): "
+    "values.yaml, templates/deployment.yaml",
     {"replicaCount": 1, "resources": {}, "nodeSelector": {}, "tolerations": [], "affinity": {}},
     (
         Template(
