@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 
 from eks_ddp.infra.facts import instance_facts
@@ -46,6 +47,14 @@ class Registration:
     replace_on_changes: list[str] = field(default_factory=list)
     """`replaceOnChanges` of the resource options: property paths whose change replaces it."""
     delete_before_replace: bool = False
+    sent: dict[str, Any] = field(default_factory=dict)
+    """The inputs the program sent, before the mocks added their outputs (`inputs` holds both)."""
+    custom: bool = True
+    """A custom resource (one a provider manages), not a component."""
+    remote: bool = False
+    """A component some provider constructs (pulumi-eks's Cluster, Helm v4's Chart): its children never exist here."""
+    provider: str = ""
+    """The URN of the provider the resource was registered with, if one was given (the resource waits for it)."""
 
 
 def _replace_references(struct: Any) -> None:
@@ -180,6 +189,10 @@ class RecordingMonitor(MockMonitor):
                     response.id,
                     list(request.replaceOnChanges),
                     request.deleteBeforeReplace,
+                    rpc.deserialize_properties(request.object),
+                    request.custom,
+                    request.remote,
+                    request.provider.rsplit("::", 1)[0],
                 )
             )
         return response

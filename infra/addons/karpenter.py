@@ -323,7 +323,8 @@ class Karpenter(pulumi.ComponentResource):
     release: k8s.helm.v3.Release
     """The release; node classes and node pools must depend on it (it installs their CRDs)."""
     node_role_name: pulumi.Output[str]
-    """The role every Karpenter node gets (an EC2NodeClass's `role`)."""
+    """The role every Karpenter node gets (an EC2NodeClass's `role`); it resolves once the role's access entry
+    exists, so what takes it waits for the entry."""
     queue_name: pulumi.Output[str]
     """The interruption queue."""
     role_arn: pulumi.Output[str]
@@ -336,13 +337,15 @@ class Karpenter(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         tags, cluster = dict(args.get("tags", {})), args["cluster_name"]
         nodes = node_role(f"{name}-node-role", self, tags)
-        aws.eks.AccessEntry(
+        # The cluster is named by a plain string: the entry waits for it through what the component waits for, on
+        # the entry itself (a component's depends_on does not reach its children: stack/engine_rules/dependencies).
+        entry = aws.eks.AccessEntry(
             f"{name}-node-access",
             cluster_name=cluster,
             principal_arn=nodes.arn,
             type="EC2_LINUX",
             tags=tags,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=waits_for(opts)),
         )
         queue = aws.sqs.Queue(
             f"{name}-interruptions",
@@ -410,7 +413,9 @@ class Karpenter(pulumi.ComponentResource):
             values,
             [*waits_for(opts), *attachments, *granted.ready],
         )
-        self.node_role_name, self.queue_name, self.role_arn = nodes.name, queue.name, role.arn
+        # A node class that names the role waits for its access entry too: a node launched before it cannot join.
+        self.node_role_name = pulumi.Output.all(nodes.name, entry.access_entry_arn).apply(lambda values: values[0])
+        self.queue_name, self.role_arn = queue.name, role.arn
         self.register_outputs(
             {"node_role_name": self.node_role_name, "queue_name": self.queue_name, "role_arn": self.role_arn}
         )

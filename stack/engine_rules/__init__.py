@@ -7,6 +7,7 @@ or document), and reports the resource and the key it objects to.
 """
 
 from eks_ddp.stack.engine_rules.base import Deployment, Finding, Rule
+from eks_ddp.stack.engine_rules.dependencies import waits_for_what_it_names
 from eks_ddp.stack.engine_rules.eks import (
     efa_ami_releases,
     efa_interfaces_per_network_card,
@@ -34,7 +35,15 @@ from eks_ddp.stack.engine_rules.scheduling import (
 )
 from eks_ddp.stack.engine_rules.updates import changed_pods, unapplied_pod_changes
 
-__all__ = ["RULES", "Deployment", "Finding", "changed_pods", "check", "unapplied_pod_changes"]
+__all__ = [
+    "RULES",
+    "Deployment",
+    "Finding",
+    "changed_pods",
+    "check",
+    "unapplied_pod_changes",
+    "waits_for_what_it_names",
+]
 
 RULES: tuple[Rule, ...] = (
     kubernetes_awaits,
@@ -58,6 +67,7 @@ RULES: tuple[Rule, ...] = (
     controller_schedules,
     admitted_by_namespace_level,
     job_traffic,
+    waits_for_what_it_names,
 )
 
 
