@@ -110,7 +110,11 @@ def stack_values() -> dict[str, Any]:
 
 
 def dcgm_values(taints: Sequence[Taint]) -> dict[str, Any]:
-    """The exporter on our GPU nodes only, tolerating their taints, reading DCGM_COUNTERS."""
+    """The exporter on our GPU nodes only, tolerating their taints, reading DCGM_COUNTERS. Chart 4.8.2 writes
+    `customMetrics` to its ConfigMap and mounts it over the file its default `-f` argument names (deployment/
+    values.yaml extraConfigMapVolumes, extraVolumeMounts), so the counters need no `-m <namespace>:<configmap>`: that
+    reads through the API, with a token the chart mounts only for pod labels or DRA, and without it the exporter
+    exits (internal/pkg/counters/counter_config.go)."""
     return {
         "nodeSelector": {GPU_LABEL: "true"},
         "tolerations": helm.tolerations(taints),

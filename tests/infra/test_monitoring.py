@@ -1,6 +1,8 @@
 """eks-ddp:monitoring: what each choice installs, the dashboards checked against what the stack's exporters export,
 the PodMonitor against prometheus-operator's CRD, and bad input refused in one line."""
 
+import csv
+import io
 import json
 import re
 from datetime import date
@@ -8,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from eks_ddp.infra.addons.prometheus_monitoring import DCGM_COUNTERS, EFA_COUNTERS, dashboards, efa_exporter_values
+from eks_ddp.infra.addons.prometheus_monitoring import (
+    DCGM_COUNTERS,
+    EFA_COUNTERS,
+    dashboards,
+    dcgm_values,
+    efa_exporter_values,
+)
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.config import ConfigError, parse
 from eks_ddp.stack.mocked import run_under_mocks
@@ -143,6 +151,60 @@ def test_prometheus_watches_the_training_pods_the_gpus_and_provisions_the_dashbo
         {k: monitor.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")},
         "monitoring.coreos.com_podmonitors-v0.93.0.yaml",
     )
+
+
+# NVIDIA/dcgm-exporter chart 4.8.2 (tag 4.5.3-4.8.2), deployment/values.yaml: the exporter reads the file its `-f`
+# argument names, and the chart mounts its ConfigMap's `metrics` key (templates/metrics-configmap.yaml: our
+# `customMetrics`) over that very file (extraConfigMapVolumes, extraVolumeMounts: "mount ConfigMap by default", #351).
+# templates/daemonset.yaml mounts the pod's API token only with pod labels, pod UIDs or DRA.
+DCGM_DEFAULT_FILE = "/etc/dcgm-exporter/default-counters.csv"  # pkg/cmd/app.go: the `-f` flag's default
+DCGM_CHART = {
+    "arguments": ["-f", DCGM_DEFAULT_FILE],
+    "extraConfigMapVolumes": [
+        {
+            "name": "exporter-metrics-volume",
+            "configMap": {
+                "name": "exporter-metrics-config-map",
+                "items": [{"key": "metrics", "path": "default-counters.csv"}],
+            },
+        }
+    ],
+    "extraVolumeMounts": [
+        {"name": "exporter-metrics-volume", "mountPath": DCGM_DEFAULT_FILE, "subPath": "default-counters.csv"}
+    ],
+    "kubernetes": {"enablePodLabels": False, "enablePodUID": False},
+    "kubernetesDRA": {"enabled": False},
+}
+
+
+def _dcgm_counters_read(values: dict[str, Any]) -> list[list[str]]:
+    """The rows the exporter reads with `values` over the chart's (Helm replaces lists; the maps read here are not in
+    our values, so a shallow merge is Helm's). internal/pkg/counters/
+    counter_config.go GetCounterSet: `-m <namespace>:<configmap>` reads through the API, and without a mounted token
+    (rest.InClusterConfig) the exporter exits; else the `-f` file, ours only where the ConfigMap is mounted on it."""
+    merged = {**DCGM_CHART, **values}
+    arguments = merged["arguments"]
+    token = merged["kubernetes"]["enablePodLabels"] or merged["kubernetes"]["enablePodUID"]
+    assert "-m" not in arguments or token or merged["kubernetesDRA"]["enabled"], "-m without an API token: it exits"
+    path = arguments[arguments.index("-f") + 1] if "-f" in arguments else DCGM_DEFAULT_FILE
+    volumes = {v["name"]: v["configMap"] for v in merged["extraConfigMapVolumes"]}
+    mounted = [m for m in merged["extraVolumeMounts"] if m["mountPath"] == path and m["name"] in volumes]
+    assert mounted, f"{path} is the image's own file, not the stack's counters"
+    config_map = volumes[mounted[0]["name"]]
+    item = next(i for i in config_map["items"] if i["path"] == mounted[0]["subPath"])
+    assert (config_map["name"], item["key"]) == ("exporter-metrics-config-map", "metrics")
+    return [row for row in csv.reader(io.StringIO(merged["customMetrics"])) if row and not row[0].startswith("#")]
+
+
+def test_the_dcgm_exporter_reads_the_counters_the_stack_sets() -> None:
+    """The chart's own mount hands the exporter our `customMetrics`: no `-m` (which would need the API token the
+    chart does not mount), three fields a row as the exporter's CSV reader wants (ExtractCounters)."""
+    rows = _dcgm_counters_read(dcgm_values([]))
+    assert [[field.strip() for field in row] for row in rows] == [list(row) for row in DCGM_COUNTERS]
+    with pytest.raises(AssertionError, match="without an API token"):
+        _dcgm_counters_read({**dcgm_values([]), "arguments": ["-m", "monitoring:exporter-metrics-config-map"]})
+    with pytest.raises(AssertionError, match="the image's own file"):
+        _dcgm_counters_read({**dcgm_values([]), "extraVolumeMounts": []})
 
 
 def test_efa_counters_come_from_awss_exporter_when_its_image_is_given() -> None:
