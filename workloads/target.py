@@ -67,7 +67,7 @@ def node_allocatable(instance: InstanceType, launcher: NodeLauncher | None, efa_
         for engine in ([launcher] if launcher else list(NodeLauncher))
     ]
     node = Allocatable(*(min(values) for values in zip(*((o.millicores, o.memory_mib, o.pods) for o in offers))))
-    return without_efa_hugepages(node, efa_interfaces > 0)
+    return without_efa_hugepages(node, instance, efa_interfaces > 0)
 
 
 def pod_room(instance: InstanceType, launcher: NodeLauncher | None = None, efa_interfaces: int = 0) -> tuple[int, int]:

@@ -20,7 +20,7 @@ from eks_ddp.infra.aws.iam import node_role
 from eks_ddp.infra.aws.launch_template import secure_launch_template, template_reference
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts import catalogue, instance_facts, versions
-from eks_ddp.infra.facts.allocatable import EFA_HUGEPAGES_MIB, NodeLauncher
+from eks_ddp.infra.facts.allocatable import NodeLauncher, efa_hugepages_mib
 from eks_ddp.infra.facts.catalogue import InstanceType
 from eks_ddp.infra.facts.instance_facts import ami_type
 
@@ -153,7 +153,7 @@ def autoscaler_tags(
     tags = {"k8s.io/cluster-autoscaler/enabled": "true", f"k8s.io/cluster-autoscaler/{cluster_name}": "owned"}
     if efa:
         tags[f"{prefix}/resources/{EFA_RESOURCE}"] = str(instance.network_cards)
-        tags[f"{prefix}/resources/hugepages-2Mi"] = f"{EFA_HUGEPAGES_MIB}Mi"  # what the EFA software pre-allocates
+        tags[f"{prefix}/resources/hugepages-2Mi"] = f"{efa_hugepages_mib(instance)}Mi"  # the EFA software's pages
     if instance.gpus:
         tags[f"{prefix}/resources/nvidia.com/gpu"] = str(instance.gpus)
     if instance.neuron_devices:

@@ -56,17 +56,44 @@ class Allocatable:
     pods: int
 
 
-# A node with EFA interfaces holds 5128 pre-allocated 2 MiB huge pages (EKS user guide, node-efa: "instances with the
-# EFA driver installed pre-allocate 5128 2MiB Huge Pages"; AWS's nccl-tests manifests request 5120Mi of them), and
-# kubelet takes huge pages out of allocatable memory (kubernetes pkg/kubelet/nodestatus/setters.go MachineInfo: "for
-# every huge page reservation, we need to remove it from allocatable memory"). Neither Karpenter's arithmetic nor
-# nodeadm's counts them: a pod sized to either would not fit the node that starts.
-EFA_HUGEPAGES_MIB = 5128 * 2
+HUGEPAGE_MIB = 2
+EFA_HUGEPAGES_PER_VCPU = 110
 
 
-def without_efa_hugepages(node: "Allocatable", efa: bool) -> "Allocatable":
-    """What a node with EFA really offers pods: its memory less the huge pages the EFA software pre-allocates."""
-    return Allocatable(node.millicores, node.memory_mib - EFA_HUGEPAGES_MIB, node.pods) if efa else node
+def efa_hugepages_mib(instance: InstanceType) -> int:
+    """The 2 MiB huge pages a node with EFA holds from boot, in MiB: 110 per vCPU, plus one.
+
+    The EFA installer's efa-config reserves what libfabric's EFA provider takes for two endpoints a core (each
+    endpoint's two packet pools use 110 MB), in 2 MiB pages, plus one page. Its scripts ship only in the installer's
+    tarball; the rule is read from the two open copies of it: awslabs/libfabric-ci-scripts a2e424b efa-check.sh
+    ("EFA-Config" mirrored: 110 MB x cores / page size + 1) and bottlerocket-os/bottlerocket-core-kit a10182f9
+    sources/api/corndog/src/main.rs compute_hugepages_for_efa ((110 MB x 2) x cores / 2 MB = 110 a core). Every node
+    output found with EFA agrees, 110 x vCPUs + 1 (tests/infra/test_allocatable.py PUBLISHED_EFA_NODES): p4de.24xlarge
+    21,122 Mi and p5.48xlarge 42,242 Mi (AWS's awsome-distributed-training), hpc6a.48xlarge 21,122, hpc7g.16xlarge
+    and im4gn.16xlarge 14,082. The EKS user guide's node-efa page says 5,128 pages, which no published node shows.
+    kubelet takes them out of allocatable memory (kubernetes pkg/kubelet/nodestatus/setters.go MachineInfo), and
+    neither Karpenter's arithmetic nor nodeadm's counts them.
+
+    | AMI | pages |
+    |---|---|
+    | EKS AL2023, all five types (1) | 110 x vCPUs + 1 |
+    | AL2 with the EFA installer (eksctl `efaEnabled`: the hpc and p nodes above) | 110 x vCPUs + 1 |
+    | Bottlerocket (corndog; only with an EFA device attached) | 110 x vCPUs |
+    | any, without an EFA interface | none assumed (2) |
+
+    (1) awslabs/amazon-eks-ami v20260724 CHANGELOG.md: the `efa` package (3.1.0 in release v20260714) in all five
+    AL2023 columns, the STANDARD ones from infra.facts.versions.EFA_STANDARD_AMI_FLOOR on (install-efa.sh runs the
+    installer with `--minimal`). (2) No published AL2023 node says whether efa-config reserves pages where no EFA
+    interface is attached; unverified here, and training pods no longer ask for memory near the node's estimate
+    (workloads.target.resources), so a few hundred MiB either way cannot leave one Pending.
+    eks-ddp's groups run AL2023 (infra.facts.instance_facts.ami_type), so the first row applies.
+    """
+    return (EFA_HUGEPAGES_PER_VCPU * instance.vcpus + 1) * HUGEPAGE_MIB
+
+
+def without_efa_hugepages(node: Allocatable, instance: InstanceType, efa: bool) -> Allocatable:
+    """What a node with EFA really offers pods: its memory less the huge pages the EFA software holds."""
+    return Allocatable(node.millicores, node.memory_mib - efa_hugepages_mib(instance), node.pods) if efa else node
 
 
 @cache

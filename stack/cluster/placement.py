@@ -18,7 +18,7 @@ from typing import Any
 
 from eks_ddp.infra.addons.karpenter_nodes import efa_only_on_card_zero
 from eks_ddp.infra.facts import catalogue
-from eks_ddp.infra.facts.allocatable import EFA_HUGEPAGES_MIB, NodeLauncher, allocatable, without_efa_hugepages
+from eks_ddp.infra.facts.allocatable import NodeLauncher, allocatable, efa_hugepages_mib, without_efa_hugepages
 from eks_ddp.stack.cluster.addons import Workload, addon_workloads
 from eks_ddp.stack.engine_rules.base import (
     EFA_RESOURCE,
@@ -84,13 +84,13 @@ def node_offer(source: NodeSource) -> dict[str, float]:
         return {}
     launcher = launcher_of(source)
     efa_only = efa_only_on_card_zero(source.efa_devices) if launcher == NodeLauncher.KARPENTER else 0
-    node = without_efa_hugepages(allocatable(instance, launcher, efa_only), source.efa_devices > 0)
+    node = without_efa_hugepages(allocatable(instance, launcher, efa_only), instance, source.efa_devices > 0)
     offer = {"cpu": node.millicores, "memory": node.memory_mib, "pods": node.pods}
     extended = {
         EFA_RESOURCE: source.efa_devices,
         GPU_RESOURCE: instance.gpus,
         NEURON_RESOURCE: instance.neuron_devices,
-        "hugepages-2Mi": EFA_HUGEPAGES_MIB * 2**20 if source.efa_devices else 0,  # bytes, as pods ask for them
+        "hugepages-2Mi": efa_hugepages_mib(instance) * 2**20 if source.efa_devices else 0,  # bytes, as pods ask
     }
     return {**offer, **{name: count for name, count in extended.items() if count}}
 

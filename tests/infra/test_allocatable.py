@@ -4,9 +4,24 @@ import csv
 
 import pytest
 
-from eks_ddp.infra.facts.allocatable import Allocatable, NodeLauncher, allocatable, eni_pods, kube_reserved_millicores
+from eks_ddp.infra.aws.efa_node_group import autoscaler_tags
+from eks_ddp.infra.facts.allocatable import (
+    Allocatable,
+    NodeLauncher,
+    allocatable,
+    eni_pods,
+    kube_reserved_millicores,
+    memory_capacity_mib,
+)
 from eks_ddp.infra.facts.catalogue import INSTANCE_TYPES, Architecture, InstanceType
-from eks_ddp.workloads.target import DAEMON_SETS_MIB, NodeTarget, daemon_sets_millicores, pod_room, resources
+from eks_ddp.workloads.target import (
+    DAEMON_SETS_MIB,
+    NodeTarget,
+    daemon_sets_millicores,
+    node_allocatable,
+    pod_room,
+    resources,
+)
 from tests.upstream import REFERENCE
 
 
@@ -65,3 +80,54 @@ def test_a_training_pod_fits_the_node_of_whichever_engine_launches_it(name: str)
             node = allocatable(instance, engine, 1 if engine == NodeLauncher.KARPENTER and efa else 0)
             assert int(requests["cpu"]) * 1000 + daemon_sets_millicores(instance) <= node.millicores
             assert int(requests["memory"].removesuffix("Gi")) * 1024 + DAEMON_SETS_MIB <= node.memory_mib
+
+
+# Real EKS nodes with EFA as their operators published them: instance type, hugepages-2Mi (MiB), allocatable and
+# capacity memory (KiB; None where not shown), and where. AWS's own: aws-samples/awsome-distributed-training at 7217859
+# (eksctl nodes). Beside them, nodes of an EKS 1.27 managed group (eksctl, AL2, EFA installer) that the LLNL/Flux
+# operator study recorded with `kubectl get nodes -o json`: converged-computing/operator-experiments at 4942e54.
+AWSOME = "aws-samples/awsome-distributed-training 7217859 3.test_cases/"
+STUDY = "converged-computing/operator-experiments 4942e54 aws/lammps/hpc7g/run1/data/"
+PUBLISHED_EFA_NODES = [
+    ("p4de.24xlarge", 21122, 1146004920, None, AWSOME + "megatron/nemo1.0/EKS/README.md"),
+    ("p5.48xlarge", 42242, 2052371068, None, AWSOME + "pytorch/mosaicml-composer/stable-diffusion/README.md"),
+    ("hpc6a.48xlarge", 21122, 364778036, 387896884, STUDY + "hpc6a/hpc6a-nodes.json"),
+    ("hpc7g.16xlarge", 14082, 112536312, 129550072, STUDY + "hpc7g/hpc7g-nodes.json"),
+    ("im4gn.16xlarge", 14082, 236164300, 259249356, STUDY + "im4gn/im4gn-nodes.json"),
+]
+HUGEPAGES_TAG = "k8s.io/cluster-autoscaler/node-template/resources/hugepages-2Mi"
+
+
+@pytest.mark.parametrize(("name", "pages_mib", "source"), [(row[0], row[1], row[4]) for row in PUBLISHED_EFA_NODES])
+def test_the_autoscaler_template_announces_the_huge_pages_a_published_node_has(
+    name: str, pages_mib: int, source: str
+) -> None:
+    """5,128 pages (10,256 MiB) was the EKS user guide's figure; real nodes hold 110 per vCPU plus one."""
+    instance = INSTANCE_TYPES[name]
+    assert autoscaler_tags("training", instance, True, {}, [])[HUGEPAGES_TAG] == f"{pages_mib}Mi", source
+
+
+@pytest.mark.parametrize("row", [row for row in PUBLISHED_EFA_NODES if row[3] is not None], ids=lambda row: row[0])
+def test_the_memory_left_for_pods_loses_exactly_the_huge_pages_a_published_node_holds(row: tuple) -> None:
+    """The published nodes' kubelet took capacity less AL2's kube-reserved (11 MiB per ENI-limited pod + 255, from
+    bootstrap.sh at awslabs/amazon-eks-ami v20260304, before AL2's removal), the 100 MiB eviction threshold and the
+    huge pages; eks-ddp's allocatable loses the same pages on a node with EFA."""
+    name, pages_mib, allocatable_kib, capacity_kib, source = row
+    instance = INSTANCE_TYPES[name]
+    taken_mib = allocatable(instance, NodeLauncher.MANAGED_NODE_GROUP).memory_mib - node_allocatable(
+        instance, NodeLauncher.MANAGED_NODE_GROUP, instance.network_cards
+    ).memory_mib
+    kube_reserved_mib = 11 * eni_pods(name) + 255
+    assert capacity_kib - (kube_reserved_mib + 100 + taken_mib) * 1024 == allocatable_kib, source
+
+
+@pytest.mark.parametrize("row", PUBLISHED_EFA_NODES, ids=lambda row: row[0])
+def test_no_engine_is_estimated_to_offer_more_than_a_published_node(row: tuple) -> None:
+    """Both engines' arithmetic (Karpenter's 7.5 % estimate of the kernel's share) stays below what these nodes
+    offered, their huge pages taken out: a pod sized to the estimate fits them."""
+    name, _, allocatable_kib, capacity_kib, source = row
+    instance = INSTANCE_TYPES[name]
+    assert capacity_kib is None or memory_capacity_mib(instance) * 1024 <= capacity_kib, source
+    for launcher in NodeLauncher:
+        estimate = node_allocatable(instance, launcher, instance.network_cards)
+        assert estimate.memory_mib * 1024 <= allocatable_kib, (source, launcher)

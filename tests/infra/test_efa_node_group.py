@@ -52,7 +52,7 @@ def test_graviton_group_has_its_efa_setup_in_plain_resources(pulumi_mocks: Recor
         "k8s.io/cluster-autoscaler/enabled": "true",
         "k8s.io/cluster-autoscaler/training": "owned",
         "k8s.io/cluster-autoscaler/node-template/resources/vpc.amazonaws.com/efa": "1",
-        "k8s.io/cluster-autoscaler/node-template/resources/hugepages-2Mi": "10256Mi",  # the EFA software's pages
+        "k8s.io/cluster-autoscaler/node-template/resources/hugepages-2Mi": "14082Mi",  # EFA's: 64 vCPUs x 110 + 1
         "k8s.io/cluster-autoscaler/node-template/label/vpc.amazonaws.com/efa.present": "true",
         "k8s.io/cluster-autoscaler/node-template/label/role": "train",
         "k8s.io/cluster-autoscaler/node-template/taint/training": "true:NoSchedule",
@@ -72,6 +72,7 @@ def test_p5_gets_32_interfaces_efa_on_card_0_efa_only_elsewhere(pulumi_mocks: Re
     tags = {r.inputs["tag"]["key"]: r.inputs["tag"]["value"] for r in pulumi_mocks.of_type("aws:autoscaling/tag:Tag")}
     assert tags["k8s.io/cluster-autoscaler/node-template/resources/vpc.amazonaws.com/efa"] == "32"
     assert tags["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == "8"
+    assert tags["k8s.io/cluster-autoscaler/node-template/resources/hugepages-2Mi"] == "42242Mi"  # as AWS's p5 shows
 
 
 def test_capacity_reservation_gets_no_placement_group(pulumi_mocks: Recorded) -> None:

@@ -28,7 +28,7 @@ def test_static_job_on_graviton_validates_and_is_shaped_for_cpu() -> None:
     (container,) = pod["containers"]
     assert container["name"] == "pytorch" and container["command"][:4] == ["torchrun", "-m", "eks_ddp.trainer", "train"]
     assert not any(flag in container["command"] for flag in ("--nnodes", "--master-addr", "--nproc-per-node"))
-    assert container["resources"]["requests"] == container["resources"]["limits"] == {"cpu": "63", "memory": "99Gi", "vpc.amazonaws.com/efa": "1"}
+    assert container["resources"]["requests"] == container["resources"]["limits"] == {"cpu": "63", "memory": "96Gi", "vpc.amazonaws.com/efa": "1"}
     assert {"name": "OMP_NUM_THREADS", "value": "63"} in container["env"]
     assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in pod["volumes"]
     assert pod["nodeSelector"] == {"vpc.amazonaws.com/efa.present": "true", "kubernetes.io/arch": "arm64"}
@@ -166,7 +166,7 @@ def test_pods_fetch_or_verify_their_data_before_training() -> None:
 def test_training_pods_fit_what_each_engine_leaves_them_with_a_whole_cpu() -> None:
     """Sized from the node's allocatable (infra.facts.allocatable) less the daemon sets: the CPU tutorial's 2-vCPU m5.large
     gets 1 CPU and 5 GiB; c7g.16xlarge 114 GiB on a managed node but 109 on Karpenter's (its efa-only interface on
-    card 0 leaves 688 ENI-limited pods to reserve for), 10,256 MiB less with EFA (its pre-allocated huge pages);
+    card 0 leaves 688 ENI-limited pods to reserve for), 14,082 MiB less with EFA (its pre-allocated huge pages);
     a 2-GiB type is refused, never cpu "0"."""
     from eks_ddp.infra.facts.allocatable import NodeLauncher
     from eks_ddp.infra.facts.catalogue import INSTANCE_TYPES
@@ -176,8 +176,8 @@ def test_training_pods_fit_what_each_engine_leaves_them_with_a_whole_cpu() -> No
     assert (pod_room(m5), too_small(m5)) == ((1, 5), None)
     graviton = INSTANCE_TYPES["c7g.16xlarge"]  # 64000 - 230 - 400 m; 121182 - 3005 (or 7823) - 100 - 768 MiB
     assert pod_room(graviton, NodeLauncher.MANAGED_NODE_GROUP, 0) == (63, 114)
-    assert pod_room(graviton, NodeLauncher.MANAGED_NODE_GROUP, 1) == (63, 104)  # 114 GiB less 10,256 MiB of pages
-    assert pod_room(graviton, NodeLauncher.KARPENTER, 1) == pod_room(graviton, None, 1) == (63, 99)
+    assert pod_room(graviton, NodeLauncher.MANAGED_NODE_GROUP, 1) == (63, 100)  # 114 GiB less 14,082 MiB of pages
+    assert pod_room(graviton, NodeLauncher.KARPENTER, 1) == pod_room(graviton, None, 1) == (63, 96)
     assert too_small(INSTANCE_TYPES["t4g.small"]) is not None
 
 

@@ -27,7 +27,7 @@ def test_runtime_and_trainjob_validate_and_carry_what_the_pytorchjob_carries() -
     (container,) = pod["containers"]
     assert container["name"] == "node" and container["image"] == "registry/eks-ddp-trainer:1"
     assert container["command"][:4] == ["torchrun", "-m", "eks_ddp.trainer", "train"]
-    assert container["resources"]["limits"] == {"cpu": "63", "memory": "99Gi", "vpc.amazonaws.com/efa": "1"}
+    assert container["resources"]["limits"] == {"cpu": "63", "memory": "96Gi", "vpc.amazonaws.com/efa": "1"}
     assert pod["nodeSelector"] == {"vpc.amazonaws.com/efa.present": "true", "kubernetes.io/arch": "arm64"}
     assert pod["tolerations"] == [{"key": "training", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
     assert pod["serviceAccountName"] == "trainer" and pod["terminationGracePeriodSeconds"] == 120
