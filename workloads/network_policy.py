@@ -2,12 +2,13 @@
 
 A job's pods reach each other on any TCP or UDP port (torchrun's rendezvous on the Master's or Worker-0's port, gloo
 and NCCL's sockets on ports they pick at run time, the EFA check's fi_pingpong, MPI's SSH); Prometheus, in the
-monitoring namespace, scrapes the trainer's metrics port; every pod resolves names through CoreDNS and reaches
-HTTPS endpoints (S3, STS for IRSA, the datasets' mirrors, the API server for the GPU quarantine) and, with EKS Pod
-Identity, the node's credential agent. Nothing else gets
-in: a pod of another namespace reaches none of them. FSx, EFS and EFA traffic never passes through these rules (the
-node mounts the file systems; EFA bypasses the kernel's IP stack). The VPC CNI enforces them once its add-on sets
-`enableNetworkPolicy` (EKS user guide, "Restrict Pod network traffic with Kubernetes network policies").
+monitoring namespace, scrapes the trainer's metrics port; every pod resolves names through CoreDNS, reaches HTTPS
+endpoints outside the cluster (S3, STS for IRSA, the datasets' mirrors) and the API server (for the GPU quarantine)
+and, with EKS Pod Identity, the node's credential agent. Nothing else gets in: a pod of another namespace reaches
+none of them; nor does HTTPS out reach a pod or Service of the cluster (CLUSTER_RANGES). FSx, EFS and EFA traffic
+never passes through these rules (the node mounts the file systems; EFA bypasses the kernel's IP stack). The VPC CNI
+enforces them once its add-on sets `enableNetworkPolicy` (EKS user guide, "Restrict Pod network traffic with
+Kubernetes network policies").
 """
 
 import ipaddress
@@ -23,6 +24,23 @@ SCRAPER_NAMESPACE = "monitoring"
 """Where the Prometheus of `eks-ddp:monitoring prometheus` runs (infra/addons/prometheus_monitoring.py)."""
 NAMESPACE_NAME = "kubernetes.io/metadata.name"
 """The label the API server puts on every namespace, its name (Kubernetes 1.22 and later)."""
+CLUSTER_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "198.19.0.0/16")
+"""What HTTPS out excepts: where a cluster's own addresses lie. The AWS network policy controller hands an ipBlock to
+the node's agent as a plain CIDR with its `except` (aws/amazon-network-policy-controller-k8s v1.1.7,
+pkg/resolvers/endpoints.go buildIPBlockEndpoint), so 0.0.0.0/0 alone takes in every pod (the VPC CNI gives pods VPC
+addresses) and every Service's ClusterIP (the agent sees a pod's egress before kube-proxy's DNAT: the same file,
+getMatchingServiceClusterIPs). A cluster's Services come from RFC 1918 (EKS API reference,
+KubernetesNetworkConfigRequest.serviceIpv4Cidr); its VPC's blocks from RFC 1918, 100.64.0.0/10 or 198.19.0.0/16 (EKS
+user guide, "VPC and subnet requirements"), or a publicly routable block, which this list cannot know: a VPC with one
+needs a policy of its own. Private addresses outside the cluster (a peered VPC, an interface endpoint) are excepted
+too: a policy of your own in the namespace opens what your jobs need there."""
+API_SERVER_ADDRESSES = ("10.100.0.1", "172.20.0.1")
+"""The `kubernetes` Service's ClusterIP, through which pods reach the API server: the first address of the Service
+range (kubernetes v1.35.0 pkg/controlplane/apiserver/options/options.go ServiceIPRange), which EKS takes from
+10.100.0.0/16 or 172.20.0.0/16 when none is given (EKS API reference, KubernetesNetworkConfigRequest.serviceIpv4Cidr;
+infra.aws.cluster gives none). Both are allowed: the one the cluster does not use is, in its VPC, the VPC router's
+reserved address (a subnet is at most a /16, so one holding it starts at 10.100.0.0 or 172.20.0.0: VPC user guide,
+"Subnet CIDR blocks", the second address is reserved)."""
 
 
 def _policy(name: str, namespace: str, selector: dict[str, Any], **spec: Any) -> dict[str, Any]:
@@ -46,7 +64,9 @@ def training_policies(namespace: str, pod_identity: bool) -> list[dict[str, Any]
         ],
         "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
     }
-    https = {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP", "port": 443}]}
+    https_port = [{"protocol": "TCP", "port": 443}]
+    https = {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(CLUSTER_RANGES)}}], "ports": https_port}
+    api_server = {"to": [{"ipBlock": {"cidr": f"{ip}/32"}} for ip in API_SERVER_ADDRESSES], "ports": https_port}
     scrapers = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: SCRAPER_NAMESPACE}}}
     agent = {
         "to": [{"ipBlock": {"cidr": str(ipaddress.ip_network(address))}} for address in CREDENTIAL_AGENT_ADDRESSES],
@@ -63,7 +83,7 @@ def training_policies(namespace: str, pod_identity: bool) -> list[dict[str, Any]
             ingress=[{"from": [{"podSelector": every_pod}]}],
             egress=[{"to": [{"podSelector": every_pod}]}],
         ),
-        _policy("dns-and-https", namespace, every_pod, policyTypes=["Egress"], egress=[dns, https]),
+        _policy("dns-and-https", namespace, every_pod, policyTypes=["Egress"], egress=[dns, https, api_server]),
         _policy(
             "metrics-scrape",
             namespace,

@@ -1,12 +1,16 @@
 """NetworkPolicy as the VPC CNI's network policy agent enforces it: what a job's pods may send and receive.
 
+No CNI runs here, so nothing enforces a policy offline: this model stands in for the agent, and the tests show it on
+the cases the stack relies on (tests/stack/test_network_policy.py), not against the agent itself.
 Encoded from the API's own definition (kubernetes/api networking/v1 types.go, Kubernetes 1.35, and the "Network
 Policies" concept page): a pod selected by a policy of its namespace whose `policyTypes` name a direction is
 isolated in that direction, and then only what some selecting policy's rule allows passes; a connection needs the
 sender's egress and the receiver's ingress. A rule's peer is a `podSelector` (pods of the policy's namespace), a
-`namespaceSelector` (every pod of those namespaces), both (those pods of those namespaces) or an `ipBlock` (here,
-addresses outside the cluster); no `from`/`to` means any peer, no `ports` any port. `matchExpressions` and
-`except` are not used by the stack and are refused here rather than guessed.
+`namespaceSelector` (every pod of those namespaces), both (those pods of those namespaces) or an `ipBlock`: any
+address in its CIDR but its `except`, a pod's or a Service's ClusterIP too (aws/amazon-network-policy-controller-k8s
+v1.1.7 pkg/resolvers/endpoints.go hands the agent the CIDR as it is, and the agent sees a pod's egress before
+kube-proxy's DNAT); no `from`/`to` means any peer, no `ports` any port. `matchExpressions` are not used by the stack
+and are refused here rather than guessed.
 """
 
 import ipaddress
@@ -17,6 +21,7 @@ from typing import Any
 from eks_ddp.stack.engine_rules.base import Deployment, Finding, located, pod_templates
 from eks_ddp.workloads import indexed_job, pytorchjob, trainjob
 from eks_ddp.workloads.network_policy import (
+    API_SERVER_ADDRESSES,
     CREDENTIAL_AGENT_ADDRESSES,
     CREDENTIAL_AGENT_PORT,
     NAMESPACE_NAME,
@@ -30,7 +35,8 @@ COLLECTIVE_PORT = 45123  # any port gloo or NCCL picks for its sockets at run ti
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A pod (its namespace and labels) or, with `address`, something outside the cluster."""
+    """A pod (its namespace and labels, and its address where an ipBlock may take it in) or, with an address and no
+    namespace, something no policy of the cluster applies to: a host outside it, a Service's ClusterIP."""
 
     namespace: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
@@ -47,10 +53,11 @@ def _selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
 
 def _peer_matches(peer: dict[str, Any], endpoint: Endpoint, policy_namespace: str) -> bool:
     if "ipBlock" in peer:
-        if peer["ipBlock"].get("except"):
-            raise ValueError("ipBlock.except is not encoded")
-        network = ipaddress.ip_network(peer["ipBlock"]["cidr"])
-        return endpoint.address is not None and ipaddress.ip_address(endpoint.address) in network
+        if endpoint.address is None:
+            return False
+        address = ipaddress.ip_address(endpoint.address)
+        excepted = any(address in ipaddress.ip_network(cidr) for cidr in peer["ipBlock"].get("except") or [])
+        return address in ipaddress.ip_network(peer["ipBlock"]["cidr"]) and not excepted
     if endpoint.namespace is None:
         return False
     if "namespaceSelector" in peer:
@@ -102,17 +109,25 @@ def allowed(
     )
 
 
-def _expected(pod: Endpoint, pod_identity: bool) -> Iterator[tuple[str, Endpoint, Endpoint, int, str, bool]]:
+def _expected(
+    pod: Endpoint, pod_identity: bool, pod_address: str | None
+) -> Iterator[tuple[str, Endpoint, Endpoint, int, str, bool]]:
     """What a job's pod must be able to do (with `pod_identity`, get its credentials from the node's agent), and what
-    must not reach it."""
+    must not reach it or be reached from it (a pod of the cluster at `pod_address`, where the VPC is known)."""
     scraper = Endpoint(SCRAPER_NAMESPACE, {"app.kubernetes.io/name": "prometheus"})
     dns = Endpoint("kube-system", {"k8s-app": "kube-dns"})
-    stranger = Endpoint("default", {"app": "anything"})
+    stranger = Endpoint("default", {"app": "anything"}, pod_address)
     for port in RENDEZVOUS_PORTS:
         yield "rendezvous with the job's other pods", pod, pod, port, "TCP", True
     yield "collectives between the job's pods", pod, pod, COLLECTIVE_PORT, "TCP", True
     yield "DNS", pod, dns, 53, "UDP", True
     yield "HTTPS to S3 and STS", pod, Endpoint(address="52.216.0.10"), 443, "TCP", True
+    for api_server in API_SERVER_ADDRESSES:
+        service = Endpoint(address=str(ipaddress.ip_address(api_server) + 1000))
+        yield f"HTTPS to the API server's Service ({api_server})", pod, Endpoint(address=api_server), 443, "TCP", True
+        yield f"HTTPS to another Service of the cluster ({service.address})", pod, service, 443, "TCP", False
+    if pod_address is not None:
+        yield "HTTPS to a pod of another namespace", pod, stranger, 443, "TCP", False
     if pod_identity:
         what = "its EKS Pod Identity credentials from the node's agent"
         yield what, pod, Endpoint(address=CREDENTIAL_AGENT_ADDRESSES[0]), CREDENTIAL_AGENT_PORT, "TCP", True
@@ -125,14 +140,17 @@ def _expected(pod: Endpoint, pod_identity: bool) -> Iterator[tuple[str, Endpoint
 
 def job_traffic(deployment: Deployment) -> Iterator[Finding]:
     """In a namespace with NetworkPolicies, every pod the stack creates can rendezvous, run its collectives, resolve
-    names, reach HTTPS and be scraped, a pod whose service account has an EKS Pod Identity association can reach the
-    node's credential agent, and no pod of another namespace reaches it."""
+    names, reach HTTPS and the API server and be scraped, a pod whose service account has an EKS Pod Identity
+    association can reach the node's credential agent, no pod of another namespace reaches it, and its HTTPS reaches
+    no other pod or Service of the cluster."""
     policies = [r.inputs for r in deployment.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")]
     associated = {
         (r.inputs.get("namespace"), r.inputs.get("serviceAccount"))
         for r in deployment.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
     }
     guarded = {policy["metadata"]["namespace"] for policy in policies}
+    vpcs = deployment.of_type("aws:ec2/vpc:Vpc")  # none with an existing VPC: its pods' addresses are not known here
+    pod_address = str(ipaddress.ip_network(vpcs[0].inputs["cidrBlock"])[100]) if vpcs else None
     for registration in deployment.kubernetes_objects():
         namespace = registration.inputs.get("metadata", {}).get("namespace")
         if namespace not in guarded:
@@ -140,7 +158,8 @@ def job_traffic(deployment: Deployment) -> Iterator[Finding]:
         for template in pod_templates(registration.inputs):
             pod = Endpoint(namespace, dict((template.get("metadata") or {}).get("labels") or {}))
             account = (template.get("spec") or {}).get("serviceAccountName", "default")
-            for what, source, target, port, protocol, wanted in _expected(pod, (namespace, account) in associated):
+            expected = _expected(pod, (namespace, account) in associated, pod_address)
+            for what, source, target, port, protocol, wanted in expected:
                 if allowed(policies, source, target, port, protocol) != wanted:
                     problem = "is blocked" if wanted else "gets through"
                     yield Finding("network-policy", located(registration), "spec", f"{what} {problem}")

@@ -2,9 +2,16 @@
 in stack/engine_rules/network_policy.py: a 2-pod job's rendezvous, collectives and scrape pass; another
 namespace's pod does not."""
 
+from datetime import date
+
 import pytest
 
-from eks_ddp.stack.engine_rules.network_policy import Endpoint, allowed
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.config import parse
+from eks_ddp.stack.engine_rules import Deployment
+from eks_ddp.stack.engine_rules.network_policy import Endpoint, allowed, job_traffic
+from eks_ddp.stack.mocked import run_under_mocks
+from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN
 from eks_ddp.stack.local import local_job, render_for
 from eks_ddp.workloads.network_policy import training_policies
 from eks_ddp.workloads.training_pod import METRICS_PORT, pod_labels
@@ -44,3 +51,41 @@ def test_only_a_namespace_with_pod_identity_reaches_the_nodes_credential_agent()
     agent = Endpoint(address="169.254.170.23")
     assert allowed(POLICIES, MASTER, agent, 80) and not allowed(POLICIES, MASTER, Endpoint(address="169.254.169.254"), 80)
     assert not allowed(training_policies("training", pod_identity=False), MASTER, agent, 80)
+
+
+# Addresses inside the cluster: a pod of another namespace (the VPC CNI gives pods VPC addresses, here the dev stack's
+# 10.0.0.0/16) and a Service's ClusterIP in each range EKS picks from (10.100.0.0/16 or 172.20.0.0/16).
+IN_CLUSTER = [
+    Endpoint("default", {"app": "curious"}, address="10.0.12.34"),
+    Endpoint(address="10.100.93.7"),
+    Endpoint(address="172.20.93.7"),
+]
+
+
+@pytest.mark.parametrize("inside", IN_CLUSTER, ids=["pod", "service-10.100", "service-172.20"])
+def test_https_out_reaches_nothing_inside_the_cluster(inside: Endpoint) -> None:
+    """The AWS network policy controller hands an ipBlock to the agent as a plain CIDR, pods' addresses included."""
+    assert not allowed(POLICIES, MASTER, inside, 443)
+
+
+@pytest.mark.parametrize("address", ["10.100.0.1", "172.20.0.1"])
+def test_the_api_server_stays_reachable_through_its_service(address: str) -> None:
+    """The GPU quarantine patches its node through the `kubernetes` Service (KUBERNETES_SERVICE_HOST)."""
+    assert allowed(POLICIES, MASTER, Endpoint(address=address), 443)
+    assert not allowed(POLICIES, MASTER, Endpoint(address=address), 80)
+
+
+def test_the_rehearsal_reports_https_open_to_the_whole_cluster() -> None:
+    """The dev stack's policies as they were: 443 to 0.0.0.0/0 with no `except`."""
+    values, region = stack_file.load("dev")
+    registrations = run_under_mocks(parse(values, region))
+    deployment = Deployment(registrations, region or "us-east-1", DEPLOYER_ROLE_ARN, date(2026, 11, 22))
+    assert list(job_traffic(deployment)) == []
+    policy = next(r for r in registrations if r.name == "eks-ddp-dns-and-https")
+    del policy.inputs["spec"]["egress"][1]["to"][0]["ipBlock"]["except"]
+    problems = {finding.problem for finding in job_traffic(deployment)}
+    assert problems == {
+        "HTTPS to another Service of the cluster (10.100.3.233) gets through",
+        "HTTPS to another Service of the cluster (172.20.3.233) gets through",
+        "HTTPS to a pod of another namespace gets through",
+    }
