@@ -68,7 +68,8 @@ test: typecheck docs unit
 typecheck: $(STAMP)
 	$(BIN)/pyright
 
-## docs: the documentation site from docs/ and mkdocs.yml in runs/site; any broken link or anchor fails it
+## docs: the documentation site in runs/site; a broken link or anchor fails it; it loads nothing from another host
+# (its diagrams' mermaid is fetched at the first build from npm, pinned, into .venv: docs/hooks/offline_mermaid.py)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --site-dir runs/site
 
