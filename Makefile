@@ -1,8 +1,14 @@
-# The two set-up commands the README promises: `make demo` and `make test`.
+# The two set-up commands the README promises: `make demo` and `make test`; `make` or `make help` lists the targets.
 # make demo runs the pods' containers as their user, uid 1000, when uid 1000 can start this Python (not one
-# under a private home such as pyenv's in /root). Debian's 3.11.2 cannot serve here: its tarfile lacks the
-# extraction filters (3.11.4) that prepare-data relies on.
+# under a private home such as pyenv's in /root).
 PYTHON ?= python3
+# The oldest Python the set-up accepts: tarfile's extraction filters (PEP 706), which prepare-data relies on, came to
+# 3.11 in 3.11.4 (python/cpython commit 241f2e54, the 3.11 backport; Doc/library/shutil.rst: "added in Python
+# 3.11.4"). Debian 12's 3.11.2 lacks them.
+MIN_PYTHON := 3.11.4
+# "Python 3.11.2" when $(PYTHON) is older than MIN_PYTHON, "not a command here" when it does not run, else empty.
+OLD_PYTHON = $(shell version=$$($(PYTHON) --version 2>&1) || { echo "not a command here"; exit 0; }; \
+	printf '%s\n' $(MIN_PYTHON) "$$(echo $$version | cut -d' ' -f2)" | sort -V -C || echo "$$version")
 , := ,
 VENV := .venv
 BIN := $(VENV)/bin
@@ -25,12 +31,16 @@ STEP = @echo "==> $(1)"; SECONDS=0
 TOOK = echo "    took $$SECONDS s"
 PROGRESS = sed -n -u -E 's/^(Collecting|Installing collected|Successfully installed)/    &/p' | cut -c1-118
 
-.PHONY: demo tensorboard preview rehearse test typecheck docs unit bench bench-phases bench-accuracy watch-picture clean
+.PHONY: help demo tensorboard preview rehearse test typecheck docs unit bench bench-phases bench-accuracy \
+	watch-picture clean
+.DEFAULT_GOAL := help
 
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
 $(STAMP): pyproject.toml requirements.txt requirements-dev.txt trainer/requirements.txt
+	$(if $(OLD_PYTHON),$(error PYTHON=$(PYTHON) is $(OLD_PYTHON); the set-up needs Python $(MIN_PYTHON) or later \
+		(tarfile's extraction filters): give another, e.g. make PYTHON=python3.12))
 	$(call STEP,[1/3] a virtual environment in $(VENV) from $(PYTHON) ($(shell $(PYTHON) --version 2>&1)))
 	@$(PYTHON) -m venv $(VENV); $(TOOK)
 	$(call STEP,[2/3] the newest pip$(,) from the package index pip is configured with)
@@ -45,6 +55,11 @@ $(CHECKOV_STAMP): requirements-checkov.txt
 	@$(PYTHON) -m venv $(CHECKOV_VENV) && $(CHECKOV_VENV)/bin/python -m pip install --progress-bar off \
 		-r requirements-checkov.txt | $(PROGRESS); $(TOOK)
 	@touch $@
+
+## help: this list of targets (what a plain `make` prints)
+help:
+	@echo "make <target> [STACK=<stack>] [CONFIG='<key>=<value> ...'] [PYTHON=<python3.11.4 or later>]; targets:"
+	@sed -n -E 's/^## ([a-z-]+): (.*)/\1\t\2/p' $(firstword $(MAKEFILE_LIST)) | expand -t 16 | sed 's/^/  /'
 
 ## demo: run a stack's rendered PyTorchJob and EvaluationJob on this machine (default the dev stack: 2 replicas)
 demo: $(STAMP)
@@ -65,6 +80,7 @@ rehearse: $(STAMP)
 ## test: type-check everything, build the docs strictly, then run the whole test suite
 test: typecheck docs unit
 
+## typecheck: pyright over all code (part of make test)
 typecheck: $(STAMP)
 	$(BIN)/pyright
 
@@ -75,19 +91,21 @@ docs: $(STAMP)
 
 # Three workers, each taking the next test as it frees up (worksteal); the slowest tests start first (conftest.py) and
 # are listed at the end.
+## unit: the whole test suite alone, three workers at a time (part of make test)
 unit: $(STAMP) $(CHECKOV_STAMP)
 	$(BIN)/python -m pytest -n 3 --dist worksteal --durations=15
 
-## bench: the trainer against the workshop's script (BASELINE=<its 3-build-container folder>) or the workshop-style
-## loop, in turn, pair by pair; bench-phases: where one epoch's time goes on each side, phase by phase (BENCH_ARGS:
-## more flags for both, e.g. --as-avx2-cpu); bench-accuracy: images/s and time to 97 % on the MNIST subset
+# BENCH_ARGS: more flags for bench and bench-phases, e.g. --as-avx2-cpu.
+## bench: the trainer against the workshop's script (BASELINE=<its folder>) or workshop-style loop, pair by pair
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.paired $(addprefix --baseline ,$(BASELINE)) $(BENCH_ARGS) --output benchmarks/results/latest.json
 
+## bench-phases: where one epoch's time goes on each side of make bench, phase by phase
 bench-phases: $(STAMP)
 	$(BIN)/python -m benchmarks.phases $(addprefix --baseline ,$(BASELINE)) $(BENCH_ARGS) \
 		--output benchmarks/results/latest-phases.json
 
+## bench-accuracy: images/s and the time to 97 % accuracy on the MNIST subset
 bench-accuracy: $(STAMP)
 	$(BIN)/python -m benchmarks.accuracy --output benchmarks/results/latest-accuracy.json
 
@@ -95,5 +113,6 @@ bench-accuracy: $(STAMP)
 watch-picture: $(STAMP)
 	$(BIN)/python -m eks_ddp.stack.watch_picture --output docs/watch-training.png
 
+## clean: remove the environments, runs/ (make demo's results included) and pytest's cache
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) runs .pytest_cache

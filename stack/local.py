@@ -6,20 +6,23 @@ pod's container command then runs as a local process with the environment its
 engine gives it (the training operator's MASTER_* and PET_* variables, or an elastic
 PyTorchJob's PET_RDZV_* and PET_NNODES=min:max for torchrun's c10d rendezvous, the
 Trainer's torch plugin's, or the Indexed Job's own, its completion index
-resolved). Only five things change, each printed: the rendezvous address becomes
+resolved). Only six things change, each printed: the rendezvous address becomes
 127.0.0.1 on a free port, the claim's mount path maps to a local directory, the
 dataset becomes the offline `digits`,
 torchrun's processes per pod and their threads fit this machine (the trainer keeps
-the job's global batch, so the run is the cluster's), and the socket interface
-becomes loopback; a GPU pod's `--device cuda` becomes `auto` (CUDA if this machine has it). Every
+the job's global batch, so the run is the cluster's), the socket interface
+becomes loopback, and each pod's metrics port a free one of its own on 127.0.0.1; a GPU
+pod's `--device cuda` becomes `auto` (CUDA if this machine has it). Every
 replica's init containers run first, side by side (the root step that hands the
 claim's directories to the trainer's user included; `prepare-data` is skipped,
 the offline dataset needs no download), and, when run as root, every container
 runs as the pod's user on a claim directory that belongs to root (stack.local_pods).
 Then the EvaluationJob runs the same way (its wait for training is skipped: here
-the steps run in order).
+the steps run in order). Every input is checked before a file is touched, and a
+failed run never costs the last good run's results (keeping_the_last_good_run).
 """
 
+import contextlib
 import copy
 import dataclasses
 import os
@@ -135,7 +138,7 @@ def _localize(command: list[str], shared: Path) -> list[str]:
         local[local.index("--dataset") + 1] = OFFLINE_DATASET
     if "--device" in local:  # a GPU pod's `--device cuda`: here, CUDA when this machine has it, else the CPU
         local[local.index("--device") + 1] = LOCAL_DEVICE
-    # The pod's metrics port, on loopback here: the pods share it, so the first serves it and the others warn and train.
+    # The pod's metrics port, on loopback here (replicas gives each pod a port of its own).
     if "--metrics-port" in local:
         local += ["--metrics-address", "127.0.0.1"]
     executables = {"torchrun": str(Path(sys.executable).with_name("torchrun")), "python": sys.executable}
@@ -198,9 +201,12 @@ def local_env(variables: list[dict[str, Any]], index: int, port: int, processes:
 
 
 def replicas(job: EngineJob, shared: Path, port: int) -> list[Replica]:
-    """One local process (torchrun) per pod, with the variables its engine gives it, pointed at this machine."""
+    """One local process (torchrun) per pod, with the variables its engine gives it, pointed at this machine. In the
+    cluster each pod serves its metrics port on its own address; here the pods share loopback, so each serves a free
+    port of its own (one port for all would leave every pod but one warning that it is taken)."""
     pods, processes = len(job.pods), processes_per_pod(job)
     threads = max(1, (os.cpu_count() or 1) // (pods * processes))
+    metrics_ports = _free_ports(pods)
     result = []
     for index, pod in enumerate(job.pods):
         container = pod["containers"][0]
@@ -209,14 +215,30 @@ def replicas(job: EngineJob, shared: Path, port: int) -> list[Replica]:
             for name, value in local_env(container.get("env", []), index, port, processes, pods).items()
         }
         env.update(OMP_NUM_THREADS=str(threads), GLOO_SOCKET_IFNAME="lo", PYTHONUNBUFFERED="1")
-        result.append(Replica(index, _localize(container["command"], shared), env))
+        command = _localize(container["command"], shared)
+        if "--metrics-port" in command:
+            command[command.index("--metrics-port") + 1] = str(metrics_ports[index])
+        result.append(Replica(index, command, env))
     return result
 
 
+def metrics_ports(processes: list[Replica]) -> str:
+    """Where the pods serve their metrics here, for the first line: ', metrics on 127.0.0.1:41003, 41007'."""
+    ports = [p.command[p.command.index("--metrics-port") + 1] for p in processes if "--metrics-port" in p.command]
+    return f", metrics on 127.0.0.1:{', '.join(ports)}" if ports else ""
+
+
+def _free_ports(count: int) -> list[int]:
+    """`count` distinct ports free on loopback (each probe holds its port until all are chosen)."""
+    with contextlib.ExitStack() as probes:
+        sockets = [probes.enter_context(socket.socket()) for _ in range(count)]
+        for probe in sockets:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in sockets]
+
+
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    return _free_ports(1)[0]
 
 
 def run(stack: str, workdir: Path, project_dir: Path = stack_file.ROOT, override: dict[str, str] | None = None) -> int:
@@ -240,7 +262,8 @@ def run_rendered(stack: str, workdir: Path, job: EngineJob, evaluation: dict[str
     print(
         f"Running {job.kind} {job.name} of stack {stack} locally: {describe_ranks(job)} (dataset -> {OFFLINE_DATASET}, "
         f"{SHARED_MOUNT} -> {shared}, rendezvous on 127.0.0.1, OMP_NUM_THREADS={processes[0].env['OMP_NUM_THREADS']}, "
-        f"sockets on lo{', --device cuda -> ' + LOCAL_DEVICE if '--device' in processes[0].command else ''})"
+        f"sockets on lo{', --device cuda -> ' + LOCAL_DEVICE if '--device' in processes[0].command else ''}"
+        f"{metrics_ports(processes)})"
     )
     skipped = {"prepare-data", preflight.CONTAINER, preflight.QUARANTINE}
     steps = [init_steps(pod, shared, skipped=skipped) for pod in job.pods]

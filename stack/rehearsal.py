@@ -6,12 +6,17 @@ The two runs must register identical inputs (nothing derived from time or
 randomness), or the second `pulumi up` would change what the first one made.
 A third run with a change to the pods alone must change them through some engine.
 Use it on your own program with `--program` (its directory or file), or call `rehearse()`.
+What the program warns is printed once, with the stacks and variants it came up under,
+and one summary line per stack file ends the output.
 """
 
 import argparse
+import contextlib
 import json
+import logging
 import sys
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
@@ -80,27 +85,85 @@ def findings_of(
     return findings + [str(finding) for finding in [*rehearse_placement(deployment), *rehearse_bad_node(deployment)]]
 
 
+Variant = tuple[tuple[str, str], ...]
+"""A variant's stack keys, (("autoscaler", "karpenter"), ("trainingOperator", "v2")); () for a program's only one."""
+
+
+class Warnings(logging.Handler):
+    """What a program warns while it is rehearsed (pulumi.log.warn, which the mocks' engine logs to the root logger)
+    instead of printing it on every run: each message with the variants it came up under, to print it once."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.variants: list[Variant] = []
+        """Every variant rehearsed, in order."""
+        self.seen: dict[str, list[Variant]] = {}
+        """Each message, with the variants it came up under."""
+        self._variant: Variant = ()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        under = self.seen.setdefault(record.getMessage(), [])
+        if self._variant not in under:
+            under.append(self._variant)
+
+    @contextlib.contextmanager
+    def under(self, variant: Mapping[str, str]) -> Iterator[None]:
+        """What is logged meanwhile is `variant`'s, collected instead of printed."""
+        self._variant = tuple(variant.items())
+        if self._variant not in self.variants:
+            self.variants.append(self._variant)
+        logging.getLogger().addHandler(self)
+        try:
+            yield
+        finally:
+            logging.getLogger().removeHandler(self)
+
+    def where(self, message: str) -> str:
+        """Where `message` came up: 'every variant', 'autoscaler karpenter only', ...; '' for a program's only one."""
+        seen = set(self.seen[message])
+        if seen == set(self.variants):
+            return "every variant" if len(self.variants) > 1 else ""
+        for key, value in self.seen[message][0]:
+            if seen == {variant for variant in self.variants if (key, value) in variant}:
+                return f"{key} {value} only"
+        return "; ".join(", ".join(f"{k} {v}" for k, v in variant) for variant in self.seen[message]) + " only"
+
+
+def _under(warnings: Warnings | None, variant: Mapping[str, str]) -> contextlib.AbstractContextManager[None]:
+    """`warnings.under(variant)`, or nothing to collect them in (they are printed as they come)."""
+    return warnings.under(variant) if warnings is not None else contextlib.nullcontext()
+
+
+def written_variant(values: Mapping[str, Any]) -> dict[str, str]:
+    """The autoscaler and operator a stack file's values choose (the project's defaults where it sets none)."""
+    defaults = {"autoscaler": "cluster-autoscaler", "trainingOperator": "v1"}
+    return {key: values.get(key) or default for key, default in defaults.items()}
+
+
 def configured_by_eks_ddp(program: Program) -> bool:
     """A program that reads eks-ddp's stack keys (this repository's): its variants and pod change are config."""
     return program.project == PROJECT and "nodeGroups" in project_config.declarations(program.directory)
 
 
 def rehearse(
-    stack: str, root: Path = stack_file.ROOT, today: date | None = None, override: dict[str, str] | None = None
+    stack: str,
+    root: Path = stack_file.ROOT,
+    today: date | None = None,
+    override: dict[str, str] | None = None,
+    warnings: Warnings | None = None,
 ) -> list[str]:
     """One line per rule the program at `root` (a directory or a file) breaks for `stack`; empty when its first
-    `pulumi up` would go through."""
+    `pulumi up` would go through. What it warns goes to `warnings` when given."""
     program, override = Program.at(root), dict(override or {})
-    first, second = program.run(stack, override), program.run(stack, override)
+    ours = configured_by_eks_ddp(program)
+    values = stack_file.load(stack, program.directory, override)[0] if ours else {}
+    with _under(warnings, written_variant(values) if ours else {}):
+        first, second = program.run(stack, override), program.run(stack, override)
+        pods_changed = {f"{PROJECT}:nodeGroups": json.dumps(with_pod_change(values)["nodeGroups"])}
+        changed = program.run(stack, {**override, **pods_changed}) if ours else None
     region = program.region(stack, override)
-    if not configured_by_eks_ddp(program):
-        return findings_of(first, second, region, today or date.today())
-    values, _ = stack_file.load(stack, program.directory, override)
-    changed = program.run(
-        stack, {**override, f"{PROJECT}:nodeGroups": json.dumps(with_pod_change(values)["nodeGroups"])}
-    )
     findings = findings_of(first, second, region, today or date.today(), changed)
-    return findings + placement_elsewhere(program, stack, values, override)
+    return findings + placement_elsewhere(program, stack, values, override, warnings) if ours else findings
 
 
 def rehearse_values(
@@ -121,20 +184,22 @@ VARIANTS = [
 ]
 
 
-def placement_elsewhere(program: Program, stack: str, values: dict[str, Any], override: dict[str, str]) -> list[str]:
+def placement_elsewhere(
+    program: Program, stack: str, values: dict[str, Any], override: dict[str, str], warnings: Warnings | None = None
+) -> list[str]:
     """The cluster rehearsal (stack.cluster.placement) and the dependency rule (what each variant adds must wait for
     what it names) of a stack file under every other VARIANT it can take (an elastic job runs only under v1, so its
     other operators are not rehearsed); rehearse checks it as written."""
     findings: list[str] = []
-    defaults = {"autoscaler": "cluster-autoscaler", "trainingOperator": "v1"}
-    written = {key: values.get(key, default) for key, default in defaults.items()}
+    written = written_variant(values)
     elastic = "elasticMinReplicas" in (values.get("job") or {})
     region = program.region(stack, override)
     for variant in VARIANTS:
         if variant == written or (elastic and variant["trainingOperator"] != "v1"):
             continue
         keys = {f"{PROJECT}:{key}": value for key, value in variant.items()}
-        registrations = program.run(stack, {**override, **keys})
+        with _under(warnings, variant):
+            registrations = program.run(stack, {**override, **keys})
         label = ", ".join(f"{key} {value}" for key, value in variant.items())
         deployment = Deployment(registrations, region, DEPLOYER_ROLE_ARN, date.today())
         placed = [*rehearse_placement(deployment), *waits_for_what_it_names(deployment)]  # Karpenter adds resources
@@ -193,24 +258,37 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    stacks = args.stack or program.stacks() or ["offline"]
-    broken = 0
-    for stack in stacks:
-        started = time.perf_counter()
+    root = program.entry if args.program.is_file() else program.directory
+    warned: dict[str, list[tuple[str, str]]] = {}
+    summaries, broken = [], 0
+    for stack in args.stack or program.stacks() or ["offline"]:
+        started, warnings = time.perf_counter(), Warnings()
         try:
-            findings = rehearse(stack, program.entry if args.program.is_file() else program.directory, args.on)
+            findings, status = rehearse(stack, root, args.on, warnings=warnings), ""
         except (FileNotFoundError, ConfigError, InvalidArgument, StackFileError) as error:
-            findings = [f"config: {error}"]
+            findings, status = [f"config: {error}"], "its config is refused (the line above)"
         for finding in findings:
-            print(f"{stack}: {finding}")
-        status = f"{len(findings)} broken rule(s)" if findings else "every rule holds"
-        print(
+            print(f"{stack}: {finding}", flush=True)
+        for message in warnings.seen:
+            warned.setdefault(message, []).append((stack, warnings.where(message)))
+        status = status or (f"{len(findings)} broken rule(s)" if findings else "every rule holds")
+        summaries.append(
             f"{program.project} {stack}: {len(RULES)} rules, idempotence, {steps} and a bad GPU node, {status} "
-            f"({time.perf_counter() - started:.1f} s)",
-            file=sys.stderr,
+            f"({time.perf_counter() - started:.1f} s)"
         )
         broken += bool(findings)
+    for message, places in warned.items():
+        print(f"warning: {message} [{_places(places)}]", file=sys.stderr)
+    print("\n".join(summaries), file=sys.stderr)
     return 1 if broken else 0
+
+
+def _places(places: list[tuple[str, str]]) -> str:
+    """'dev, gpu: every variant; cpu: autoscaler karpenter only': the stacks that share a description, together."""
+    stacks_by_where: dict[str, list[str]] = {}
+    for stack, where in places:
+        stacks_by_where.setdefault(where, []).append(stack)
+    return "; ".join(f"{', '.join(stacks)}{': ' + where if where else ''}" for where, stacks in stacks_by_where.items())
 
 
 if __name__ == "__main__":

@@ -57,7 +57,9 @@ def test_each_pod_gets_its_engines_variables_pointed_at_this_machine(tmp_path: P
     ]
     expected[0] = str(Path(sys.executable).with_name("torchrun"))
     expected[expected.index("--dataset") + 1] = "digits"
-    expected += ["--metrics-address", "127.0.0.1"]  # the pod's metrics port, on loopback here
+    expected += ["--metrics-address", "127.0.0.1"]  # the pod's metrics port, on loopback here, a port of its own
+    port = expected.index("--metrics-port") + 1
+    expected[port] = pods[0].command[port]
     assert pods[0].command == expected  # the rendered command, with only the documented changes
 
 
@@ -270,3 +272,14 @@ def test_a_run_killed_before_it_could_put_the_good_run_back_is_mended_by_the_nex
     assert [path.name for path in (tmp_path / "dev.failed").iterdir()] == ["partial"]
     assert keeping_the_last_good_run(workdir, lambda here: here.mkdir() or 0) == 0
     assert list(workdir.iterdir()) == [] and not (tmp_path / "dev.previous").exists()
+
+
+def test_each_pod_serves_its_metrics_on_a_port_of_its_own_here(tmp_path: Path) -> None:
+    """In the cluster every pod has its own address for port 9300; here the pods share loopback, so each gets its own
+    port, or every pod but the first would warn `metrics are not served: port 9300: Address already in use`."""
+    job, _ = render_for("workshop")  # 4 pods
+    ports = [pod.command[pod.command.index("--metrics-port") + 1] for pod in replicas(job, tmp_path, 29500)]
+    assert len(set(ports)) == len(ports) == 4, ports
+    assert {pod.command[pod.command.index("--metrics-address") + 1] for pod in replicas(job, tmp_path, 1)} == {
+        "127.0.0.1"
+    }

@@ -2,6 +2,8 @@
 and two runs of a stack register identical inputs."""
 
 import copy
+import subprocess
+import sys
 from collections.abc import Callable
 from datetime import date
 from typing import Any
@@ -288,3 +290,20 @@ def test_the_command_prints_one_line_per_broken_rule(capsys: pytest.CaptureFixtu
         "2027-04-01 (1.34 until 2026-12-02, 1.35 until 2027-03-27)"
     ]
     assert rehearsal.main(["--stack", "dev", "--on", "2026-11-22"]) == 0
+
+
+def test_each_warning_is_printed_once_with_its_variants_and_each_stack_file_ends_with_its_summary() -> None:
+    """dev runs eight times (twice as written, once changed, under five other variants): a warning is one line that
+    says where it came up, Karpenter's only under the Karpenter variants; then one summary line per stack file."""
+    command = [sys.executable, "-m", "eks_ddp.stack.rehearsal", "--stack", "dev", "--stack", "cpu", "--on", "2026-11-22"]
+    done = subprocess.run(command, cwd=stack_file.ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+    lines = done.stderr.splitlines()
+    warnings, summaries = lines[:-2], lines[-2:]
+    assert len(set(warnings)) == len(warnings) and all(line.startswith("warning: ") for line in warnings), lines
+    (efa,) = [line for line in warnings if "EFA fabric check skipped" in line]
+    assert efa.endswith(" [dev: every variant]"), efa
+    (karpenter,) = [line for line in warnings if "KarpenterNodePool eks-ddp-workers" in line]
+    assert karpenter.endswith(" [dev: autoscaler karpenter only]"), karpenter
+    assert [line.split(":")[0] for line in summaries] == ["eks-ddp dev", "eks-ddp cpu"]
+    assert all("every rule holds" in line for line in summaries), summaries
