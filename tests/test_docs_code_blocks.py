@@ -42,6 +42,8 @@ NOT_RUN_COMMANDS = {
     r"pip install '?<clone-or-wheel>": "a placeholder; tests/test_wheel.py installs the wheel in a fresh environment",
 }
 COMMAND_TIMEOUT = 300
+UNDER_MOCKS = "import sys; from eks_ddp.stack.mocking import run_offline; run_offline(sys.argv[1])"
+"""How a Pulumi program block runs: as the CLI would run its file, under the offline mocks."""
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)(?P<info>[^`\n]*)$")
 TITLE = re.compile(r'\btitle="(?P<title>[^"]+)"')
 COPY_IGNORED = (".venv", ".venv-checkov", "build", "*.egg-info", "runs", ".git", "__pycache__", ".pytest_cache")
@@ -114,15 +116,14 @@ def is_pulumi_program(text: str) -> bool:
 
 
 def _execute(run: Run, where: str, what: str, argv: list[str]) -> None:
-    done = subprocess.run(argv, cwd=run.workdir, capture_output=True, text=True, timeout=COMMAND_TIMEOUT,
-                          env={**_environment(), "PWD": str(run.workdir)})
+    """Run `argv` in the run's directory, this environment's `python`, `pip` and `torchrun` first on the PATH; a
+    failure is kept with the last line the command printed (its error, as the reader would see it)."""
+    environment = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(argv, cwd=run.workdir, env=environment, capture_output=True, text=True,
+                          timeout=COMMAND_TIMEOUT)
     if done.returncode != 0:
         output = (done.stderr.strip() or done.stdout.strip() or "(no output)").splitlines()
         run.failures.append(f"{where}: {what} exited {done.returncode}: {output[-1][:300]}")
-
-
-def _environment() -> dict[str, str]:
-    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
 def run_block(block: Block, run: Run) -> None:
@@ -135,9 +136,8 @@ def run_block(block: Block, run: Run) -> None:
         script = run.workdir / f"block_{block.page.stem}_{block.line}.py"
         script.write_text(block.text)
         if is_pulumi_program(block.text):
-            offline = "import sys; from eks_ddp.stack.mocking import run_offline; run_offline(sys.argv[1])"
-            _execute(run, block.where, "the Pulumi program (under the offline mocks)", [sys.executable, "-c", offline,
-                                                                                         str(script)])
+            argv = [sys.executable, "-c", UNDER_MOCKS, str(script)]
+            _execute(run, block.where, "the Pulumi program (under the offline mocks)", argv)
         else:
             _execute(run, block.where, "the Python block", [sys.executable, str(script)])
     elif block.language in SHELL:
@@ -146,7 +146,10 @@ def run_block(block: Block, run: Run) -> None:
                 run.ran.add(without_comment(command))
                 _execute(run, block.where, f"`{command}`", ["bash", "-eo", "pipefail", "-c", command])
     elif block.language == "yaml":
-        yaml.safe_load(block.text)  # data shown on the page must at least parse
+        try:  # data shown on the page must at least parse
+            yaml.safe_load(block.text)
+        except yaml.YAMLError as error:
+            run.failures.append(f"{block.where}: the YAML does not parse: {str(error).splitlines()[0]}")
 
 
 def has_files(page: Path) -> bool:
@@ -174,15 +177,16 @@ def test_every_block_is_run_shown_or_named_here() -> None:
     assert "" not in languages, [block.where for block in every if not block.language]
     assert languages <= SHELL | PYTHON | SHOWN | set(NOT_RUN_LANGUAGES), languages
     shell_commands = [command for block in every if block.language in SHELL for command in commands(block.text)]
-    assert all(any(re.match(pattern, command) for command in shell_commands) for pattern in NOT_RUN_COMMANDS)
-    assert set(NOT_RUN_LANGUAGES) <= languages
+    stale = [pattern for pattern in NOT_RUN_COMMANDS if not any(re.match(pattern, c) for c in shell_commands)]
+    assert stale == [] and set(NOT_RUN_LANGUAGES) <= languages
 
 
 def test_a_failing_block_is_reported_with_its_page_line_and_output(tmp_path: Path) -> None:
-    """The runner must itself see a failure, or a page that passes proves nothing."""
+    """The runner must itself see a failure, or a page that passes proves nothing (`pulumi up`, listed as not run
+    here, is not run: it would fail)."""
     page = tmp_path / "page.md"
     page.write_text(
-        "```python title=\"greeting.py\"\nprint('hi')\n```\n\n```sh\npython greeting.py\nls no-such-file\n```\n"
+        "```python title=\"greeting.py\"\nprint('hi')\n```\n\n```sh\npython greeting.py\npulumi up  # not here\nls no-such-file\n```\n"
         "\n```python\nimport pulumi\nraise SystemExit('not a program')\n```\n"
     )
     run = Run(tmp_path)
