@@ -414,7 +414,7 @@ class Karpenter(pulumi.ComponentResource):
             [*waits_for(opts), *attachments, *granted.ready],
         )
         # A node class that names the role waits for its access entry too: a node launched before it cannot join.
-        self.node_role_name = pulumi.Output.all(nodes.name, entry.access_entry_arn).apply(lambda values: values[0])
+        self.node_role_name = pulumi.Output.all(nodes.name, entry.urn).apply(lambda values: values[0])
         self.queue_name, self.role_arn = queue.name, role.arn
         self.register_outputs(
             {"node_role_name": self.node_role_name, "queue_name": self.queue_name, "role_arn": self.role_arn}

@@ -9,13 +9,13 @@ v3.259.0 for the engine, the newest engine tag here; the code involved is unchan
   stands for the component's custom and remote descendants, not for what the component itself waited for.
 - The same `prepare_resource` awaits the parent's URN before registering, and the engine answers a registration
   only once its step is done (pkg/resource/deploy/source_eval.go `RegisterResource`, "block waiting for the
-  operation to finish"): on a first `pulumi up` a child of the Python SDK is created after its parent's
-  dependencies. The engine's graph does not know it, though: pkg/resource/deploy/step_generator.go
-  `calculateDependentReplacements` walks `DependingOn(root, ..., includeChildren=false)` (pkg/resource/graph/
-  dependency_graph.go), which follows `Dependencies`, `PropertyDependencies` and providers but not parents, so a
-  resource that waits for the cluster only through its component is not replaced when the cluster is replaced
-  with delete-before-replace (EKS then has dropped the access entry, add-on or association while Pulumi's state
-  still holds it), and `pulumi up --target` of the cluster's dependents leaves it out.
+  operation to finish"): on a first `pulumi up` a child is created after its parent's dependencies
+  (tests/stack/test_dependencies.py shows both under the mocks). The engine's graph of dependents does not know it:
+  pkg/resource/deploy/step_generator.go `calculateDependentReplacements` walks `DependingOn(root, ...,
+  includeChildren=false)` (pkg/resource/graph/dependency_graph.go), which follows `Dependencies`,
+  `PropertyDependencies` and providers, not parents, so a resource that waits for another only through its
+  component is not among that resource's dependents when it is replaced delete-before-replace; and the order holds
+  only while the resource stays where it is, under that component.
 So a resource waits for what its recorded `dependencies`, `propertyDependencies` and provider reach, transitively;
 a remote component (pulumi-eks's Cluster) counts as the resources it constructs (its registration returns once they
 exist). Under the mocks those children never exist, so the component's own inputs name the cluster.
