@@ -19,7 +19,7 @@ import pulumi
 from eks_ddp.infra.storage.shared_claim import SHARED_UID
 from eks_ddp.workloads import preflight, security
 from eks_ddp.workloads.fabric_env import collective_env
-from eks_ddp.workloads.target import NodeTarget, resources
+from eks_ddp.workloads.target import PROCESS_MIB, NodeTarget, pod_memory_mib, resources
 
 SHARED_MOUNT = "/shared"
 CHECKPOINT_GRACE_SECONDS = 120
@@ -362,6 +362,22 @@ def processes_per_pod(target: NodeTarget) -> int:
     return target.instance.gpus or 1
 
 
+# One rank of the bundled trainer at its peak, by dataset (its default model, a batch of 128): what
+# benchmarks/pod_memory.py measured in one-epoch runs on full-size data (benchmarks/results/2026-11-25-pod-memory.jsonl), rounded up to 10 MiB.
+# Above a bare rank (workloads.target.PROCESS_MIB): the splits as float32, the convolutional models' training images
+# once more in channels-last, the evaluation's predictions. Arguments that change the data or the model
+# (`--synthetic-size`, `--model`) change it: the pod's limit, its room on the node, still holds what they add.
+RANK_PEAK_MIB = {"digits": PROCESS_MIB, "mnist": 1360, "cifar10": 2320, "synthetic": 1520}
+DATASET_RANK_MIB = {dataset: peak - PROCESS_MIB for dataset, peak in RANK_PEAK_MIB.items()}
+
+
+def trainer_memory_mib(job: TrainingJob, target: NodeTarget) -> int:
+    """The memory a training pod asks for: its ranks with their dataset (the user's own code: bare ranks, whose needs
+    are the user's to know; its limit is the pod's room)."""
+    data = DATASET_RANK_MIB[job.dataset] if job.code is None else 0
+    return pod_memory_mib(target.instance, processes_per_pod(target), data)
+
+
 def pod_template(job: TrainingJob, target: NodeTarget, container: str) -> dict[str, Any]:
     """The training pod; `container` names the trainer's container as its operator expects."""
     env = [
@@ -387,7 +403,7 @@ def pod_template(job: TrainingJob, target: NodeTarget, container: str) -> dict[s
                     "imagePullPolicy": "IfNotPresent",
                     "command": trainer_command(job, target),
                     "env": env,
-                    "resources": resources(target),
+                    "resources": resources(target, trainer_memory_mib(job, target)),
                     "volumeMounts": mounts,
                     "ports": [{"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"}],
                 }

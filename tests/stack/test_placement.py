@@ -2,18 +2,23 @@
 shipped stacks under every autoscaler and operator (stack.rehearsal runs those variants; test_rehearsal runs it)."""
 
 import copy
+import csv
 from dataclasses import replace
 from datetime import date
 from typing import Any
 
 import pytest
 
+from eks_ddp.infra.facts import catalogue
+from eks_ddp.infra.facts.allocatable import efa_hugepages_mib
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.cluster.placement import placed, rehearse_placement
 from eks_ddp.stack.config import parse
 from eks_ddp.stack.engine_rules import Deployment
 from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.stack.mocking import Registration
+from eks_ddp.workloads.target import DAEMON_SETS_MIB
+from tests.upstream import REFERENCE
 
 
 def _deployment(stack: str, **overrides: Any) -> Deployment:
@@ -130,3 +135,59 @@ def test_the_cpu_tutorial_trains_on_its_two_m5_large_nodes_beside_every_add_on()
     assert [node.name for node in cluster.nodes] == ["eks-ddp-cluster-system-1", "eks-ddp-cluster-system-2"]
     assert [sum(pod.training for pod in node.pods) for node in cluster.nodes] == [1, 1] and cluster.findings == []
     assert any(pod.name.startswith("training-operator") for node in cluster.nodes for pod in node.pods)
+
+
+# What a real node of each training type offers pods, as published, in MiB: Karpenter v1.14.1's reference table
+# (AL2023; upstream/reference/instance-types.tsv) and, where AWS published a node, the lower of the two
+# (aws-samples/awsome-distributed-training 7217859 3.test_cases/megatron/nemo1.0/EKS/README.md: p4de.24xlarge,
+# 1,146,004,920 Ki); EFA's huge pages, which neither counts as memory pods cannot have, taken out. A pod must leave
+# NODE_MARGIN of it beside the daemon sets' budget: nodes of another AMI or kernel offer a few per cent less or more.
+AWS_PUBLISHED_ALLOCATABLE_MIB = {"p4de.24xlarge": 1146004920 // 1024}
+NODE_MARGIN = 0.10
+
+
+def _published_allocatable_mib(instance_type: str, efa: bool) -> int:
+    with (REFERENCE / "instance-types.tsv").open() as table:
+        rows = csv.DictReader((line.removeprefix("# ") for line in table), delimiter="\t")
+        karpenter = next(int(r["karpenter_allocatable_memory"].removesuffix("Mi")) for r in rows
+                         if r["instance_type"] == instance_type)
+    published = min(karpenter, AWS_PUBLISHED_ALLOCATABLE_MIB.get(instance_type, karpenter))
+    instance = catalogue.INSTANCE_TYPES[instance_type]
+    return published - (efa_hugepages_mib(instance) if efa else 0)
+
+
+def _over_published_nodes(deployment: Deployment) -> list[str]:
+    """Each training pod whose memory request, beside the daemon sets' budget, takes more than all but NODE_MARGIN of
+    what a published node of its type offers; fails when no training pod was placed."""
+    cluster = placed(deployment)
+    training = [(node, pod) for node in cluster.nodes for pod in node.pods if pod.training]
+    assert training, cluster.findings
+    over = []
+    for node, pod in training:
+        room = int(_published_allocatable_mib(node.source.instance_type, node.source.efa_devices > 0) * (1 - NODE_MARGIN))
+        if pod.requests()["memory"] + DAEMON_SETS_MIB > room:
+            over.append(f"{pod.owner} {pod.name} on {node.name}: {pod.requests()['memory']:.0f} MiB, room {room}")
+    return over
+
+
+@pytest.mark.parametrize("stack", sorted(stack_file.stacks()))
+def test_every_training_pod_fits_the_published_node_of_its_type_with_a_margin(stack: str) -> None:
+    """Training pods asked nearly all of a node's estimated memory (c7g.16xlarge 104 GiB, p4de 1,051 GiB): a node a MiB
+    smaller than the estimate keeps them Pending. They ask what the trainer needs, far inside every published node."""
+    assert _over_published_nodes(_deployment(stack)) == []
+
+
+def test_a_training_pod_one_mib_over_the_margin_fails_the_check() -> None:
+    """The check above can fail: the dev pod asking 1 MiB more than a published c7g.16xlarge leaves it."""
+    room = int(_published_allocatable_mib("c7g.16xlarge", True) * (1 - NODE_MARGIN)) - DAEMON_SETS_MIB
+
+    def asks(mib: int) -> Any:
+        def edit(job: Registration) -> None:
+            for replica in job.inputs["spec"]["pytorchReplicaSpecs"].values():
+                replica["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"] = f"{mib}Mi"
+        return edit
+
+    deployment = _deployment("dev")
+    assert _over_published_nodes(_edited(deployment, "PyTorchJob", "train", asks(room))) == []
+    over = _over_published_nodes(_edited(deployment, "PyTorchJob", "train", asks(room + 1)))
+    assert len(over) == 2 and all(f"{room + 1} MiB" in line for line in over)

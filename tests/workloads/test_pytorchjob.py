@@ -28,7 +28,8 @@ def test_static_job_on_graviton_validates_and_is_shaped_for_cpu() -> None:
     (container,) = pod["containers"]
     assert container["name"] == "pytorch" and container["command"][:4] == ["torchrun", "-m", "eks_ddp.trainer", "train"]
     assert not any(flag in container["command"] for flag in ("--nnodes", "--master-addr", "--nproc-per-node"))
-    assert container["resources"]["requests"] == container["resources"]["limits"] == {"cpu": "63", "memory": "96Gi", "vpc.amazonaws.com/efa": "1"}
+    assert container["resources"]["requests"] == {"cpu": "63", "memory": "3015Mi", "vpc.amazonaws.com/efa": "1"}
+    assert container["resources"]["limits"] == {"cpu": "63", "memory": "96Gi", "vpc.amazonaws.com/efa": "1"}
     assert {"name": "OMP_NUM_THREADS", "value": "63"} in container["env"]
     assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in pod["volumes"]
     assert pod["nodeSelector"] == {"vpc.amazonaws.com/efa.present": "true", "kubernetes.io/arch": "arm64"}
@@ -181,6 +182,26 @@ def test_training_pods_fit_what_each_engine_leaves_them_with_a_whole_cpu() -> No
     assert too_small(INSTANCE_TYPES["t4g.small"]) is not None
 
 
+def test_a_training_pod_asks_for_the_memory_its_ranks_need_and_may_use_its_room() -> None:
+    """The pods asked for their whole room (c7g.16xlarge 96 GiB, p5 1,960 GiB), within a few per cent of an estimate
+    real nodes differ from. Now: torchrun, each rank's measured peak with its dataset (and 4 GiB per GPU process), and
+    half as much again, requested; the room is the limit. CPUs and devices still keep the node to the pod."""
+    from eks_ddp.infra.facts.catalogue import INSTANCE_TYPES
+    from eks_ddp.workloads.target import pod_room
+    from eks_ddp.workloads.training_pod import UserCode
+
+    def memory(job: TrainingJob, target: NodeTarget) -> tuple[str, str]:
+        container = render(job, target)["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+        return container["resources"]["requests"]["memory"], container["resources"]["limits"]["memory"]
+
+    m5 = NodeTarget(INSTANCE_TYPES["m5.large"], efa_interfaces=0)
+    assert memory(JOB, m5) == ("3015Mi", "5Gi")  # (650 + 1,360) x 1.5 MiB
+    assert memory(replace(JOB, dataset="cifar10"), m5) == ("4455Mi", "5Gi")  # (650 + 2,320) x 1.5
+    assert memory(replace(JOB, dataset="digits"), GRAVITON) == ("2235Mi", "96Gi")  # (650 + 840) x 1.5
+    assert memory(JOB, P5) == ("66447Mi", f"{pod_room(P5.instance, None, 32)[1]}Gi")  # (8 x (1,360 + 4,096) + 650) x 1.5
+    assert memory(replace(JOB, code=UserCode("train.py")), GRAVITON) == ("2235Mi", "96Gi")  # bare ranks: the user knows
+
+
 def test_the_restart_budget_counts_node_losses_and_rendezvous_outlasts_a_scale_up() -> None:
     """backoffLimit must be one more than the restarts 2 node losses cost (the operator fails at >=); 600 s was
     shorter than a scale-up."""
@@ -193,3 +214,23 @@ def test_the_restart_budget_counts_node_losses_and_rendezvous_outlasts_a_scale_u
     # torchrun SIGKILLs its workers 30 s after SIGTERM unless told otherwise: the pod grants 120 s for the checkpoint.
     grace = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["terminationGracePeriodSeconds"]
     assert 30 < int(env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"]) < grace
+
+
+def test_the_memory_figures_hold_every_measured_run() -> None:
+    """The figures come from benchmarks/pod_memory.py's runs (results file named in workloads.target): each is at least
+    what was measured, and a pod's figure before its margin holds the whole measured pod, 2-rank pods included."""
+    import json
+    from pathlib import Path
+
+    from eks_ddp.infra.facts.catalogue import INSTANCE_TYPES
+    from eks_ddp.workloads.target import MEMORY_MARGIN, PROCESS_MIB, TORCHRUN_MIB, pod_memory_mib
+    from eks_ddp.workloads.training_pod import DATASET_RANK_MIB, RANK_PEAK_MIB
+
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "2026-11-25-pod-memory.jsonl"
+    runs = [json.loads(line) for line in results.read_text().splitlines()]
+    assert {run["dataset"] for run in runs} == set(RANK_PEAK_MIB) and RANK_PEAK_MIB["digits"] == PROCESS_MIB
+    cpu = INSTANCE_TYPES["m5.large"]
+    for run in runs:
+        assert TORCHRUN_MIB >= run["torchrun_peak_mib"] and RANK_PEAK_MIB[run["dataset"]] >= run["rank_peak_mib"], run
+        unmargined = pod_memory_mib(cpu, run["nproc"], DATASET_RANK_MIB[run["dataset"]]) / (1 + MEMORY_MARGIN)
+        assert unmargined >= run["pod_peak_mib"], run
