@@ -9,7 +9,7 @@ in NCCL CHECK PASSED or FAILED against the floor for the instance type.
 from dataclasses import dataclass
 from typing import Any
 
-from eks_ddp.infra.facts.allocatable import NodeLauncher
+from eks_ddp.infra.facts.allocatable import NodeLauncher, efa_hugepages_mib
 from eks_ddp.workloads.batch_jobs import (
     FABRIC_CHECK_LABEL,
     GATE_SECONDS,
@@ -83,15 +83,16 @@ def check_script(target: NodeTarget) -> str:
 # nccl-tests.yaml) requests 5120Mi of the 2 MiB pages the EFA software pre-allocates, for libfabric's buffers. Only
 # where the Cluster Autoscaler launches the nodes (the group's ASG announces them: EfaNodeGroup's node template):
 # Karpenter v1.14.1 does not know a node's huge pages before it launches it (pkg/providers/instancetype/types.go
-# computeCapacity), so a pod asking for them would never get a node; libfabric then uses regular pages.
-HUGEPAGES = "5120Mi"
+# computeCapacity), so a pod asking for them would never get a node; libfabric then uses regular pages. A node that
+# holds fewer (p5.4xlarge's 16 vCPUs: 3,522 MiB, infra.facts.allocatable.efa_hugepages_mib) is asked for all it has.
+HUGEPAGES_MIB = 5120
 
 
 def _worker_resources(target: NodeTarget) -> dict[str, dict[str, str]]:
     amounts = resources(target)
     if target.launcher == NodeLauncher.MANAGED_NODE_GROUP:
         for kind in ("requests", "limits"):
-            amounts[kind]["hugepages-2Mi"] = HUGEPAGES
+            amounts[kind]["hugepages-2Mi"] = f"{min(HUGEPAGES_MIB, efa_hugepages_mib(target.instance))}Mi"
     return amounts
 
 

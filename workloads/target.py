@@ -134,7 +134,7 @@ def resources(target: NodeTarget, memory_mib: int | None = None) -> dict[str, di
 
     No huge pages: Karpenter cannot launch a node for a pod that asks for them (aws/karpenter-provider-aws v1.14.1
     computeCapacity knows none), and libfabric uses regular pages without them (the NCCL check asks for them on
-    managed groups only: workloads.nccl_check.HUGEPAGES).
+    managed groups only: workloads.nccl_check.HUGEPAGES_MIB).
     """
     cpus, room_gib = target.pod_room()
     devices = target.instance.gpus or target.instance.neuron_devices or 1

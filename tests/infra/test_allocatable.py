@@ -11,6 +11,7 @@ from eks_ddp.infra.facts.allocatable import (
     allocatable,
     eni_pods,
     kube_reserved_millicores,
+    efa_hugepages_mib,
     memory_capacity_mib,
 )
 from eks_ddp.infra.facts.catalogue import INSTANCE_TYPES, Architecture, InstanceType
@@ -130,3 +131,18 @@ def test_no_engine_is_estimated_to_offer_more_than_a_published_node(row: tuple) 
     for launcher in NodeLauncher:
         estimate = node_allocatable(instance, launcher, instance.network_cards)
         assert estimate.memory_mib * 1024 <= allocatable_kib, (source, launcher)
+
+
+def test_the_nccl_checks_workers_ask_for_no_more_huge_pages_than_their_node_holds() -> None:
+    """AWS's manifest asks for 5120Mi; a managed p5.4xlarge (16 vCPUs) holds 3,522 MiB, so its workers stayed Pending."""
+    from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
+    from eks_ddp.workloads.nccl_check import render
+
+    def pages(instance: InstanceType) -> str:
+        target = NodeTarget(instance, instance.network_cards, launcher=NodeLauncher.MANAGED_NODE_GROUP)
+        worker = render("nccl", "training", target)["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+        return worker["containers"][0]["resources"]["limits"]["hugepages-2Mi"]
+
+    gpu_types = [instance for instance in EFA_INSTANCE_TYPES.values() if instance.gpus]
+    assert pages(INSTANCE_TYPES["p5.4xlarge"]) == "3522Mi" and pages(INSTANCE_TYPES["p4de.24xlarge"]) == "5120Mi"
+    assert all(int(pages(instance).removesuffix("Mi")) <= efa_hugepages_mib(instance) for instance in gpu_types)
