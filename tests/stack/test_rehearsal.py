@@ -141,7 +141,7 @@ def _training_operator_with_mpijob_v1(runs: list[Registration]) -> None:
 
 def _hugepages(runs: list[Registration]) -> None:
     spec = _named(runs, "eks-ddp-train-job")["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
-    spec["containers"][0]["resources"]["requests"]["hugepages-2Mi"] = "20Gi"  # twice what the EFA software holds
+    spec["containers"][0]["resources"]["requests"]["hugepages-2Mi"] = "64Gi"  # the 192-vCPU nodes hold 42,242 MiB
 
 
 def _no_toleration_for_the_gpu_taint(runs: list[Registration]) -> None:
