@@ -59,10 +59,14 @@ def _integral(value: Any) -> Any:
 
 
 def kubernetes_objects(registrations: list[Registration]) -> list[dict[str, Any]]:
+    """The objects the stack creates; a `*Patch` resource changes one of them and is no object of its own."""
     return [
         {key: _integral(r.inputs[key]) for key in MANIFEST_KEYS if key in r.inputs}
         for r in registrations
-        if r.type.startswith("kubernetes:") and "kind" in r.inputs and "apiVersion" in r.inputs
+        if r.type.startswith("kubernetes:")
+        and "kind" in r.inputs
+        and "apiVersion" in r.inputs
+        and not r.type.endswith("Patch")
     ]
 
 

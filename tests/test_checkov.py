@@ -5,7 +5,9 @@ Every object `make preview` writes is scanned: no check may fail, and each skip 
 - CKV_K8S_25 and CKV_K8S_40 on each Job of the trainer's image (the root permissions step's two capabilities; uid
   1000 owns users' runs): workloads/security.py CHECKOV_SKIPS;
 - CKV_K8S_43 and CKV_K8S_15 on the EFA fabric check's Job while its image is AWS's Deep Learning Container by tag
-  (regional, no digest the stack can know): security.unpinned_image_skips names the stack key that pins it.
+  (regional, no digest the stack can know): security.unpinned_image_skips names the stack key that pins it;
+- CKV_K8S_14, CKV_K8S_15 and CKV_K8S_43 on the NCCL check's attempt Job, which never runs a pod
+  (workloads/nccl_check.py ATTEMPT_SKIPS).
 checkov 3.3.30 reads the containers of Pods, Jobs, Deployments and the like, not those inside PyTorchJob, TrainJob,
 JobSet or MPIJob objects: the training pods get the same contexts (tests/workloads/test_batch_jobs.py) and the
 rehearsal checks them against Pod Security Admission (tests/stack/test_pod_security.py).
@@ -77,7 +79,9 @@ def test_every_stacks_manifests_pass_checkov_with_each_skip_on_its_object(
     assert guarded == {path for _, path in jobs}  # checkov's graph check names each Job's pod template
     skipped = {(r["check_id"], r["resource"], r["file_path"]) for r in results["skipped_checks"]}
     fabric_checks = {job for job in jobs if job[0].endswith("-efa-check")}
-    expected = {(check, *job) for job in jobs - fabric_checks for check in TRAINER_JOB_SKIPS}
+    attempts = {job for job in jobs if job[0].endswith("-nccl-check-attempt")}
+    expected = {(check, *job) for job in jobs - fabric_checks - attempts for check in TRAINER_JOB_SKIPS}
     expected |= {(check, *job) for job in fabric_checks for check in UNPINNED_IMAGE_SKIPS}
+    expected |= {(check, *job) for job in attempts for check in ("CKV_K8S_14", *UNPINNED_IMAGE_SKIPS)}
     assert fabric_checks and skipped == expected
     assert all(len(r["check_result"].get("suppress_comment", "")) > 40 for r in results["skipped_checks"])

@@ -47,15 +47,27 @@ def default_fabric_image(architecture: str, region: str) -> str | None:
 
 
 FABRIC_IMAGE_KEY = "eks-ddp:fabricCheckImage (FabricCheckJob's image)"
+STEP_LABEL = "eks-ddp/step"
+"""Which side step of the job a Job is: `data` or `evaluate`."""
 FABRIC_PORT = 47592
 FABRIC_CHECK_LABEL = "eks-ddp/fabric-check"
 """On every fabric check's object and pods (EFA and NCCL): what the rehearsal's gate rule knows them by."""
-# A check gates training: `pulumi up` waits for it to succeed before it creates the training job (stack.program), so
+# A check gates training: `pulumi up` waits for it to end before it creates the training job (stack.program), so
 # a broken fabric stops the deploy instead of training slowly over TCP, and the check's pods are gone before the
-# training pods need the same nodes. pulumi-kubernetes v4.34 (provider/pkg/await) awaits a Job until Complete and any
-# object with `pulumi.com/waitFor`, for `pulumi.com/timeoutSeconds`; the check's own deadline ends it first (nodes
-# scaled from zero take up to 15 minutes, the Cluster Autoscaler's --max-node-provision-time).
+# training pods need the same nodes. Nodes scaled from zero take up to 15 minutes (the Cluster Autoscaler's
+# --max-node-provision-time), the images several GB, the tests a minute or two: each check's pods stop at most
+# GATE_SECONDS after they start (the EFA Job's deadline counts from its creation, so it ends the whole Job), and
+# `pulumi up` waits at most AWAIT_SECONDS for it (stack.engine_rules.pulumi_kubernetes says what it does then).
 GATE_SECONDS = 25 * 60
+AWAIT_SECONDS = GATE_SECONDS + 5 * 60
+REPLACE_UNREADY = "pulumi.com/replaceUnready"
+"""pulumi-kubernetes replaces a batch/v1 Job with this annotation when the next `pulumi up` finds it not Complete
+(v4.32.0 provider/pkg/provider/provider.go Diff); on any other kind it only warns that it is not supported."""
+PEER_WINDOW_SECONDS = 15 * 60
+"""How long each EFA check pod waits for its peer: the other node may join up to 15 minutes later."""
+VERDICT_IN_STATUS = "FallbackToLogsOnError"
+"""A failed container's log tail becomes its termination message (the kubelet, up to 80 lines or 2,048 bytes), which
+pulumi-kubernetes' Job await puts in its error (provider/pkg/await/checker/pod/check.go containerTerminatedError)."""
 
 
 class OnFailure(str, Enum):
@@ -77,13 +89,21 @@ def verdict(script: str, on_failure: OnFailure, check: str) -> str:
 
 
 def gate_annotations(wait_for: str | None = None) -> dict[str, str]:
-    """Awaited by `pulumi up` (the job components skip the await unless the object says otherwise)."""
-    waits = {"pulumi.com/waitFor": wait_for} if wait_for else {}
-    return {"pulumi.com/skipAwait": "false", "pulumi.com/timeoutSeconds": str(GATE_SECONDS + 5 * 60), **waits}
+    """Awaited by `pulumi up` (the job components skip the await unless the object says otherwise): a batch/v1 Job by
+    pulumi-kubernetes' Job await (no `wait_for`), which fails as soon as the Job fails, and is replaced by the next
+    `pulumi up` unless it completed (`pulumi.com/replaceUnready`, which the provider honours for Jobs only);
+    any other kind until `wait_for`."""
+    waits = {"pulumi.com/waitFor": wait_for} if wait_for else {REPLACE_UNREADY: "true"}
+    return {"pulumi.com/skipAwait": "false", "pulumi.com/timeoutSeconds": str(AWAIT_SECONDS), **waits}
 
 
 def _job(
-    name: str, namespace: str, pod_spec: dict[str, Any], labels: dict[str, str], completions: int = 1
+    name: str,
+    namespace: str,
+    pod_spec: dict[str, Any],
+    labels: dict[str, str],
+    completions: int = 1,
+    backoff_limit: int = 2,
 ) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
@@ -92,7 +112,7 @@ def _job(
         "spec": {
             "completions": completions,
             "parallelism": completions,
-            "backoffLimit": 2,
+            "backoffLimit": backoff_limit,
             # No ttlSecondsAfterFinished: the Job belongs to Pulumi, not to Kubernetes' TTL controller.
             "template": {"metadata": {"labels": labels}, "spec": {"restartPolicy": "Never", **pod_spec}},
         },
@@ -174,7 +194,7 @@ def render_data_preparation(job: TrainingJob, target: NodeTarget) -> dict[str, A
         f"{job.name}-data",
         job.namespace,
         _trainer_pod(job, target, prepare_data_command(job)),
-        {"eks-ddp/job": job.name, "eks-ddp/step": "data"},
+        {"eks-ddp/job": job.name, STEP_LABEL: "data"},
     )
 
 
@@ -203,7 +223,7 @@ def render_evaluation(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
         step = None
     if step:
         pod["initContainers"].append(security.restricted({**step, "image": job.image, "volumeMounts": mounts}))
-    labels = {"eks-ddp/job": job.name, "eks-ddp/step": "evaluate"}
+    labels = {"eks-ddp/job": job.name, STEP_LABEL: "evaluate"}
     manifest = _trainer_job(f"{job.name}-evaluate", job.namespace, pod, labels)
     manifest["spec"]["activeDeadlineSeconds"] = EVALUATION_DEADLINE_SECONDS
     return manifest
@@ -212,13 +232,15 @@ def render_evaluation(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
 FABRIC_SCRIPT = """set -u
 fi_info -p efa -t FI_EP_RDM || { echo "EFA CHECK FAILED: no efa provider on $(hostname)"; exit 1; }
 if [ "$JOB_COMPLETION_INDEX" = "0" ]; then
-  timeout 120 fi_pingpong -p efa -P {port} && echo "EFA CHECK PASSED (server)" || { echo "EFA CHECK FAILED (server)"; exit 1; }
+  timeout "$PEER_WINDOW" fi_pingpong -p efa -P {port} && echo "EFA CHECK PASSED (server)" \\
+    || { echo "EFA CHECK FAILED (server: no pingpong from a client within $PEER_WINDOW s)"; exit 1; }
 else
-  for attempt in $(seq 30); do
-    timeout 60 fi_pingpong -p efa -P {port} "$PEER" && { echo "EFA CHECK PASSED (client)"; exit 0; }
-    sleep 2
+  until timeout 60 fi_pingpong -p efa -P {port} "$PEER"; do
+    [ "$SECONDS" -lt "$PEER_WINDOW" ] \\
+      || { echo "EFA CHECK FAILED (client: no pingpong with $PEER in $PEER_WINDOW s)"; exit 1; }
+    sleep 5
   done
-  echo "EFA CHECK FAILED (client: no pingpong with $PEER)"; exit 1
+  echo "EFA CHECK PASSED (client)"
 fi
 """
 
@@ -247,8 +269,12 @@ def render_fabric_check(
         "name": "fabric-check",
         "image": image,
         "command": ["bash", "-c", verdict(FABRIC_SCRIPT.replace("{port}", str(FABRIC_PORT)), on_failure, "EFA")],
-        "env": [{"name": "PEER", "value": f"{name}-0.{name}"}],
+        "env": [
+            {"name": "PEER", "value": f"{name}-0.{name}"},
+            {"name": "PEER_WINDOW", "value": str(PEER_WINDOW_SECONDS)},
+        ],
         "resources": {"requests": amounts, "limits": amounts},
+        "terminationMessagePolicy": VERDICT_IN_STATUS,
     }
     # Restricted like the training pods: libfabric's EFA provider needs no capability as a non-root user, only the
     # device the EFA plugin hands over and the locked-memory limit containerd gives every container (unlimited on
@@ -266,7 +292,10 @@ def render_fabric_check(
             }
         },
     }
-    job = _job(name, namespace, security.restricted_pod(pod_spec, uid=security.CHECK_UID), labels, completions=2)
+    # A verdict is final: the first failed pod fails the Job (backoffLimit 0), so `pulumi up` stops at once with it;
+    # a retried pod would only say it again, minutes later.
+    pod = security.restricted_pod(pod_spec, uid=security.CHECK_UID)
+    job = _job(name, namespace, pod, labels, completions=2, backoff_limit=0)
     job["metadata"]["annotations"] = gate_annotations() | security.unpinned_image_skips(image, FABRIC_IMAGE_KEY)
     job["spec"]["completionMode"] = "Indexed"
     job["spec"]["activeDeadlineSeconds"] = GATE_SECONDS

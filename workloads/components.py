@@ -53,13 +53,14 @@ RUN_TO_COMPLETION = ("Job", pytorchjob.KIND, trainjob.KIND)
 #   rebuilds a JobSet that exists (jobset.go); its runtime is named after its spec (trainjob.runtime_name).
 # - PyTorchJob: the training operator v1.9.4 never recreates a pod whose template changed (pytorchjob.POD_FIELDS).
 # - MPIJob: mpi-operator v0.8.0 creates the worker pods and the launcher Job once (pkg/controller/mpi_job_controller.go
-#   getOrCreateWorker; the launcher's template is synced only when the job is unsuspended).
+#   getOrCreateWorker; the launcher's template is synced only when the job is unsuspended). The NCCL check's also
+#   runs again when its attempt Job is replaced (its annotations carry that Job's uid: nccl_check.render_attempt).
 REPLACED_NOT_UPDATED = {
     kind: pulumi.ResourceOptions(replace_on_changes=list(paths), delete_before_replace=True)
     for kind, paths in (
         (trainjob.KIND, ["spec"]),
         (pytorchjob.KIND, pytorchjob.POD_FIELDS),
-        (nccl_check.KIND, ["spec"]),
+        (nccl_check.KIND, ["spec", "metadata.annotations"]),
     )
 }
 
@@ -70,9 +71,12 @@ def apply(
     parent: pulumi.Resource,
     provider: k8s.Provider,
     depends_on: list[pulumi.Resource],
+    extra: pulumi.ResourceOptions | None = None,
 ) -> pulumi.CustomResource:
-    """Create one rendered object as the matching pulumi-kubernetes resource."""
-    opts = pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=depends_on)
+    """Create one rendered object as the matching pulumi-kubernetes resource (with `extra` options, if any)."""
+    opts = pulumi.ResourceOptions.merge(
+        pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=depends_on), extra
+    )
     if manifest["kind"] in REPLACED_NOT_UPDATED:
         opts = pulumi.ResourceOptions.merge(opts, REPLACED_NOT_UPDATED[manifest["kind"]])
     metadata, spec = cast(Any, dict(manifest["metadata"])), cast(Any, manifest["spec"])
@@ -381,8 +385,38 @@ class NcclCheckArgs(TypedDict):
     """What a failed check does: gate (default: `pulumi up` stops before training) or report (logged only)."""
 
 
+class CheckFailed(pulumi.RunError):
+    """A fabric check's verdict: `pulumi up` prints a RunError's message alone, with no traceback (pulumi/pulumi
+    sdk/python/cmd/pulumi-language-python-exec)."""
+
+
+class _ObservedResource(pulumi.CustomResource):
+    """A Kubernetes object whose `status` is an output: pulumi-kubernetes' CustomResource declares only apiVersion,
+    kind, metadata and spec, and the SDK resolves only what a resource declares (pulumi 3.272.0 runtime/rpc.py
+    resolve_properties); a declared None is not sent (serialize_properties)."""
+
+    status: pulumi.Output[Any]
+
+    def __init__(self, name: str, manifest: dict[str, Any], opts: ResourceOptions) -> None:
+        props = {key: manifest.get(key) for key in ("apiVersion", "kind", "metadata", "spec")}
+        kind = f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}"
+        super().__init__(kind, name, {**props, "status": None}, opts)
+
+
+def _passed(name: str, namespace: str, status: dict[str, Any] | None) -> str:
+    """The verdict `pulumi up` goes on with, or the check's failure as its one-line error."""
+    failed = nccl_check.failure(name, namespace, status)
+    if failed:
+        raise CheckFailed(failed)
+    return "passed"
+
+
 class NcclCheckJob(_BatchJob):
-    """NCCL's bus bandwidth between two GPU nodes over EFA (nccl-tests all_reduce_perf as an MPIJob)."""
+    """NCCL's bus bandwidth between two GPU nodes over EFA (nccl-tests all_reduce_perf as an MPIJob).
+
+    `pulumi up` waits for the MPIJob to end, stops with its verdict when it failed, and the next `pulumi up` runs a
+    check that did not pass again: its attempt Job completes only after a passed verdict (nccl_check.render_attempt).
+    """
 
     def __init__(self, name: str, args: NcclCheckArgs, opts: ResourceOptions | None = None) -> None:
         target = two_efa_nodes("NcclCheckJob", args["node_group"])
@@ -391,5 +425,43 @@ class NcclCheckJob(_BatchJob):
                 "NcclCheckJob", "node_group.instance_type", target.instance.name, "the check needs a GPU group"
             )
         image, on_failure = args.get("image", nccl_check.IMAGE), args.get("on_failure", batch_jobs.OnFailure.GATE)
-        manifest = nccl_check.render(name, args["namespace"], target, image, on_failure)
-        self._apply_all(name, [manifest], args["provider"], opts)
+        namespace, provider = args["namespace"], args["provider"]
+        manifest = nccl_check.render(name, namespace, target, image, on_failure)
+        attempt_manifest = nccl_check.render_attempt(name, namespace, target, manifest)
+        self.manifests = [attempt_manifest, manifest]
+        """The rendered objects (plain; the MPIJob's attempt annotation is the attempt Job's uid once applied)."""
+        super().__init__("eksddp:index:NcclCheckJob", name, {}, opts)
+        after = waits_for(opts)
+        # The patch that completes the attempt changes completions and parallelism: not a change to undo.
+        kept = pulumi.ResourceOptions(ignore_changes=["spec.completions", "spec.parallelism"])
+        attempt = cast(k8s.batch.v1.Job, apply(f"{name}-attempt", attempt_manifest, self, provider, after, kept))
+        uid = attempt.metadata.apply(lambda meta: meta.uid or "")
+        metadata = {**manifest["metadata"]}
+        metadata["annotations"] = {**metadata["annotations"], nccl_check.ATTEMPT_ANNOTATION: uid}
+        mpijob_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=after)
+        mpijob = _ObservedResource(
+            f"{name}-mpijob",
+            {**manifest, "metadata": metadata},
+            pulumi.ResourceOptions.merge(mpijob_opts, REPLACED_NOT_UPDATED[nccl_check.KIND]),
+        )
+        passed = mpijob.status.apply(lambda status: _passed(name, namespace, status))
+        k8s.batch.v1.JobPatch(
+            f"{name}-passed",
+            metadata={
+                "name": attempt.metadata.apply(lambda meta: meta.name),
+                "namespace": namespace,
+                "annotations": {
+                    # The attempt Job's own field manager set completions and parallelism: this patch takes them
+                    # (provider/pkg/await/await.go patchForce); and is awaited as that Job is, not at all.
+                    "pulumi.com/patchForce": "true",
+                    "pulumi.com/waitFor": SUBMITTED,
+                    nccl_check.ATTEMPT_ANNOTATION: uid,
+                    nccl_check.VERDICT_ANNOTATION: passed,
+                },
+            },
+            spec=k8s.batch.v1.JobSpecPatchArgs(
+                completions=nccl_check.PASSED["completions"], parallelism=nccl_check.PASSED["parallelism"]
+            ),
+            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[mpijob]),
+        )
+        self.register_outputs({})

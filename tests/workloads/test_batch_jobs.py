@@ -170,3 +170,35 @@ def test_every_pod_on_the_claim_gets_its_directories_from_a_root_step_and_runs_r
             }, container["name"]
             assert {"name": "scratch", "mountPath": "/tmp"} in container["volumeMounts"]
             assert {"name": "HOME", "value": "/tmp"} in container["env"]
+
+
+@pytest.mark.parametrize("index", ["0", "1"])
+def test_a_check_pod_without_its_peer_says_so_within_its_window_and_fails_the_job(tmp_path: Path, index: str) -> None:
+    """The pod's own command, with a `fi_pingpong` that never meets its peer (a server nobody calls, a client nobody
+    answers): each side gives up after PEER_WINDOW seconds with its verdict, which the kubelet keeps as the
+    container's termination message and pulumi-kubernetes' Job await shows, since the first failed pod fails the Job.
+    The client used to try 30 times for up to 62 s each, the server 120 s only: a peer on a node that joined later
+    failed the check, a missing one outlived the Job's deadline."""
+    for tool, script in (("fi_info", "exit 0"), ("fi_pingpong", "exec sleep 30" if index == "0" else "exit 1")):
+        (tmp_path / tool).write_text(f"#!/bin/sh\n{script}\n")
+        (tmp_path / tool).chmod(0o755)
+    _, job = render_fabric_check("efa-check", "training", TARGET, "registry.example/efa-tools:1")
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {
+        **os.environ,
+        **{variable["name"]: variable["value"] for variable in container["env"] if "value" in variable},
+        "PATH": f"{tmp_path}:{os.environ['PATH']}",
+        "JOB_COMPLETION_INDEX": index,
+        "PEER_WINDOW": "2",
+    }
+    ran = subprocess.run(container["command"], env=env, capture_output=True, text=True, check=False, timeout=20)
+    side = (
+        "server: no pingpong from a client within 2 s"
+        if index == "0"
+        else "client: no pingpong with efa-check-0.efa-check in 2 s"
+    )
+    assert ran.returncode == 1 and ran.stdout.rstrip().endswith(f"EFA CHECK FAILED ({side})"), ran
+    assert container["terminationMessagePolicy"] == "FallbackToLogsOnError" and job["spec"]["backoffLimit"] == 0
+    window = next(int(variable["value"]) for variable in container["env"] if variable["name"] == "PEER_WINDOW")
+    assert window >= 15 * 60  # a peer's node may join 15 minutes later (the Cluster Autoscaler's provision time)

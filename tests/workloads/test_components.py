@@ -1,5 +1,6 @@
 """Workload components under mocks: what they apply, what they wait for, what they refuse."""
 
+import asyncio
 import json
 from typing import Any
 
@@ -11,9 +12,10 @@ from eks_ddp.infra.addons.training_operator import TrainingOperator
 from eks_ddp.infra.aws.efa_node_group import EfaNodeGroupArgs, shape_of
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts.catalogue import Architecture
+from eks_ddp.stack.mocking import RecordingMocks, RecordingMonitor
 from eks_ddp.workloads import pytorchjob
 from eks_ddp.workloads.batch_jobs import FABRIC_IMAGE_KEY
-from eks_ddp.workloads.components import DataPrepJob, EvaluationJob, FabricCheckJob, PyTorchJob
+from eks_ddp.workloads.components import DataPrepJob, EvaluationJob, FabricCheckJob, NcclCheckJob, PyTorchJob
 from eks_ddp.workloads.image import CONTEXT, TrainerImage, content_tag, lifecycle_policy
 from eks_ddp.workloads.security import CHECKOV_SKIPS, unpinned_image_skips
 from eks_ddp.workloads.training_pod import TrainingJob, TrainingJobSpec
@@ -63,9 +65,10 @@ def test_batch_jobs_apply_their_objects(pulumi_mocks: Recorded) -> None:
     # pulumi up returns once they are submitted: a Job is otherwise awaited until Complete for 10 minutes.
     submitted = {"pulumi.com/waitFor": "jsonpath={.metadata}"}  # met at once; a replaced Job's deletion is awaited
     assert all(jobs[n].inputs["metadata"]["annotations"] == submitted | CHECKOV_SKIPS for n in ("data-job", "evaluate-job"))
-    # the fabric check gates training: pulumi up waits for it, within the check's own deadline
+    # the fabric check gates training: pulumi up waits for it, within the check's own deadline, and the next one
+    # replaces it unless it completed
     gate = jobs["efa-check-job"]
-    gate_keys = {"pulumi.com/skipAwait": "false", "pulumi.com/timeoutSeconds": "1800"}
+    gate_keys = {"pulumi.com/skipAwait": "false", "pulumi.com/timeoutSeconds": "1800", "pulumi.com/replaceUnready": "true"}
     assert gate.inputs["metadata"]["annotations"] == gate_keys | unpinned_image_skips("registry.example/efa-tools:1", FABRIC_IMAGE_KEY)
     assert gate.inputs["spec"]["activeDeadlineSeconds"] == 1500
     assert all("ttlSecondsAfterFinished" not in job.inputs["spec"] for job in jobs.values())
@@ -183,3 +186,69 @@ def test_a_job_with_its_own_image_and_code_runs_them_with_what_the_group_implies
     assert "torchrun" in command and command.endswith("-m team.train --steps 100") and "trainer" not in command
     assert {"name": "TEAM_DATA", "value": "/shared/data"} in container["env"]
     assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == "1"  # c7g.16xlarge: one EFA device
+
+
+GPU_GROUP: EfaNodeGroupArgs = {**GROUP, "instance_type": "p4d.24xlarge", "max_size": 2}
+GPU_SHAPE = shape_of(GPU_GROUP)
+FAILED = {
+    "conditions": [
+        {"type": "Created", "status": "True"},
+        {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"},
+    ]
+}
+SUCCEEDED = {"conditions": [{"type": "Created", "status": "True"}, {"type": "Succeeded", "status": "True"}]}
+
+
+def _nccl_check_ending(status: dict[str, Any]) -> list[Any]:
+    """NcclCheckJob under mocks whose MPIJob ends with `status`, as pulumi-kubernetes returns it once its await ended:
+    the registrations, and the error the program ended with (None if it went on)."""
+    class Ended(RecordingMocks):
+        def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
+            physical_id, outputs = super().new_resource(args)
+            if args.typ == "kubernetes:kubeflow.org/v2beta1:MPIJob":
+                outputs["status"] = status
+            if args.typ == "kubernetes:batch/v1:Job":
+                outputs["metadata"] = {**outputs["metadata"], "uid": f"uid-of-{args.name}"}
+            return physical_id, outputs
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    pulumi.runtime.settings.reset_options()
+    pulumi.runtime.set_all_config({})
+    mocks = Ended()
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project="eks-ddp", stack="test", preview=False, monitor=monitor)
+    error = None
+    try:
+        pulumi.runtime.test(lambda: NcclCheckJob("nccl", {"provider": k8s.Provider("k8s", kubeconfig="{}"), "node_group": GPU_SHAPE, "namespace": "training"}))()
+    except pulumi.RunError as raised:  # what `pulumi up` prints alone
+        error = raised
+    loop.close()
+    return [{r.name: r for r in monitor.registrations}, error]
+
+
+def test_a_failed_nccl_check_stops_with_its_verdict_and_leaves_its_attempt_to_run_again() -> None:
+    """pulumi-kubernetes' await ends on the failure (the MPIJob's waitFor selects Succeeded or Failed): the program
+    reads the status and stops `pulumi up` with one line, so the attempt Job stays incomplete and the next
+    `pulumi up` replaces it, and the MPIJob that carries its uid (nccl_check.render_attempt)."""
+    registered, error = _nccl_check_ending(FAILED)
+    assert isinstance(error, pulumi.RunError), error
+    assert str(error) == (
+        "NCCL check training/nccl failed (BackoffLimitExceeded: Job has reached the specified backoff limit); its "
+        "verdict is the last line of `kubectl -n training logs job/nccl-launcher`; the next `pulumi up` runs it again"
+    )
+    assert "nccl-passed" not in registered  # nothing completes the attempt
+    mpijob, attempt = registered["nccl-mpijob"], registered["nccl-attempt"]
+    assert mpijob.inputs["metadata"]["annotations"]["eks-ddp/attempt"] == "uid-of-nccl-attempt"
+    assert "metadata.annotations" in mpijob.replace_on_changes and mpijob.delete_before_replace
+    assert attempt.inputs["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true"
+    assert (attempt.inputs["spec"]["completions"], attempt.inputs["spec"]["parallelism"]) == (1, 0)
+
+
+def test_a_passed_nccl_check_completes_its_attempt_so_the_next_pulumi_up_changes_nothing() -> None:
+    registered, error = _nccl_check_ending(SUCCEEDED)
+    assert error is None
+    patch = registered["nccl-passed"]
+    assert patch.type == "kubernetes:batch/v1:JobPatch" and patch.inputs["spec"] == {"completions": 0, "parallelism": 0}
+    assert patch.inputs["metadata"]["name"] == "nccl-attempt" and registered["nccl-mpijob"].urn in patch.dependencies
+    assert patch.inputs["metadata"]["annotations"]["eks-ddp/verdict"] == "passed"

@@ -7,12 +7,14 @@ what is checked is the parsing of the bus bandwidth at the largest message and t
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from eks_ddp.infra.facts.catalogue import INSTANCE_TYPES
 from eks_ddp.workloads import nccl_check
 from eks_ddp.workloads.batch_jobs import OnFailure
 from eks_ddp.workloads.target import NodeTarget
 from tests.upstream import validate_against_crd
+from tests.workloads.schemas import validate_core
 
 P5 = NodeTarget(
     INSTANCE_TYPES["p5.48xlarge"],
@@ -58,10 +60,12 @@ def test_the_mpijob_validates_and_takes_every_gpu_and_efa_device_of_two_nodes() 
     assert worker["replicas"] == 2 and manifest["spec"]["slotsPerWorker"] == 8
     assert limits["nvidia.com/gpu"] == "8" and limits["vpc.amazonaws.com/efa"] == "32"
     assert worker["template"]["spec"]["tolerations"][0]["key"] == "nvidia.com/gpu"
-    # It gates training: pulumi up waits for Succeeded, longer than the check's own deadline.
+    # It gates training: pulumi up waits until it succeeded or failed, longer than its pods' own deadlines.
     notes = manifest["metadata"]["annotations"]
-    assert (notes["pulumi.com/skipAwait"], notes["pulumi.com/waitFor"]) == ("false", "condition=Succeeded")
-    assert int(notes["pulumi.com/timeoutSeconds"]) > manifest["spec"]["runPolicy"]["activeDeadlineSeconds"]
+    assert (notes["pulumi.com/skipAwait"], notes["pulumi.com/waitFor"]) == ("false", nccl_check.ENDED)
+    wait = int(notes["pulumi.com/timeoutSeconds"])
+    assert wait > manifest["spec"]["runPolicy"]["activeDeadlineSeconds"]
+    assert wait > worker["template"]["spec"]["activeDeadlineSeconds"]  # mpi-operator bounds only the launcher
 
 
 def test_p5_passes_at_the_published_bandwidth_and_fails_on_tcp_speeds(tmp_path: Path) -> None:
@@ -102,9 +106,8 @@ def test_p4de_has_a_floor_from_its_published_bandwidth(tmp_path: Path) -> None:
 def test_the_launcher_waits_for_ready_workers_and_calls_the_test_where_awss_image_builds_it() -> None:
     spec = nccl_check.render("nccl-check", "training", P4DE)["spec"]
     assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
-    assert (
-        spec["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] == "OnFailure" and spec["runPolicy"]["backoffLimit"] == 2
-    )
+    # Its one pod fails the MPIJob, at once: the script itself starts mpirun again when the test did not run.
+    assert spec["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] == "Never" and spec["runPolicy"]["backoffLimit"] == 0
     launcher = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     assert "/opt/nccl-tests/build/all_reduce_perf -b 8 -e 2G" in launcher["command"][-1]
     worker = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
@@ -125,3 +128,74 @@ def test_workers_ask_for_the_efa_huge_pages_only_where_the_autoscaler_knows_them
 
     assert limits(NodeLauncher.MANAGED_NODE_GROUP)["hugepages-2Mi"] == "5120Mi"
     assert "hugepages-2Mi" not in limits(NodeLauncher.KARPENTER)
+
+
+def _mpirun_failing_first(tmp_path: Path, first: str, then: str) -> None:
+    """A stand-in mpirun that prints `first` and fails, then prints `then`; and a `sleep` that does not."""
+    (tmp_path / "sleep").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "sleep").chmod(0o755)
+    fake = tmp_path / "mpirun"
+    fake.write_text(
+        f"#!/bin/sh\nif [ -f {tmp_path}/ran ]; then cat <<'OUT'\n{then}OUT\nexit 0; fi\ntouch {tmp_path}/ran\n"
+        f"cat <<'OUT'\n{first}OUT\nexit 255\n"
+    )
+    fake.chmod(0o755)
+
+
+def test_mpirun_that_ended_before_the_test_ran_starts_again_and_a_verdict_is_never_retried(tmp_path: Path) -> None:
+    """A worker Ready before its sshd listens ends mpirun before the test: the script starts it again (the launcher
+    used to restart whole, twice, a verdict included, minutes before `pulumi up` heard of it)."""
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    command = nccl_check.render("nccl-check", "training", P5)["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]
+    command = command["spec"]["containers"][0]["command"]
+    _mpirun_failing_first(tmp_path, "ssh: connect to host worker-1 port 22: Connection refused\n", _results(441.2))
+    started = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    assert started.returncode == 0 and started.stdout.rstrip().endswith("NCCL CHECK PASSED"), started.stdout
+    assert "mpirun ended before the test ran (attempt 1 of 3): again in 10 s" in started.stdout
+    (tmp_path / "ran").unlink()
+    _mpirun_failing_first(tmp_path, _results(11.9), _results(441.2))  # the test ran, then mpirun failed
+    ran = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    assert ran.returncode == 1 and "NCCL CHECK FAILED: mpirun or all_reduce_perf exited with an error" in ran.stdout
+    assert "again in 10 s" not in ran.stdout
+
+
+def test_the_failure_pulumi_up_stops_with_names_the_operators_reason_and_the_verdicts_log() -> None:
+    failed = {
+        "conditions": [
+            {"type": "Created", "status": "True"},
+            {"type": "Running", "status": "False"},
+            {"type": "Failed", "status": "True", "reason": "DeadlineExceeded", "message": "Job was active longer"},
+        ]
+    }
+    assert nccl_check.failure("nccl", "training", failed) == (
+        "NCCL check training/nccl failed (DeadlineExceeded: Job was active longer); its verdict is the last line of "
+        "`kubectl -n training logs job/nccl-launcher`; the next `pulumi up` runs it again"
+    )
+    succeeded = {"conditions": [{"type": "Succeeded", "status": "True"}, {"type": "Failed", "status": "False"}]}
+    assert nccl_check.failure("nccl", "training", succeeded) is None
+    assert nccl_check.failure("nccl", "training", None) is None  # a preview or the mocks: no status yet
+
+
+def test_the_attempt_job_validates_and_never_runs_a_pod_until_a_passed_verdict_scales_it() -> None:
+    check = nccl_check.render("nccl-check", "training", P4DE)
+    attempt = nccl_check.render_attempt("nccl-check", "training", P4DE, check)
+    validate_core(attempt)
+    spec = attempt["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 1, 0)
+    assert attempt["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true"
+    assert spec["template"]["spec"]["nodeSelector"] == {"eks-ddp/node-group": "system", "kubernetes.io/arch": "amd64"}
+    validate_core({**attempt, "spec": {**spec, **nccl_check.PASSED}})  # still a Job once the passed patch scaled it
+
+
+def test_a_check_replaced_for_a_change_of_its_own_gets_a_new_attempt() -> None:
+    """A passed attempt stays complete: were the MPIJob alone replaced (a new image, `report` instead of `gate`), a
+    failure of the new run would leave nothing for the next `pulumi up` to replace. The attempt's pod template
+    changes with the check's spec, and pulumi-kubernetes replaces a Job whose template changed."""
+
+    def template(check: dict[str, Any]) -> dict[str, Any]:
+        return nccl_check.render_attempt("nccl-check", "training", P4DE, check)["spec"]["template"]
+
+    gate = nccl_check.render("nccl-check", "training", P4DE)
+    assert template(gate) == template(nccl_check.render("nccl-check", "training", P4DE))
+    assert template(gate) != template(nccl_check.render("nccl-check", "training", P4DE, on_failure=OnFailure.REPORT))
+    assert template(gate) != template(nccl_check.render("nccl-check", "training", P4DE, image="nccl-tests:2"))
