@@ -119,9 +119,11 @@ def _nccl_check(
 
 
 def _checks(config: StackConfig, platform: TrainingPlatform, name: str) -> list[Resource]:
-    """The fabric checks, one after the other: `pulumi up` waits for each to end (workloads.batch_jobs GATE_SECONDS)
-    and the training job is created after them, so they never compete with it for the group's nodes; under
-    `fabricCheck: gate` a failed check stops `pulumi up` there, under `report` it only logs its verdict."""
+    """The fabric checks, one after the other: `pulumi up` waits for each to end (at most workloads.batch_jobs
+    AWAIT_SECONDS) and the training job and its evaluation are created after them, so they never compete with it for
+    the group's nodes and nothing waits for a model a failed check kept from being trained; under `fabricCheck: gate`
+    a failed check stops `pulumi up` there with its verdict, and the next one runs it again; under `report` it only
+    logs its verdict."""
     if config.fabric_check == FabricCheck.OFF:
         return []
     on_failure = OnFailure(config.fabric_check.value)
@@ -155,5 +157,5 @@ def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
         gated = pulumi.ResourceOptions(depends_on=[platform, *checks])
         job = JOB_COMPONENTS[config.operator](f"{name}-train", monitored, gated)
         if config.job.evaluate:
-            EvaluationJob(f"{name}-evaluate", args, after)
+            EvaluationJob(f"{name}-evaluate", args, gated)
     return Stack(platform, group_images, job)

@@ -9,10 +9,12 @@ from eks_ddp.stack.engine_rules.base import (
     Finding,
     annotations,
     located,
+    pod_specs,
 )
 from eks_ddp.stack.mocking import Registration
-from eks_ddp.workloads.batch_jobs import FABRIC_CHECK_LABEL
+from eks_ddp.workloads.batch_jobs import FABRIC_CHECK_LABEL, REPLACE_UNREADY, STEP_LABEL, VERDICT_IN_STATUS
 from eks_ddp.workloads.components import SUBMITTED
+from eks_ddp.workloads.nccl_check import ENDED
 from eks_ddp.workloads.training_pod import TRAINER_LABEL
 
 SKIP_AWAIT, TIMEOUT_SECONDS, WAIT_FOR = "pulumi.com/skipAwait", "pulumi.com/timeoutSeconds", "pulumi.com/waitFor"
@@ -52,14 +54,15 @@ def _awaits_endpoints(spec: dict[str, Any]) -> bool:
 def kubernetes_awaits(deployment: Deployment) -> Iterator[Finding]:
     """pulumi-kubernetes waits on some kinds before `pulumi up` moves on; the wait must cover the worst case.
 
-    Source: pulumi/pulumi-kubernetes v4.32.0, provider/pkg/await/awaiters.go, await.go and
-    metadata/overrides.go. A batch/v1 Job is awaited until Complete (10 minutes unless
-    customTimeouts or `pulumi.com/timeoutSeconds`; its worst case is its activeDeadlineSeconds,
-    unbounded without one). A PersistentVolumeClaim is awaited until Bound for a fixed 5
-    minutes, or only until Pending when its StorageClass binds WaitForFirstConsumer. Custom
-    resources are awaited for a Ready condition under PULUMI_K8S_AWAIT_ALL=true; a PyTorchJob
-    has none; `pulumi.com/waitFor` (v4.18 and later) awaits any object for a condition or JSONPath value within
-    `pulumi.com/timeoutSeconds`. A Service (await/service.go) waits for a ready endpoint unless it is headless.
+    Source: pulumi/pulumi-kubernetes v4.32.0 and master at 94977969 (2026-07-01), whose provider/pkg/await and
+    metadata are the same (v4.34.2, the pin, is not in this machine's mirror and the Go proxy refuses it; its SDK's
+    generated Job docs describe the same await): awaiters.go, await.go, job.go and metadata/overrides.go. A batch/v1
+    Job is awaited until Complete (10 minutes unless customTimeouts or `pulumi.com/timeoutSeconds`; its worst case
+    is its activeDeadlineSeconds, unbounded without one), and fails at once when it fails (see `gate_outcome`). A
+    PersistentVolumeClaim is awaited until Bound for a fixed 5 minutes, or only until Pending when its StorageClass
+    binds WaitForFirstConsumer. Custom resources are awaited for a Ready condition under PULUMI_K8S_AWAIT_ALL=true; a
+    PyTorchJob has none; `pulumi.com/waitFor` (v4.18 and later) awaits any object for a condition or JSONPath value
+    within `pulumi.com/timeoutSeconds`. A Service (await/service.go) waits for a ready endpoint unless it is headless.
     `pulumi.com/skipAwait: "true"` opts any of them out, and for a Job its deletion too
     (metadata/overrides.go allowsSkipAwaitWithDelete): replaced for a change to its pods, the Job keeps its name, and
     its successor is created while it still stops (foreground deletion) and fails AlreadyExists (await.go Creation);
@@ -197,7 +200,7 @@ def no_ttl_on_owned_objects(deployment: Deployment) -> Iterator[Finding]:
 
 
 def awaited_to_completion(registration: Registration) -> bool:
-    """pulumi-kubernetes v4.34 awaits a Job until Complete, and any object with `pulumi.com/waitFor`, unless
+    """pulumi-kubernetes awaits a Job until Complete, and any object with `pulumi.com/waitFor`, unless
     `pulumi.com/skipAwait: "true"` (provider/pkg/await)."""
     notes = annotations(registration)
     if notes.get(SKIP_AWAIT) == "true" or registration.inputs.get("kind") not in COMPLETING:
@@ -231,11 +234,137 @@ def is_training(registration: Registration) -> bool:
     return kind in ("PyTorchJob", "TrainJob") or (kind == "Job" and TRAINER_LABEL.items() <= labels.items())
 
 
+def waits_for_the_checks(registration: Registration) -> bool:
+    """Training, and the evaluation of its model: neither may start before the fabric checks passed."""
+    labels = registration.inputs.get("metadata", {}).get("labels") or {}
+    evaluation = registration.inputs.get("kind") == "Job" and labels.get(STEP_LABEL) == "evaluate"
+    return is_training(registration) or evaluation
+
+
+# What ends pulumi-kubernetes' await of a fabric check, and what the next `pulumi up` does with a failed one.
+# - A batch/v1 Job without waitFor: the Job await (provider/pkg/await/job.go, checker/job/check.go) fails as soon as
+#   the Job's Failed condition is True with reason BackoffLimitExceeded or DeadlineExceeded (any other reason, such as
+#   a podFailurePolicy's, leaves it waiting for the timeout); the error lists the pods' errors, a terminated
+#   container's termination message among them (checker/pod/check.go containerTerminatedError).
+# - `pulumi.com/waitFor`: condition/custom.go and kubectl.go wait for a condition to have a status, jsonpath.go for a
+#   JSONPath to select a value; internal/awaiter.go ignores what a condition reports until `timeoutSeconds` runs out,
+#   so an object that failed in a way the expression does not select is reported only then.
+# - An await that failed leaves the object with init errors; the next `pulumi up` gives it an empty update that awaits
+#   the same object again ("continue awaiting initialization", pulumi/pulumi pkg/resource/deploy/step_generator.go),
+#   which fails at once on a Job's Failed condition, unless its replaceOnChanges covers them (`*`,
+#   applyReplaceOnChanges) or the provider's Diff replaces it: `pulumi.com/replaceUnready: "true"` on a Job that is
+#   not Complete (provider/pkg/provider/provider.go Diff; for any other kind it only warns "not supported").
+# Which conditions of an MPIJob (mpi-operator v0.8.0 types.go: Created, Running, Restarting, Succeeded, Suspended,
+# Failed) meet each waitFor the stacks use. The JSONPath was run with theory/jsonpath v0.9.0, as the provider parses
+# it, against statuses with each condition True (here, not in the tests: it needs Go).
+WAIT_FOR_MET_BY = {ENDED: {"Succeeded", "Failed"}}
+VERDICT_MINUTE = 60.0
+"""How soon after a check's verdict `pulumi up` must report it."""
+
+
+def _met_by(wait_for: str) -> set[str]:
+    """The MPIJob conditions (True) that meet `wait_for`: `condition=<type>` as kubectl's, or a known JSONPath."""
+    if wait_for.startswith("condition="):
+        kind, _, status = wait_for.removeprefix("condition=").partition("=")
+        return {kind} if status in ("", "True") else set()
+    return WAIT_FOR_MET_BY.get(wait_for, set())
+
+
+def _retries(registration: Registration) -> int:
+    """How many times the verdict is run again after it failed: the Job's (default 6) or the launcher's backoffLimit."""
+    spec = registration.inputs.get("spec", {})
+    if registration.inputs.get("kind") == "Job":
+        return int(spec.get("backoffLimit", 6))
+    return int(spec.get("runPolicy", {}).get("backoffLimit", 6))
+
+
+def reported_after(registration: Registration, failed_at: float) -> float:
+    """When, after a check object is created, `pulumi up` reports its verdict that failed `failed_at` seconds in.
+
+    Each retry runs the same test again and fails the same way; the object's own deadline ends it first if shorter.
+    """
+    spec, limit = registration.inputs.get("spec", {}), _await_limit(registration, 600)
+    deadline = spec.get("activeDeadlineSeconds") or spec.get("runPolicy", {}).get("activeDeadlineSeconds") or limit
+    wait_for = annotations(registration).get(WAIT_FOR)
+    if wait_for is not None and "Failed" not in _met_by(wait_for):
+        return limit
+    return min(failed_at * (_retries(registration) + 1), float(deadline), limit)
+
+
+def _attempt_of(deployment: Deployment, registration: Registration) -> Registration | None:
+    """The replaceUnready Job whose uid this object's metadata takes (nccl_check.render_attempt), if any."""
+    urns = set(registration.property_dependencies.get("metadata", []))
+    return next(
+        (
+            r
+            for r in deployment.kubernetes_objects()
+            if r.urn in urns and r.inputs.get("kind") == "Job" and annotations(r).get(REPLACE_UNREADY) == "true"
+        ),
+        None,
+    )
+
+
+def _completed_after(deployment: Deployment, attempt: Registration, check: Registration) -> bool:
+    """Whether a patch that waits for `check` scales `attempt` to no completions (nccl_check.PASSED)."""
+    return any(
+        r.type == "kubernetes:batch/v1:JobPatch"
+        and attempt.urn in r.property_dependencies.get("metadata", [])
+        and check.urn in r.dependencies
+        and r.inputs.get("spec", {}).get("completions") == 0 == r.inputs.get("spec", {}).get("parallelism")
+        for r in deployment.registrations
+    )
+
+
+def _replaces_on(registration: Registration, path: str) -> bool:
+    return any(path == p or path.startswith(f"{p}.") or p == "*" for p in registration.replace_on_changes)
+
+
+def runs_again(deployment: Deployment, registration: Registration, passed: bool) -> bool:
+    """Whether the next `pulumi up` runs a check object again (replaces it) after it passed or failed."""
+    notes, kind = annotations(registration), registration.inputs.get("kind")
+    if kind == "Job" and WAIT_FOR not in notes:  # the Job await: a failure leaves init errors, a pass Complete
+        return not passed and (notes.get(REPLACE_UNREADY) == "true" or _replaces_on(registration, "#initerror"))
+    attempt = _attempt_of(deployment, registration)
+    if attempt is not None and _replaces_on(registration, "metadata.annotations"):
+        return not (passed and _completed_after(deployment, attempt, registration))
+    init_errors = not passed and "Failed" not in _met_by(notes.get(WAIT_FOR, ""))
+    return init_errors and _replaces_on(registration, "#initerror")
+
+
+def _unbounded_workers(registration: Registration) -> bool:
+    """mpi-operator v0.8.0 puts runPolicy.activeDeadlineSeconds on the launcher Job only (mpi_job_controller.go
+    newLauncherJob), which it creates once every worker is Ready: a worker pod needs its own deadline."""
+    workers = registration.inputs.get("spec", {}).get("mpiReplicaSpecs", {}).get("Worker")
+    limit = _await_limit(registration, 600)
+    return workers is not None and not workers["template"]["spec"].get("activeDeadlineSeconds", limit + 1) <= limit
+
+
+def gate_problems(deployment: Deployment, check: Registration, failed_at: float = 120.0) -> list[str]:
+    """What keeps a check from gating as a user expects: a verdict reported later than a minute after it (for one
+    that failed `failed_at` seconds in), without the check's own words, a check the next `pulumi up` does not run
+    again after a failure, or again after a pass, or workers nothing stops."""
+    problems = []
+    late = reported_after(check, failed_at) - failed_at
+    if late > VERDICT_MINUTE:
+        problems.append(f"a verdict that failed {failed_at:g} s in is reported {late:g} s later")
+    pods = [c for pod in pod_specs(check.inputs) for c in pod.get("containers", [])]
+    if check.inputs.get("kind") == "Job" and any(c.get("terminationMessagePolicy") != VERDICT_IN_STATUS for c in pods):
+        problems.append(f"its failure does not say the verdict: terminationMessagePolicy {VERDICT_IN_STATUS}")
+    if not runs_again(deployment, check, passed=False):
+        problems.append("the next pulumi up awaits the failed object again instead of running the check again")
+    if runs_again(deployment, check, passed=True):
+        problems.append("the next pulumi up runs it again after it passed")
+    if _unbounded_workers(check):
+        problems.append("its workers run unbounded: give their pods an activeDeadlineSeconds within the wait")
+    return problems
+
+
 def checks_gate_training(deployment: Deployment) -> Iterator[Finding]:
-    """Training starts only after every fabric check ended: the check is awaited (a Job until Complete, the MPIJob
-    until `condition=Succeeded`, which a failure never meets) and the training object depends on it, so `pulumi up`
-    stops at a failed check (`fabricCheck: gate`) and the check's pods never hold the GPUs and EFA devices the
-    training pods wait for (an init container in the training pods would hold them: both would wait for ever)."""
+    """Training and its evaluation start only after every fabric check ended: the check is awaited (a Job until
+    Complete, the MPIJob until it succeeded or failed) and they depend on it, so `pulumi up` stops at a failed check
+    (`fabricCheck: gate`) and the check's pods never hold the GPUs and EFA devices the training pods wait for (an
+    init container in the training pods would hold them: both would wait for ever). Each check also gates as a user
+    expects (`gate_problems`)."""
     stages = phases(deployment)
     objects = deployment.kubernetes_objects()
     checks = [
@@ -243,12 +372,15 @@ def checks_gate_training(deployment: Deployment) -> Iterator[Finding]:
         for r in objects
         if r.inputs.get("kind") in COMPLETING and FABRIC_CHECK_LABEL in r.inputs.get("metadata", {}).get("labels", {})
     ]
-    for training in (r for r in objects if r.urn in stages and is_training(r)):
+    for check in checks:
+        for problem in gate_problems(deployment, check):
+            yield Finding("fabric-gate", located(check), "metadata.annotations", problem)
+    for gated in (r for r in objects if r.urn in stages and waits_for_the_checks(r)):
         for check in checks:
             if not awaited_to_completion(check):
-                problem = f"the {check.inputs['kind']} {check.name} is not awaited: training starts beside it"
-            elif stages[training.urn] <= stages[check.urn]:
+                problem = f"the {check.inputs['kind']} {check.name} is not awaited: it starts beside it"
+            elif stages[gated.urn] <= stages[check.urn]:
                 problem = f"created without waiting for {check.inputs['kind']} {check.name}: add it to depends_on"
             else:
                 continue
-            yield Finding("fabric-gate", located(training), "dependencies", problem)
+            yield Finding("fabric-gate", located(gated), "dependencies", problem)

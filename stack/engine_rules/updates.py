@@ -18,7 +18,9 @@ treats an object whose pods changed, from its source:
 An object is replaced when its name or namespace changes (pulumi-kubernetes provider.go Diff: "Changing the identity
 of the resource always causes a replacement"), or when its `replaceOnChanges` names a changed input; keeping its
 name, that replacement needs `deleteBeforeReplace`, or the new object is created beside the old one and fails
-(provider/pkg/await/await.go Creation: "The resource already exists in the cluster").
+(provider/pkg/await/await.go Creation: "The resource already exists in the cluster"). Apart from changes, a Job with
+`pulumi.com/replaceUnready: "true"` that is not Complete is replaced by every `pulumi up` (provider.go Diff reads it
+live): what the fabric checks use to run again after a failure (pulumi_kubernetes.runs_again).
 """
 
 from collections.abc import Iterator
