@@ -294,3 +294,17 @@ def test_each_command_refuses_bad_input_in_one_line(
         assert code == 2 and captured.err.count("\n") == 1 and expected in captured.err, captured
         assert captured.out == ""
     assert not (programs["ours"] / "work").exists()
+
+
+def test_make_rehearse_goes_on_past_a_stack_file_it_cannot_read(
+    programs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each broken stack file is its own finding and its own summary line; the next one is still rehearsed."""
+    from eks_ddp.stack import rehearsal
+
+    assert rehearsal.main(["--program", str(programs["ours"]), "--stack", "broken", "--stack", "list"]) == 1
+    captured = capsys.readouterr()
+    assert [line.split(": ")[0:2] for line in captured.out.splitlines()] == [["broken", "config"], ["list", "config"]]
+    summaries = captured.err.splitlines()
+    assert [line.split(":")[0] for line in summaries] == ["eks-ddp broken", "eks-ddp list"], summaries
+    assert all("its config is refused" in line for line in summaries)
