@@ -64,9 +64,17 @@ def test_every_collective_tensor_is_served_by_its_group_here_and_on_gpus(tmp_pat
     assert not served_devices("nccl") >= used  # the rule the former backend broke
 
 
-def test_a_pod_given_gpus_stops_with_one_line_when_cuda_is_absent() -> None:
-    if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA; the refusal is for pods whose image or node lacks it")
-    with pytest.raises(UsageError, match=r"^--device cuda: torch .* was built without CUDA; run an image with CUDA"):
+@pytest.mark.parametrize(
+    ("built_with", "reason"),
+    [(None, r"torch .* was built without CUDA"), ("13.0", "no GPU is visible")],
+    ids=["cpu-wheel", "cuda-wheel-no-gpu"],
+)
+def test_a_pod_given_gpus_stops_with_one_line_when_cuda_is_absent(
+    monkeypatch: pytest.MonkeyPatch, built_with: str | None, reason: str
+) -> None:
+    """Either wheel on a node without a GPU: the CPU-only one (an image built wrong) or PyPI's CUDA one (no driver)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", built_with)
+    with pytest.raises(UsageError, match=rf"^--device cuda: {reason}; run an image with CUDA on a GPU node"):
         pick_device(Topology(), "cuda")
     assert pick_device(Topology(), "auto").type == "cpu"
