@@ -11,6 +11,10 @@ OLD_PYTHON = $(shell version=$$($(PYTHON) --version 2>&1) || { echo "not a comma
 	printf '%s\n' $(MIN_PYTHON) "$$(echo $$version | cut -d' ' -f2)" | sort -V -C || echo "$$version")
 , := ,
 VENV := .venv
+# pip keeps no cache here (the package index sends no caching headers): the set-up keeps the wheels it downloads in
+# WHEELS, outside the clone, and installs from there alone, so a second clone on the same machine downloads only
+# what changed (torch 2.13.0 and its CUDA libraries: 2.9 GB).
+WHEELS ?= $(HOME)/.cache/eks-ddp/wheels
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-eks-ddp
 # Which Pulumi.<stack>.yaml `make demo` and `make preview` read: make preview STACK=gpu
@@ -41,12 +45,17 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 $(STAMP): pyproject.toml requirements.txt requirements-dev.txt trainer/requirements.txt
 	$(if $(OLD_PYTHON),$(error PYTHON=$(PYTHON) is $(OLD_PYTHON); the set-up needs Python $(MIN_PYTHON) or later \
 		(tarfile's extraction filters): give another, e.g. make PYTHON=python3.12))
-	$(call STEP,[1/3] a virtual environment in $(VENV) from $(PYTHON) ($(shell $(PYTHON) --version 2>&1)))
+	$(call STEP,[1/4] a virtual environment in $(VENV) from $(PYTHON) ($(shell $(PYTHON) --version 2>&1)))
 	@$(PYTHON) -m venv $(VENV); $(TOOK)
-	$(call STEP,[2/3] the newest pip$(,) from the package index pip is configured with)
+	$(call STEP,[2/4] the newest pip$(,) from the package index pip is configured with)
 	@$(BIN)/python -m pip install --upgrade pip | $(PROGRESS); $(TOOK)
-	$(call STEP,[3/3] the Pulumi SDKs (requirements.txt)$(,) eks-ddp with its trainer (torch 2.13.0) and the test tools)
-	@$(BIN)/python -m pip install --progress-bar off -r requirements.txt -e '.[trainer,dev]' | $(PROGRESS); $(TOOK)
+	$(call STEP,[3/4] the wheels of the Pulumi SDKs (requirements.txt)$(,) the trainer (torch 2.13.0) and the test tools \
+		not yet in $(WHEELS))
+	@$(BIN)/python -m pip download --progress-bar off --dest $(WHEELS) -r requirements.txt '.[trainer,dev]' \
+		| sed -n -u -E 's/^Saved .*\/(.*)/    downloaded \1/p'; echo "    $$(du -sh $(WHEELS) | cut -f1) in $(WHEELS)"; $(TOOK)
+	$(call STEP,[4/4] install them from $(WHEELS) alone$(,) and eks-ddp itself (editable))
+	@$(BIN)/python -m pip install --progress-bar off --no-index --find-links $(WHEELS) -r requirements.txt \
+		-e '.[trainer,dev]' | $(PROGRESS); $(TOOK)
 	@touch $@
 
 # checkov in its own environment (its pins would downgrade boto3 and others in .venv); tests/test_checkov.py runs it.
