@@ -2,6 +2,7 @@
 
 import asyncio
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pulumi
@@ -32,14 +33,22 @@ class Recorded:
         return next(r for r in self.monitor.registrations if r.urn == urn)
 
 
-@pytest.fixture
-def pulumi_mocks() -> Iterator[Recorded]:
+@contextmanager
+def mocked(mocks: RecordingMocks) -> Iterator[Recorded]:
+    """Pulumi's mocks on a new event loop with fresh options and config (DESIGN.md), recording what is registered."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     pulumi.runtime.settings.reset_options()
     pulumi.runtime.set_all_config({})
-    mocks = RecordingMocks()
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project="eks-ddp", stack="test", preview=False, monitor=monitor)
-    yield Recorded(monitor)
-    loop.close()
+    try:
+        yield Recorded(monitor)
+    finally:
+        loop.close()
+
+
+@pytest.fixture
+def pulumi_mocks() -> Iterator[Recorded]:
+    with mocked(RecordingMocks()) as recorded:
+        yield recorded

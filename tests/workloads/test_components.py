@@ -1,6 +1,5 @@
 """Workload components under mocks: what they apply, what they wait for, what they refuse."""
 
-import asyncio
 import json
 from typing import Any
 
@@ -12,14 +11,14 @@ from eks_ddp.infra.addons.training_operator import TrainingOperator
 from eks_ddp.infra.aws.efa_node_group import EfaNodeGroupArgs, shape_of
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts.catalogue import Architecture
-from eks_ddp.stack.mocking import RecordingMocks, RecordingMonitor
+from eks_ddp.stack.mocking import RecordingMocks
 from eks_ddp.workloads import pytorchjob
 from eks_ddp.workloads.batch_jobs import FABRIC_IMAGE_KEY
 from eks_ddp.workloads.components import DataPrepJob, EvaluationJob, FabricCheckJob, NcclCheckJob, PyTorchJob
 from eks_ddp.workloads.image import CONTEXT, TrainerImage, content_tag, lifecycle_policy
 from eks_ddp.workloads.security import CHECKOV_SKIPS, unpinned_image_skips
 from eks_ddp.workloads.training_pod import TrainingJob, TrainingJobSpec
-from tests.pulumi_harness import Recorded
+from tests.pulumi_harness import Recorded, mocked
 
 GROUP: EfaNodeGroupArgs = {
     "cluster_name": "training", "vpc_id": "vpc-1", "cluster_security_group_id": "sg-1", "instance_type": "c7g.16xlarge",
@@ -211,20 +210,16 @@ def _nccl_check_ending(status: dict[str, Any]) -> list[Any]:
                 outputs["metadata"] = {**outputs["metadata"], "uid": f"uid-of-{args.name}"}
             return physical_id, outputs
 
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    pulumi.runtime.settings.reset_options()
-    pulumi.runtime.set_all_config({})
-    mocks = Ended()
-    monitor = RecordingMonitor(mocks)
-    pulumi.runtime.set_mocks(mocks, project="eks-ddp", stack="test", preview=False, monitor=monitor)
     error = None
-    try:
-        pulumi.runtime.test(lambda: NcclCheckJob("nccl", {"provider": k8s.Provider("k8s", kubeconfig="{}"), "node_group": GPU_SHAPE, "namespace": "training"}))()
-    except pulumi.RunError as raised:  # what `pulumi up` prints alone
-        error = raised
-    loop.close()
-    return [{r.name: r for r in monitor.registrations}, error]
+    with mocked(Ended()) as recorded:
+        provider = k8s.Provider("k8s", kubeconfig="{}")
+        try:
+            pulumi.runtime.test(
+                lambda: NcclCheckJob("nccl", {"provider": provider, "node_group": GPU_SHAPE, "namespace": "training"})
+            )()
+        except pulumi.RunError as raised:  # what `pulumi up` prints alone
+            error = raised
+    return [{r.name: r for r in recorded.monitor.registrations}, error]
 
 
 def test_a_failed_nccl_check_stops_with_its_verdict_and_leaves_its_attempt_to_run_again() -> None:
