@@ -1,0 +1,260 @@
+"""A Kubernetes control plane on 127.0.0.1: etcd, kube-apiserver, kube-scheduler, kube-controller-manager and KWOK.
+
+Each is the upstream program (tests/cluster/engines), started as a process of its own with the flags below; their
+process ids go to `<state>/pids`, so `stop` (and `make cluster-down` from another shell) ends exactly what was started.
+Certificates come from one throw-away authority (trustme): the API server's serving certificate for 127.0.0.1, and a
+client certificate per component whose name the API server's bootstrap RBAC grants that component's rights
+(system:kube-scheduler, system:kube-controller-manager; the admin is in system:masters).
+
+What the API server enforces is the real thing at its defaults for 1.35, plus the two admission plugins EKS enables
+beyond them (NodeRestriction, ExtendedResourceToleration: the EKS user guide's platform-versions page lists the
+plugins of every EKS platform version): RBAC, Pod Security Admission, CRD schemas and CEL rules, webhooks.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import trustme
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+LOOPBACK = "127.0.0.1"
+# EKS's default service range when the VPC's CIDR is not in 10.0.0.0/8 (EKS API: kubernetesNetworkConfig
+# serviceIpv4Cidr defaults to 10.100.0.0/16 or 172.20.0.0/16).
+SERVICE_RANGE = "10.100.0.0/16"
+# KWOK gives pods addresses from here, as the VPC CNI gives them the subnet's.
+POD_RANGE = "10.0.0.1/16"
+ADMISSION_PLUGINS = "NodeRestriction,ExtendedResourceToleration"
+READY_TIMEOUT_S = 60.0
+
+
+class ControlPlaneError(Exception):
+    """A component that did not start, with the end of its log."""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind((LOOPBACK, 0))
+        return probe.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    """The user the API server sees (the certificate's common name)."""
+    group: str | None = None
+
+
+ADMIN = Identity("eks-ddp-admin", "system:masters")
+SCHEDULER = Identity("system:kube-scheduler")
+CONTROLLER_MANAGER = Identity("system:kube-controller-manager")
+KWOK = Identity("kwok", "system:masters")
+
+
+class ControlPlane:
+    """The processes of one local cluster and the files they share, all under `state`."""
+
+    def __init__(self, state: Path, kube: Path, kwok: Path) -> None:
+        self.state, self.kube, self.kwok = state, kube, kwok
+        self.pki = state / "pki"
+        self.logs = state / "logs"
+        self.api_port = 0
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state / "kubeconfig"
+
+    def start(self, kwok_stages: list[Path]) -> None:
+        """Every component, each once the one it needs answers; the admin kubeconfig at `self.kubeconfig`."""
+        for folder in (self.pki, self.logs):
+            folder.mkdir(parents=True, exist_ok=True)
+        ca = self._certificates()
+        etcd_port, peer_port, self.api_port = free_port(), free_port(), free_port()
+        self._etcd(etcd_port, peer_port)
+        self._wait_for(f"etcd on port {etcd_port}", lambda: _listening(etcd_port), "etcd")
+        self._apiserver(etcd_port)
+        for identity in (ADMIN, SCHEDULER, CONTROLLER_MANAGER, KWOK):
+            self._write_kubeconfig(ca, identity)
+        self._wait_for("kube-apiserver /readyz", self._ready, "kube-apiserver")
+        self._spawn("kube-scheduler", [str(self.kube), "kube-scheduler", *self._component_flags(SCHEDULER)])
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.kube),
+                "kube-controller-manager",
+                *self._component_flags(CONTROLLER_MANAGER),
+                f"--service-account-private-key-file={self.pki / 'service-account.key'}",
+                f"--root-ca-file={self.pki / 'ca.crt'}",
+                "--use-service-account-credentials=true",
+                f"--service-cluster-ip-range={SERVICE_RANGE}",
+            ],
+        )
+        self._spawn(
+            "kwok",
+            [
+                str(self.kwok),
+                f"--kubeconfig={self._kubeconfig_of(KWOK)}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                f"--cidr={POD_RANGE}",
+                f"--node-ip={LOOPBACK}",
+                "--server-address=",
+                *(f"--config={stage}" for stage in kwok_stages),
+            ],
+        )
+
+    def stop(self) -> None:
+        stop_recorded(self.state)
+
+    def _certificates(self) -> trustme.CA:
+        ca = trustme.CA(organization_name="eks-ddp local cluster")
+        ca.cert_pem.write_to_path(str(self.pki / "ca.crt"))
+        serving = ca.issue_cert(LOOPBACK, "localhost", "kubernetes", "kubernetes.default.svc")
+        serving.cert_chain_pems[0].write_to_path(str(self.pki / "apiserver.crt"))
+        serving.private_key_pem.write_to_path(str(self.pki / "apiserver.key"))
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        pem, pkcs8 = serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8
+        (self.pki / "service-account.key").write_bytes(key.private_bytes(pem, pkcs8, serialization.NoEncryption()))
+        (self.pki / "service-account.pub").write_bytes(
+            key.public_key().public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo)
+        )
+        self._ca = ca
+        return ca
+
+    def _etcd(self, port: int, peer_port: int) -> None:
+        client, peer = f"http://{LOOPBACK}:{port}", f"http://{LOOPBACK}:{peer_port}"
+        self._spawn(
+            "etcd",
+            [
+                str(self.kube),
+                "etcd",
+                "--name=local",
+                f"--data-dir={self.state / 'etcd'}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=local={peer}",
+                "--listen-metrics-urls=",
+                # A cluster that lives for one test session: no fsync per write (etcd's own flag for tests).
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
+
+    def _apiserver(self, etcd_port: int) -> None:
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(self.kube),
+                "kube-apiserver",
+                f"--etcd-servers=http://{LOOPBACK}:{etcd_port}",
+                f"--bind-address={LOOPBACK}",
+                f"--advertise-address={LOOPBACK}",
+                f"--secure-port={self.api_port}",
+                f"--tls-cert-file={self.pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={self.pki / 'apiserver.key'}",
+                f"--client-ca-file={self.pki / 'ca.crt'}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={self.pki / 'service-account.pub'}",
+                f"--service-account-signing-key-file={self.pki / 'service-account.key'}",
+                f"--service-cluster-ip-range={SERVICE_RANGE}",
+                "--authorization-mode=Node,RBAC",
+                f"--enable-admission-plugins={ADMISSION_PLUGINS}",
+                "--allow-privileged=true",
+                "--profiling=false",
+            ],
+        )
+
+    def _component_flags(self, identity: Identity) -> list[str]:
+        config = self._kubeconfig_of(identity)
+        return [
+            f"--kubeconfig={config}",
+            f"--authentication-kubeconfig={config}",
+            f"--authorization-kubeconfig={config}",
+            "--leader-elect=false",
+            f"--bind-address={LOOPBACK}",
+            f"--secure-port={free_port()}",
+        ]
+
+    def _kubeconfig_of(self, identity: Identity) -> Path:
+        return self.kubeconfig if identity == ADMIN else self.pki / f"{identity.name.split(':')[-1]}.kubeconfig"
+
+    def _write_kubeconfig(self, ca: trustme.CA, identity: Identity) -> None:
+        stem = identity.name.split(":")[-1]
+        # One DNS name too: without any, trustme's subjectAltName is empty and critical, which Go's x509 refuses.
+        leaf = ca.issue_cert(f"{stem}.local", common_name=identity.name, organization_name=identity.group)
+        certificate, key = self.pki / f"{stem}.crt", self.pki / f"{stem}.key"
+        leaf.cert_chain_pems[0].write_to_path(str(certificate))
+        leaf.private_key_pem.write_to_path(str(key))
+        self._kubeconfig_of(identity).write_text(
+            "apiVersion: v1\nkind: Config\n"
+            f"clusters:\n- name: local\n  cluster:\n    server: https://{LOOPBACK}:{self.api_port}\n"
+            f"    certificate-authority: {self.pki / 'ca.crt'}\n"
+            f"users:\n- name: {stem}\n  user:\n    client-certificate: {certificate}\n    client-key: {key}\n"
+            f"contexts:\n- name: local\n  context:\n    cluster: local\n    user: {stem}\n"
+            "current-context: local\n"
+        )
+
+    def _ready(self) -> bool:
+        done = subprocess.run(
+            [str(self.kube), "kubectl", f"--kubeconfig={self.kubeconfig}", "get", "--raw=/readyz"],
+            capture_output=True,
+            text=True,
+        )
+        return done.returncode == 0 and done.stdout.strip() == "ok"
+
+    def _spawn(self, name: str, command: list[str]) -> None:
+        log = (self.logs / f"{name}.log").open("w")
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with (self.state / "pids").open("a") as pids:
+            pids.write(f"{process.pid} {name}\n")
+
+    def _wait_for(self, what: str, ready, component: str) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if ready():
+                return
+            time.sleep(0.2)
+        tail = (self.logs / f"{component}.log").read_text().splitlines()[-15:]
+        raise ControlPlaneError(f"{what}: not ready after {READY_TIMEOUT_S:.0f} s; its log ends:\n" + "\n".join(tail))
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex((LOOPBACK, port)) == 0
+
+
+def stop_recorded(state: Path, grace_s: float = 10.0) -> list[str]:
+    """Ends every process `state/pids` records (SIGTERM, then SIGKILL after `grace_s`); the names of those that ran."""
+    pids_file = state / "pids"
+    if not pids_file.exists():
+        return []
+    records = [line.split(maxsplit=1) for line in pids_file.read_text().splitlines() if line.strip()]
+    running = [(int(pid), name) for pid, name in records if _alive(int(pid))]
+    for pid, _ in running:
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(_alive(pid) for pid, _ in running):
+        time.sleep(0.1)
+    for pid, _ in running:
+        if _alive(pid):
+            os.killpg(pid, signal.SIGKILL)
+    pids_file.unlink()
+    return [name for _, name in running]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a child of ours that ended but was not reaped yet is no longer running
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+    except ChildProcessError:
+        return True

@@ -1,0 +1,78 @@
+"""KWOK nodes shaped like a stack's node groups: their labels, taints, and what their kubelet reports.
+
+A node's capacity is the instance's (infra.facts.catalogue: vCPUs, memory less the hypervisor's share, its EFA
+devices, GPUs and Neuron devices, the EFA huge pages); its allocatable is what the node's launcher leaves for pods
+(infra.facts.allocatable, the same arithmetic `workloads.target` sizes pods against). EKS labels every node with its
+group, capacity type, zone and instance type; KWOK manages every node carrying the annotation below and nothing else.
+"""
+
+from typing import Any
+
+from eks_ddp.infra.facts import catalogue
+from eks_ddp.infra.facts.allocatable import memory_capacity_mib
+from eks_ddp.stack.cluster.placement import launcher_of, node_offer
+from eks_ddp.stack.engine_rules.base import NodeSource
+
+KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
+ZONE = "us-east-1a"
+EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
+
+
+def group_name(source: NodeSource) -> str:
+    """The node group's (or NodePool's) own name: `eks-ddp/node-group`, else the registration's."""
+    return source.labels.get("eks-ddp/node-group") or source.registration.name
+
+
+def initial_count(source: NodeSource) -> int:
+    """How many nodes the group has before any pod asks: a managed group's desiredSize; a NodePool none."""
+    if launcher_of(source).value == "karpenter":
+        return 0
+    return int((source.registration.inputs.get("scalingConfig") or {}).get("desiredSize", 0))
+
+
+def _quantities(values: dict[str, float]) -> dict[str, str]:
+    """node_offer's units (millicores, MiB, bytes of huge pages, counts) as the kubelet writes them."""
+    units = {"cpu": "{:.0f}m", "memory": "{:.0f}Mi"}
+    return {name: units.get(name, "{:.0f}").format(value) for name, value in values.items()}
+
+
+def node(source: NodeSource, index: int) -> dict[str, Any]:
+    """The Node object of the group's `index`-th node, status included (KWOK keeps it and heartbeats)."""
+    instance = catalogue.lookup(source.instance_type)
+    if instance is None:
+        raise ValueError(f"{source.registration.name}: instance type {source.instance_type!r} is not in the catalogue")
+    allocatable = node_offer(source)
+    capacity = {
+        **allocatable,
+        "cpu": instance.vcpus * 1000,
+        "memory": memory_capacity_mib(instance),
+    }
+    name = f"{group_name(source)}-{index}"
+    labels = {
+        **source.labels,
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "topology.kubernetes.io/zone": ZONE,
+        "type": "kwok",
+    }
+    if launcher_of(source).value != "karpenter":
+        labels["eks.amazonaws.com/nodegroup"] = group_name(source)
+    taints = [
+        {"key": t["key"], "value": t.get("value", ""), "effect": EFFECTS.get(t["effect"], t["effect"])}
+        for t in source.taints
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels, "annotations": dict(KWOK_ANNOTATION)},
+        "spec": {"taints": taints} if taints else {},
+        "status": {
+            "capacity": {**_quantities(capacity), "ephemeral-storage": "100Gi"},
+            "allocatable": {**_quantities(allocatable), "ephemeral-storage": "95Gi"},
+        },
+    }
+
+
+def nodes(sources: list[NodeSource]) -> list[dict[str, Any]]:
+    """Every group's nodes at its initial size."""
+    return [node(source, index) for source in sources for index in range(initial_count(source))]

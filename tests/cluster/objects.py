@@ -1,0 +1,108 @@
+"""What a stack's `pulumi up` sends to the cluster, as objects to apply, in the order it creates them.
+
+The objects are the manifests the program sends (a registration's `sent` inputs, without what the mocks answer).
+`pulumi up` creates a resource once every resource it depends on exists, and, for the ones pulumi-kubernetes awaits
+(stack.engine_rules.pulumi_kubernetes.awaited_to_completion), has ended; a component stands for every resource under
+it, and a child waits for what its ancestors wait for. Charts and managed add-ons are one resource under the mocks:
+until their charts are rendered from the Go module cache, their workloads are stood in by the pods stack.cluster.addons
+reads from the pinned charts (requests, node selectors, tolerations), each named in the cluster's output.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from eks_ddp.stack.cluster.addons import EKS_ADDON, Workload, addon_workloads
+from eks_ddp.stack.engine_rules.base import Deployment, located
+from eks_ddp.stack.engine_rules.pulumi_kubernetes import awaited_to_completion
+from eks_ddp.stack.mocking import Registration
+
+STAND_IN_IMAGE = "registry.k8s.io/pause:3.10"
+STAND_IN_LABEL = "eks-ddp.local/stand-in-for"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One object to apply, and the awaited objects (by registration name) that must have ended first."""
+
+    manifest: dict[str, Any]
+    registration: Registration
+    after: tuple[Registration, ...]
+
+    @property
+    def awaited(self) -> bool:
+        return awaited_to_completion(self.registration)
+
+
+def _custom_under(by_urn: dict[str, Registration], children: dict[str, list[str]], urn: str) -> set[str]:
+    """The custom resources a dependency on `urn` waits for: itself, or every one under a component."""
+    registration = by_urn.get(urn)
+    if registration is None:
+        return set()
+    if registration.custom:
+        return {urn}
+    return set().union(*(_custom_under(by_urn, children, child) for child in children[urn]))
+
+
+def creation_order(deployment: Deployment) -> list[Step]:
+    """Every Kubernetes object of the stack, each after all it depends on (registration order among equals)."""
+    by_urn = {r.urn: r for r in deployment.registrations}
+    children: dict[str, list[str]] = defaultdict(list)
+    for registration in deployment.registrations:
+        children[registration.parent].append(registration.urn)
+
+    def waits_for(registration: Registration) -> set[str]:
+        own = set().union(*(_custom_under(by_urn, children, urn) for urn in registration.dependencies))
+        parent = by_urn.get(registration.parent)
+        return own | (waits_for(parent) if parent is not None else set())
+
+    objects = [r for r in deployment.kubernetes_objects() if not r.type.endswith("Patch")]
+    wanted = {r.urn for r in objects}
+    needs = {r.urn: waits_for(r) & wanted for r in objects}
+    done: set[str] = set()
+    order: list[Step] = []
+    while len(order) < len(objects):
+        ready = [r for r in objects if r.urn not in done and needs[r.urn] <= done]
+        if not ready:
+            cycle = sorted(located(r) for r in objects if r.urn not in done)
+            raise ValueError(f"objects that wait for each other: {', '.join(cycle)}")
+        for registration in ready:
+            after = tuple(by_urn[urn] for urn in sorted(needs[registration.urn]) if awaited_to_completion(by_urn[urn]))
+            order.append(Step(dict(registration.sent), registration, after))
+            done.add(registration.urn)
+    return order
+
+
+def _namespace_of(deployment: Deployment, owner: str) -> str:
+    registration = next(r for r in deployment.registrations if located(r) == owner)
+    if registration.type == EKS_ADDON:
+        return "kube-system"
+    return str(registration.inputs.get("namespace") or "default")
+
+
+def stand_in(workload: Workload, namespace: str) -> dict[str, Any]:
+    """A DaemonSet, Deployment or StatefulSet with the workload's scheduling and requests, running nothing."""
+    labels = {"app.kubernetes.io/name": workload.name, STAND_IN_LABEL: workload.owner.replace(" ", ".")}
+    pod = dict(workload.pod)
+    for field in ("containers", "initContainers"):
+        if field in pod:
+            pod[field] = [{**container, "image": STAND_IN_IMAGE} for container in pod[field]]
+    spec: dict[str, Any] = {
+        "selector": {"matchLabels": {"app.kubernetes.io/name": workload.name}},
+        "template": {"metadata": {"labels": labels}, "spec": pod},
+    }
+    if workload.kind != "DaemonSet":
+        spec["replicas"] = workload.replicas
+    if workload.kind == "StatefulSet":
+        spec["serviceName"] = workload.name
+    return {
+        "apiVersion": "apps/v1",
+        "kind": workload.kind,
+        "metadata": {"name": workload.name, "namespace": namespace, "labels": labels},
+        "spec": spec,
+    }
+
+
+def stand_ins(deployment: Deployment) -> list[dict[str, Any]]:
+    """The add-ons' workloads that no engine renders here yet, as objects to apply."""
+    return [stand_in(w, _namespace_of(deployment, w.owner)) for w in addon_workloads(deployment)]
