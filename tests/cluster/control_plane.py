@@ -13,6 +13,7 @@ plugins of every EKS platform version): RBAC, Pod Security Admission, CRD schema
 
 import os
 import signal
+import sys
 import socket
 import subprocess
 import time
@@ -23,6 +24,9 @@ import trustme
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from tests.cluster.egress_proxy import egress_config
+
+ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK = "127.0.0.1"
 # EKS's default service range when the VPC's CIDR is not in 10.0.0.0/8 (EKS API: kubernetesNetworkConfig
 # serviceIpv4Cidr defaults to 10.100.0.0/16 or 172.20.0.0/16).
@@ -69,6 +73,15 @@ class ControlPlane:
     def kubeconfig(self) -> Path:
         return self.state / "kubeconfig"
 
+    @property
+    def egress_socket(self) -> Path:
+        return self.state / "egress.sock"
+
+    @property
+    def routes(self) -> Path:
+        """Where the egress proxy sends each cluster IP:port (tests.cluster.egress_proxy.add_route)."""
+        return self.state / "routes.json"
+
     def start(self, kwok_stages: list[Path]) -> None:
         """Every component, each once the one it needs answers; the admin kubeconfig at `self.kubeconfig`."""
         for folder in (self.pki, self.logs):
@@ -77,12 +90,15 @@ class ControlPlane:
         etcd_port, peer_port, self.api_port = free_port(), free_port(), free_port()
         self._etcd(etcd_port, peer_port)
         self._wait_for(f"etcd on port {etcd_port}", lambda: _listening(etcd_port), "etcd")
+        self.spawn("egress-proxy", [sys.executable, "-m", "tests.cluster.egress_proxy", str(self.egress_socket),
+                                     str(self.routes)])
+        (self.state / "egress.yaml").write_text(egress_config(self.egress_socket))
         self._apiserver(etcd_port)
         for identity in (ADMIN, SCHEDULER, CONTROLLER_MANAGER, KWOK):
             self._write_kubeconfig(ca, identity)
         self._wait_for("kube-apiserver /readyz", self._ready, "kube-apiserver")
-        self._spawn("kube-scheduler", [str(self.kube), "kube-scheduler", *self._component_flags(SCHEDULER)])
-        self._spawn(
+        self.spawn("kube-scheduler", [str(self.kube), "kube-scheduler", *self._component_flags(SCHEDULER)])
+        self.spawn(
             "kube-controller-manager",
             [
                 str(self.kube),
@@ -94,7 +110,7 @@ class ControlPlane:
                 f"--service-cluster-ip-range={SERVICE_RANGE}",
             ],
         )
-        self._spawn(
+        self.spawn(
             "kwok",
             [
                 str(self.kwok),
@@ -128,7 +144,7 @@ class ControlPlane:
 
     def _etcd(self, port: int, peer_port: int) -> None:
         client, peer = f"http://{LOOPBACK}:{port}", f"http://{LOOPBACK}:{peer_port}"
-        self._spawn(
+        self.spawn(
             "etcd",
             [
                 str(self.kube),
@@ -148,7 +164,7 @@ class ControlPlane:
         )
 
     def _apiserver(self, etcd_port: int) -> None:
-        self._spawn(
+        self.spawn(
             "kube-apiserver",
             [
                 str(self.kube),
@@ -168,6 +184,7 @@ class ControlPlane:
                 f"--enable-admission-plugins={ADMISSION_PLUGINS}",
                 "--allow-privileged=true",
                 "--profiling=false",
+                f"--egress-selector-config-file={self.state / 'egress.yaml'}",
             ],
         )
 
@@ -209,9 +226,10 @@ class ControlPlane:
         )
         return done.returncode == 0 and done.stdout.strip() == "ok"
 
-    def _spawn(self, name: str, command: list[str]) -> None:
+    def spawn(self, name: str, command: list[str], env: dict[str, str] | None = None) -> None:
         log = (self.logs / f"{name}.log").open("w")
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                   cwd=ROOT, env=env)
         with (self.state / "pids").open("a") as pids:
             pids.write(f"{process.pid} {name}\n")
 

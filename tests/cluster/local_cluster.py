@@ -18,11 +18,11 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from eks_ddp.stack.engine_rules.base import Deployment, node_sources
-from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN
+from eks_ddp.stack.engine_rules.base import Deployment, located, node_sources
+from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.stack.programs import Program
 from eks_ddp.stack.project_config import StackFileError
-from tests.cluster import nodes, objects
+from tests.cluster import manifests, nodes, objects, operators, volumes
 from tests.cluster.control_plane import ControlPlane, ControlPlaneError, stop_recorded
 from tests.cluster.engines import build
 from tests.cluster.engines.build import BuildError
@@ -30,7 +30,7 @@ from tests.cluster.kubectl import Kubectl, KubectlError
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "runs" / "cluster"
-ENGINES = ["kube", "kwok"]
+ENGINES = ["kube", "kwok", "training-operator", "mpi-operator"]
 SETTLE_TIMEOUT_S = 120.0
 GATE_TIMEOUT_S = 120.0
 # The KWOK stages read from its module (sigs.k8s.io/kwok v0.8.0 kustomize/stage): nodes become Ready and keep their
@@ -96,32 +96,59 @@ def _ended(kubectl: Kubectl, manifest: dict[str, Any]) -> str | None:
 
 
 def _await_gate(kubectl: Kubectl, step: objects.Step, gate: objects.Step) -> None:
+    """Until the gate `step` waits for ended; a failed gate stops the deploy, as it stops `pulumi up`."""
+    awaited, waiting = gate.manifests[0], step.manifests[0]
+    what = f"{awaited['kind']} {awaited['metadata']['name']}"
     deadline = time.monotonic() + GATE_TIMEOUT_S
-    while (verdict := _ended(kubectl, gate.manifest)) is None:
+    while (verdict := _ended(kubectl, awaited)) is None:
         if time.monotonic() > deadline:
-            raise DeployError(f"{gate.manifest['kind']} {gate.manifest['metadata']['name']}: not ended after "
-                              f"{GATE_TIMEOUT_S:.0f} s; {step.manifest['kind']} waits for it")
+            raise DeployError(f"{what}: not ended after {GATE_TIMEOUT_S:.0f} s; {waiting['kind']} waits for it")
         time.sleep(0.5)
     if verdict:
-        raise DeployError(f"{gate.manifest['kind']} {gate.manifest['metadata']['name']} failed ({verdict}): "
-                          f"{step.manifest['kind']} {step.manifest['metadata'].get('name')} is not created")
+        raise DeployError(f"{what} failed ({verdict}): {located(step.registration)} is not created")
 
 
-def deploy(cluster: LocalCluster, deployment: Deployment) -> list[str]:
-    """Nodes, the add-ons' stand-ins (add-ons come with the cluster), then the stack's objects in creation order;
-    the stand-ins' names."""
-    cluster.kubectl.apply(nodes.nodes(node_sources(deployment)))
-    stand_ins = objects.stand_ins(deployment)
-    namespaces = sorted({m["metadata"]["namespace"] for m in stand_ins} - {"kube-system", "default"})
-    cluster.kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in namespaces])
-    cluster.kubectl.apply(stand_ins)
-    steps = objects.creation_order(deployment)
+def _renderer(deployment: Deployment, kube: Path) -> objects.Render:
+    """An install's objects: a manifest or kustomization from the module cache, else the add-on's stand-ins."""
+    stood_in = objects.stand_ins(deployment)
+
+    def render(registration: Registration) -> list[dict[str, Any]]:
+        rendered = manifests.render(registration, kube)
+        return rendered if rendered is not None else stood_in.get(located(registration), [])
+
+    return render
+
+
+def _apply(cluster: LocalCluster, step: objects.Step, binaries: dict[str, Path]) -> None:
+    """One registration's objects; CRDs established before anything else applies; its operators started."""
+    namespaces = {m["metadata"].get("namespace") for m in step.manifests} - {None, "default", "kube-system"}
+    existing = {n["metadata"]["name"] for n in cluster.kubectl.items("namespaces")}
+    missing = sorted(str(n) for n in namespaces - existing if not any(
+        m["kind"] == "Namespace" and m["metadata"]["name"] == n for m in step.manifests))
+    if missing and step.registration.type in objects.INSTALLS:  # `createNamespace` or the add-on's own
+        cluster.kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in missing])
+    cluster.kubectl.apply(step.manifests)
+    crds = list(manifests.crd_names(step.manifests))
+    if crds:
+        cluster.kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in crds))
+    for operator, deployment in operators.installed(step.manifests):
+        operators.start(cluster.control_plane, cluster.kubectl, binaries, operator, deployment)
+
+
+def deploy(cluster: LocalCluster, deployment: Deployment, binaries: dict[str, Path]) -> list[str]:
+    """Nodes and volumes, then the stack's objects in creation order; the add-ons that were stood in."""
+    cluster.kubectl.apply(nodes.nodes(node_sources(deployment)) + volumes.stand_in_volumes(deployment))
+    steps = objects.creation_order(deployment, _renderer(deployment, binaries["kube"]))
     by_urn = {step.registration.urn: step for step in steps}
     for step in steps:
         for gate in step.after:
             _await_gate(cluster.kubectl, step, by_urn[gate.urn])
-        cluster.kubectl.apply([step.manifest])
-    return [f"{m['kind']} {m['metadata']['namespace']}/{m['metadata']['name']}" for m in stand_ins]
+        _apply(cluster, step, binaries)
+    return [
+        f"{located(step.registration)} ({len(step.manifests)} workloads)"
+        for step in steps
+        if any(objects.STAND_IN_LABEL in m["metadata"].get("labels", {}) for m in step.manifests)
+    ]
 
 
 def settle(kubectl: Kubectl, timeout_s: float = SETTLE_TIMEOUT_S) -> list[dict[str, Any]]:
@@ -163,8 +190,8 @@ def up(stack: str, override: dict[str, str]) -> LocalCluster:
     print(f"==> the control plane of {stack} on 127.0.0.1", flush=True)
     cluster = start(stack, binaries)
     print(f"==> {stack}'s nodes and objects, in the order pulumi up creates them", flush=True)
-    stood_in = deploy(cluster, deployment)
-    print(f"    stood in (no chart rendered here yet): {', '.join(stood_in)}", flush=True)
+    stood_in = deploy(cluster, deployment, binaries)
+    print(f"    stood in (chart not rendered here): {', '.join(stood_in) or 'none'}", flush=True)
     pods = settle(cluster.kubectl)
     print(pod_table(pods, node_groups(cluster.kubectl)))
     print(f"kubeconfig: {cluster.control_plane.kubeconfig}")
@@ -197,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         up(args.stack, _override(args.config))
-    except (BuildError, ControlPlaneError, DeployError, KubectlError, StackFileError, FileNotFoundError) as error:
+    except (BuildError, ControlPlaneError, DeployError, KubectlError, StackFileError, FileNotFoundError,
+            manifests.ManifestSourceError, operators.OperatorError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     return 0

@@ -9,10 +9,11 @@ reads from the pinned charts (requests, node selectors, tolerations), each named
 """
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from eks_ddp.stack.cluster.addons import EKS_ADDON, Workload, addon_workloads
+from eks_ddp.stack.cluster.addons import EKS_ADDON, HELM_RELEASE, KUSTOMIZE, YAML_FILE, Workload, addon_workloads
 from eks_ddp.stack.engine_rules.base import Deployment, located
 from eks_ddp.stack.engine_rules.pulumi_kubernetes import awaited_to_completion
 from eks_ddp.stack.mocking import Registration
@@ -21,17 +22,19 @@ STAND_IN_IMAGE = "registry.k8s.io/pause:3.10"
 STAND_IN_LABEL = "eks-ddp.local/stand-in-for"
 
 
+INSTALLS = (HELM_RELEASE, KUSTOMIZE, YAML_FILE, EKS_ADDON)
+"""Registrations that stand for many objects: what their chart, manifest or add-on installs."""
+
+Render = Callable[[Registration], list[dict[str, Any]]]
+
+
 @dataclass(frozen=True)
 class Step:
-    """One object to apply, and the awaited objects (by registration name) that must have ended first."""
+    """The objects one registration creates, and the awaited registrations that must have ended first."""
 
-    manifest: dict[str, Any]
+    manifests: list[dict[str, Any]]
     registration: Registration
     after: tuple[Registration, ...]
-
-    @property
-    def awaited(self) -> bool:
-        return awaited_to_completion(self.registration)
 
 
 def _custom_under(by_urn: dict[str, Registration], children: dict[str, list[str]], urn: str) -> set[str]:
@@ -44,8 +47,15 @@ def _custom_under(by_urn: dict[str, Registration], children: dict[str, list[str]
     return set().union(*(_custom_under(by_urn, children, child) for child in children[urn]))
 
 
-def creation_order(deployment: Deployment) -> list[Step]:
-    """Every Kubernetes object of the stack, each after all it depends on (registration order among equals)."""
+def _applied(registration: Registration) -> bool:
+    """A Kubernetes object `pulumi up` applies whole (a Patch only adds to one), or an install of many."""
+    single = registration.type.startswith("kubernetes:") and "kind" in registration.sent
+    return (single and not registration.type.endswith("Patch")) or registration.type in INSTALLS
+
+
+def creation_order(deployment: Deployment, render: Render) -> list[Step]:
+    """What the stack applies, each registration after all it depends on (registration order among equals);
+    `render` gives an install's objects (an empty list: nothing to apply)."""
     by_urn = {r.urn: r for r in deployment.registrations}
     children: dict[str, list[str]] = defaultdict(list)
     for registration in deployment.registrations:
@@ -56,20 +66,22 @@ def creation_order(deployment: Deployment) -> list[Step]:
         parent = by_urn.get(registration.parent)
         return own | (waits_for(parent) if parent is not None else set())
 
-    objects = [r for r in deployment.kubernetes_objects() if not r.type.endswith("Patch")]
-    wanted = {r.urn for r in objects}
-    needs = {r.urn: waits_for(r) & wanted for r in objects}
+    applied = [r for r in deployment.registrations if _applied(r)]
+    wanted = {r.urn for r in applied}
+    needs = {r.urn: waits_for(r) & wanted for r in applied}
     done: set[str] = set()
     order: list[Step] = []
-    while len(order) < len(objects):
-        ready = [r for r in objects if r.urn not in done and needs[r.urn] <= done]
+    while len(done) < len(applied):
+        ready = [r for r in applied if r.urn not in done and needs[r.urn] <= done]
         if not ready:
-            cycle = sorted(located(r) for r in objects if r.urn not in done)
+            cycle = sorted(located(r) for r in applied if r.urn not in done)
             raise ValueError(f"objects that wait for each other: {', '.join(cycle)}")
         for registration in ready:
-            after = tuple(by_urn[urn] for urn in sorted(needs[registration.urn]) if awaited_to_completion(by_urn[urn]))
-            order.append(Step(dict(registration.sent), registration, after))
             done.add(registration.urn)
+            objects = render(registration) if registration.type in INSTALLS else [dict(registration.sent)]
+            if objects:
+                after = tuple(by_urn[u] for u in sorted(needs[registration.urn]) if awaited_to_completion(by_urn[u]))
+                order.append(Step(objects, registration, after))
     return order
 
 
@@ -103,6 +115,9 @@ def stand_in(workload: Workload, namespace: str) -> dict[str, Any]:
     }
 
 
-def stand_ins(deployment: Deployment) -> list[dict[str, Any]]:
-    """The add-ons' workloads that no engine renders here yet, as objects to apply."""
-    return [stand_in(w, _namespace_of(deployment, w.owner)) for w in addon_workloads(deployment)]
+def stand_ins(deployment: Deployment) -> dict[str, list[dict[str, Any]]]:
+    """The add-ons' workloads, by the registration that installs them (as located() names it), as objects."""
+    by_owner: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for workload in addon_workloads(deployment):
+        by_owner[workload.owner].append(stand_in(workload, _namespace_of(deployment, workload.owner)))
+    return dict(by_owner)
