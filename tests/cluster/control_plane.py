@@ -11,6 +11,7 @@ beyond them (NodeRestriction, ExtendedResourceToleration: the EKS user guide's p
 plugins of every EKS platform version): RBAC, Pod Security Admission, CRD schemas and CEL rules, webhooks.
 """
 
+import fcntl
 import os
 import signal
 import sys
@@ -35,6 +36,9 @@ SERVICE_RANGE = "10.100.0.0/16"
 POD_RANGE = "10.0.0.1/16"
 ADMISSION_PLUGINS = "NodeRestriction,ExtendedResourceToleration"
 READY_TIMEOUT_S = 60.0
+# One local cluster per machine: the MPI operator's health port (:8080) and the training operator's certificate folder
+# (/tmp/k8s-webhook-server) are fixed in their sources. This file names the state folder of the one running.
+HOLDER = Path(os.environ.get("EKS_DDP_CLUSTER_HOLDER", Path.home() / ".cache" / "eks-ddp" / "local-cluster"))
 
 
 class ControlPlaneError(Exception):
@@ -82,8 +86,10 @@ class ControlPlane:
         """Where the egress proxy sends each cluster IP:port (tests.cluster.egress_proxy.add_route)."""
         return self.state / "routes.json"
 
-    def start(self, kwok_stages: list[Path]) -> None:
-        """Every component, each once the one it needs answers; the admin kubeconfig at `self.kubeconfig`."""
+    def start(self, kwok_stages: list[Path], wait_s: float = 0.0) -> None:
+        """Every component, each once the one it needs answers; the admin kubeconfig at `self.kubeconfig`. Another
+        local cluster still running is waited for up to `wait_s`, then refused."""
+        claim(self.state, wait_s)
         for folder in (self.pki, self.logs):
             folder.mkdir(parents=True, exist_ok=True)
         ca = self._certificates()
@@ -248,7 +254,37 @@ def _listening(port: int) -> bool:
         return probe.connect_ex((LOOPBACK, port)) == 0
 
 
-def stop_recorded(state: Path, grace_s: float = 10.0) -> list[str]:
+def running_cluster() -> Path | None:
+    """The state folder of the local cluster running on this machine, if one is."""
+    if not HOLDER.exists():
+        return None
+    state = Path(HOLDER.read_text().strip())
+    return state if _any_alive(state) else None
+
+
+def claim(state: Path, wait_s: float) -> None:
+    """Makes `state` the machine's one local cluster; one that still runs elsewhere is waited for, then refused."""
+    HOLDER.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait_s
+    with (HOLDER.parent / "local-cluster.lock").open("w") as lock:
+        while True:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            holder = running_cluster()
+            if holder is None or holder == state:
+                HOLDER.write_text(str(state))
+                return
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(f"a local cluster still runs from {holder}: stop it first (make cluster-down)")
+            time.sleep(1)
+
+
+def _any_alive(state: Path) -> bool:
+    pids = state / "pids"
+    return pids.exists() and any(_alive(int(line.split()[0])) for line in pids.read_text().splitlines() if line)
+
+
+def stop_recorded(state: Path, grace_s: float = 2.0) -> list[str]:
     """Ends every process `state/pids` records (SIGTERM, then SIGKILL after `grace_s`); the names of those that ran."""
     pids_file = state / "pids"
     if not pids_file.exists():

@@ -27,7 +27,9 @@ class Kubectl:
         return done.stdout
 
     def apply(self, manifests: list[dict[str, Any]], manager: str = FIELD_MANAGER) -> str:
-        """Server-side apply, conflicts forced as `pulumi up` forces them."""
+        """Server-side apply, conflicts forced as `pulumi up` forces them (nothing to apply: nothing done)."""
+        if not manifests:
+            return ""
         body = json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests})
         return self.run("apply", "--server-side", "--force-conflicts", f"--field-manager={manager}", "-f", "-",
                         stdin=body)

@@ -13,7 +13,7 @@ import argparse
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -22,15 +22,15 @@ from eks_ddp.stack.engine_rules.base import Deployment, located, node_sources
 from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.stack.programs import Program
 from eks_ddp.stack.project_config import StackFileError
-from tests.cluster import manifests, nodes, objects, operators, volumes
-from tests.cluster.control_plane import ControlPlane, ControlPlaneError, stop_recorded
+from tests.cluster import charts, manifests, nodes, objects, operators, volumes
+from tests.cluster.control_plane import ControlPlane, ControlPlaneError, running_cluster, stop_recorded
 from tests.cluster.engines import build
 from tests.cluster.engines.build import BuildError
 from tests.cluster.kubectl import Kubectl, KubectlError
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "runs" / "cluster"
-ENGINES = ["kube", "kwok", "training-operator", "mpi-operator"]
+ENGINES = ["kube", "kwok", "helm", "training-operator", "mpi-operator"]
 SETTLE_TIMEOUT_S = 120.0
 GATE_TIMEOUT_S = 120.0
 # The KWOK stages read from its module (sigs.k8s.io/kwok v0.8.0 kustomize/stage): nodes become Ready and keep their
@@ -38,6 +38,8 @@ GATE_TIMEOUT_S = 120.0
 # containers with the exit code a test chose.
 KWOK_STAGES = ("node/fast/node-initialize.yaml", "node/heartbeat-with-lease", "pod/fast")
 OWN_STAGES = Path(__file__).resolve().parent / "stages"
+# Charts stood in whose CRDs a Go module ships: the stack's own objects of those kinds need them.
+STOOD_IN_CRDS = {"kube-prometheus-stack": "monitoring.coreos.com"}
 
 
 class DeployError(Exception):
@@ -69,8 +71,9 @@ def _stage_files(kwok_module: Path) -> list[Path]:
     return files + sorted(OWN_STAGES.glob("*.yaml"))
 
 
-def start(stack: str, binaries: dict[str, Path], runs: Path = RUNS) -> LocalCluster:
-    """A fresh control plane for `stack` under runs/<stack> (one left running there is stopped first)."""
+def start(stack: str, binaries: dict[str, Path], runs: Path = RUNS, wait_s: float = 0.0) -> LocalCluster:
+    """A fresh control plane for `stack` under runs/<stack> (one left running there is stopped first; one running
+    elsewhere is waited for up to `wait_s`)."""
     state = runs / stack
     stop_recorded(state)
     if state.exists():
@@ -78,7 +81,7 @@ def start(stack: str, binaries: dict[str, Path], runs: Path = RUNS) -> LocalClus
             shutil.rmtree(state / leftover, ignore_errors=True)
     state.mkdir(parents=True, exist_ok=True)
     plane = ControlPlane(state, binaries["kube"], binaries["kwok"])
-    plane.start(_stage_files(build.module_dir("kwok", "sigs.k8s.io/kwok")))
+    plane.start(_stage_files(build.module_dir("kwok", "sigs.k8s.io/kwok")), wait_s)
     return LocalCluster(stack, plane, Kubectl(binaries["kube"], plane.kubeconfig))
 
 
@@ -108,42 +111,100 @@ def _await_gate(kubectl: Kubectl, step: objects.Step, gate: objects.Step) -> Non
         raise DeployError(f"{what} failed ({verdict}): {located(step.registration)} is not created")
 
 
-def _renderer(deployment: Deployment, kube: Path) -> objects.Render:
-    """An install's objects: a manifest or kustomization from the module cache, else the add-on's stand-ins."""
+def _renderer(deployment: Deployment, kube: Path, kubernetes_version: str) -> objects.Render:
+    """An install's objects: a manifest, kustomization or chart from the module cache, else the add-on's stand-ins
+    (with the CRDs its chart installs, where a module ships them). APIServices are left out: an aggregated API needs
+    its server, and metrics-server reads kubelets, which KWOK nodes do not serve."""
     stood_in = objects.stand_ins(deployment)
 
     def render(registration: Registration) -> list[dict[str, Any]]:
         rendered = manifests.render(registration, kube)
-        return rendered if rendered is not None else stood_in.get(located(registration), [])
+        if rendered is None and registration.type == objects.HELM_RELEASE:
+            rendered = charts.render(registration, kubernetes_version)
+        if rendered is not None:
+            return [m for m in rendered if m.get("kind") != "APIService"]
+        group = STOOD_IN_CRDS.get(charts.chart_name(registration)) if registration.type == objects.HELM_RELEASE else None
+        return (charts.crds(group) if group else []) + stood_in.get(located(registration), [])
 
     return render
 
 
-def _apply(cluster: LocalCluster, step: objects.Step, binaries: dict[str, Path]) -> None:
-    """One registration's objects; CRDs established before anything else applies; its operators started."""
-    namespaces = {m["metadata"].get("namespace") for m in step.manifests} - {None, "default", "kube-system"}
+def _established(kubectl: Kubectl) -> set[str]:
+    """The CRDs the API server serves."""
+    return {
+        crd["metadata"]["name"]
+        for crd in kubectl.items("crds")
+        if any(c["type"] == "Established" and c["status"] == "True" for c in (crd.get("status") or {}).get("conditions")
+               or [])
+    }
+
+
+def _cluster_scoped_kinds(kubectl: Kubectl) -> set[str]:
+    """Kinds without a namespace, as discovery lists them (KIND is the last column)."""
+    return {line.split()[-1] for line in kubectl.run("api-resources", "--namespaced=false", "--no-headers").splitlines()}
+
+
+def _install(cluster: LocalCluster, step: objects.Step, binaries: dict[str, Path]) -> None:
+    """What a chart, manifest or add-on installs, as Helm installs a chart: CRDs first and established, then the
+    rest, objects without a namespace in the release's (created, as `createNamespace` or the add-on would); then
+    its operators started."""
+    crds = [m for m in step.manifests if m.get("kind") == "CustomResourceDefinition"]
+    cluster.kubectl.apply(crds)
+    names, deadline = {m["metadata"]["name"] for m in crds}, time.monotonic() + GATE_TIMEOUT_S
+    while names and names - _established(cluster.kubectl):
+        if time.monotonic() > deadline:
+            raise DeployError(f"CRDs {', '.join(sorted(names - _established(cluster.kubectl)))}: not Established")
+        time.sleep(0.2)
+    scoped = _cluster_scoped_kinds(cluster.kubectl)
+    release_namespace = str(step.registration.sent.get("namespace") or "default")
+    rest = [
+        m if m["kind"] in scoped or m["metadata"].get("namespace")
+        else {**m, "metadata": {**m["metadata"], "namespace": release_namespace}}
+        for m in step.manifests
+        if m.get("kind") != "CustomResourceDefinition"
+    ]
+    namespaces = {m["metadata"].get("namespace") for m in rest} - {None, "default", "kube-system"}
     existing = {n["metadata"]["name"] for n in cluster.kubectl.items("namespaces")}
-    missing = sorted(str(n) for n in namespaces - existing if not any(
-        m["kind"] == "Namespace" and m["metadata"]["name"] == n for m in step.manifests))
-    if missing and step.registration.type in objects.INSTALLS:  # `createNamespace` or the add-on's own
-        cluster.kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in missing])
-    cluster.kubectl.apply(step.manifests)
-    crds = list(manifests.crd_names(step.manifests))
-    if crds:
-        cluster.kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in crds))
+    own = {m["metadata"]["name"] for m in rest if m["kind"] == "Namespace"}
+    missing = sorted(str(n) for n in namespaces - existing - own)
+    cluster.kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in missing])
+    cluster.kubectl.apply(rest)
     for operator, deployment in operators.installed(step.manifests):
         operators.start(cluster.control_plane, cluster.kubectl, binaries, operator, deployment)
 
 
-def deploy(cluster: LocalCluster, deployment: Deployment, binaries: dict[str, Path]) -> list[str]:
-    """Nodes and volumes, then the stack's objects in creation order; the add-ons that were stood in."""
+def _with_faults(step: objects.Step, exit_codes: dict[str, int]) -> objects.Step:
+    manifests_ = [
+        objects.exiting(m, exit_codes[m["metadata"]["name"]]) if m["metadata"].get("name") in exit_codes else m
+        for m in step.manifests
+    ]
+    return replace(step, manifests=manifests_)
+
+
+def deploy(
+    cluster: LocalCluster, deployment: Deployment, binaries: dict[str, Path], exit_codes: dict[str, int] | None = None
+) -> list[str]:
+    """Nodes and volumes, then the stack's objects in creation order; the add-ons that were stood in. `exit_codes`:
+    objects (by name) whose pods end with that code, faults a test injects. Plain objects between two installs or
+    gates go in one apply (kubectl applies a list in order)."""
     cluster.kubectl.apply(nodes.nodes(node_sources(deployment)) + volumes.stand_in_volumes(deployment))
-    steps = objects.creation_order(deployment, _renderer(deployment, binaries["kube"]))
+    render = _renderer(deployment, binaries["kube"], build.version(build.Engine.read(build.HERE / "kube")))
+    steps = [_with_faults(step, exit_codes or {}) for step in objects.creation_order(deployment, render)]
     by_urn = {step.registration.urn: step for step in steps}
+    batch: list[dict[str, Any]] = []
     for step in steps:
+        install = step.registration.type in objects.INSTALLS
+        if batch and (install or step.after):
+            cluster.kubectl.apply(batch)
+            batch = []
         for gate in step.after:
             _await_gate(cluster.kubectl, step, by_urn[gate.urn])
-        _apply(cluster, step, binaries)
+        if install:
+            _install(cluster, step, binaries)
+        else:
+            batch += step.manifests
+    if batch:
+        cluster.kubectl.apply(batch)
     return [
         f"{located(step.registration)} ({len(step.manifests)} workloads)"
         for step in steps
@@ -218,9 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("down", help="stop every local cluster")
     args = parser.parse_args(argv)
     if args.command == "down":
-        for state in sorted(RUNS.glob("*/")):
+        running = running_cluster()
+        states: set[Path] = {*RUNS.glob("*/"), *([running] if running else [])}
+        for state in sorted(states):
             stopped = stop_recorded(state)
-            print(f"{state.name}: stopped {', '.join(stopped) if stopped else 'nothing (not running)'}")
+            print(f"{state}: stopped {', '.join(stopped) if stopped else 'nothing (not running)'}")
         return 0
     try:
         up(args.stack, _override(args.config))

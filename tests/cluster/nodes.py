@@ -9,7 +9,7 @@ group, capacity type, zone and instance type; KWOK manages every node carrying t
 from typing import Any
 
 from eks_ddp.infra.facts import catalogue
-from eks_ddp.infra.facts.allocatable import memory_capacity_mib
+from eks_ddp.infra.facts.allocatable import NodeLauncher, memory_capacity_mib
 from eks_ddp.stack.cluster.placement import launcher_of, node_offer
 from eks_ddp.stack.engine_rules.base import NodeSource
 
@@ -24,10 +24,12 @@ def group_name(source: NodeSource) -> str:
 
 
 def initial_count(source: NodeSource) -> int:
-    """How many nodes the group has before any pod asks: a managed group's desiredSize; a NodePool none."""
-    if launcher_of(source).value == "karpenter":
+    """A managed group's nodes: its maxSize, all the Cluster Autoscaler could add (the autoscaler itself cannot be
+    built here: the Go module proxy refuses k8s.io/autoscaler/cluster-autoscaler at every version), so the real
+    scheduler places every pod on what the group can reach. A NodePool's: none, Karpenter itself launches them."""
+    if launcher_of(source) == NodeLauncher.KARPENTER:
         return 0
-    return int((source.registration.inputs.get("scalingConfig") or {}).get("desiredSize", 0))
+    return int((source.registration.inputs.get("scalingConfig") or {}).get("maxSize", 0))
 
 
 def _quantities(values: dict[str, float]) -> dict[str, str]:
@@ -55,7 +57,7 @@ def node(source: NodeSource, index: int) -> dict[str, Any]:
         "topology.kubernetes.io/zone": ZONE,
         "type": "kwok",
     }
-    if launcher_of(source).value != "karpenter":
+    if launcher_of(source) != NodeLauncher.KARPENTER:
         labels["eks.amazonaws.com/nodegroup"] = group_name(source)
     taints = [
         {"key": t["key"], "value": t.get("value", ""), "effect": EFFECTS.get(t["effect"], t["effect"])}

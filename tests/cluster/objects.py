@@ -19,6 +19,8 @@ from eks_ddp.stack.engine_rules.pulumi_kubernetes import awaited_to_completion
 from eks_ddp.stack.mocking import Registration
 
 STAND_IN_IMAGE = "registry.k8s.io/pause:3.10"
+EXIT_CODE = "eks-ddp.local/exit-code"
+"""A pod annotated so ends its containers with that code (tests/cluster/stages/pod-exit.yaml)."""
 STAND_IN_LABEL = "eks-ddp.local/stand-in-for"
 
 
@@ -121,3 +123,19 @@ def stand_ins(deployment: Deployment) -> dict[str, list[dict[str, Any]]]:
     for workload in addon_workloads(deployment):
         by_owner[workload.owner].append(stand_in(workload, _namespace_of(deployment, workload.owner)))
     return dict(by_owner)
+
+
+def exiting(manifest: dict[str, Any], code: int) -> dict[str, Any]:
+    """The object with every pod template it has annotated to end with `code`: a fault a test injects."""
+    def mark(node: Any) -> Any:
+        if isinstance(node, dict):
+            marked = {key: mark(value) for key, value in node.items()}
+            if "template" in node and isinstance(node["template"], dict) and "spec" in node["template"]:
+                metadata = marked["template"].setdefault("metadata", {})
+                metadata["annotations"] = {**(metadata.get("annotations") or {}), EXIT_CODE: str(code)}
+            return marked
+        if isinstance(node, list):
+            return [mark(item) for item in node]
+        return node
+
+    return mark(manifest)

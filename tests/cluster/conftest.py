@@ -1,0 +1,57 @@
+"""The engines, built once per session (a missing Go or a failed build errors every cluster test, never skips it),
+and a local cluster per test that is stopped, by process id, whatever the test did."""
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eks_ddp.stack.engine_rules.base import Deployment
+from tests.cluster import local_cluster
+from tests.cluster.control_plane import stop_recorded
+from tests.cluster.engines import build
+from tests.cluster.kubectl import Kubectl
+
+# Another test's cluster may hold the machine's one slot (control_plane.HOLDER) this long before ours starts.
+WAIT_FOR_SLOT_S = 900.0
+
+
+@dataclass
+class OnEngines:
+    cluster: local_cluster.LocalCluster
+    deployment: Deployment
+
+    @property
+    def kubectl(self) -> Kubectl:
+        return self.cluster.kubectl
+
+    def pods(self) -> list[dict[str, Any]]:
+        return local_cluster.settle(self.kubectl)
+
+    def group_of(self, node: str) -> str:
+        return local_cluster.node_groups(self.kubectl).get(node, "-")
+
+
+@pytest.fixture(scope="session")
+def engines() -> dict[str, Path]:
+    return build.build_all(local_cluster.ENGINES)
+
+
+@pytest.fixture
+def cluster(engines: dict[str, Path], tmp_path: Path) -> Iterator[Callable[..., OnEngines]]:
+    """`cluster(stack, override)`: that stack started on its own local cluster, its objects applied."""
+    started: list[Path] = []
+
+    def start(stack: str, override: dict[str, str] | None = None, deploy: bool = True) -> OnEngines:
+        deployment = local_cluster.deployment_of(stack, dict(override or {}))
+        running = local_cluster.start(stack, engines, runs=tmp_path, wait_s=WAIT_FOR_SLOT_S)
+        started.append(running.state)
+        if deploy:
+            local_cluster.deploy(running, deployment, engines)
+        return OnEngines(running, deployment)
+
+    yield start
+    for state in started:
+        stop_recorded(state)

@@ -1,0 +1,429 @@
+"""Karpenter on the local cluster: the real provisioner (sigs.k8s.io/karpenter v1.14.1, the core the stack's chart
+1.14.1 runs) scaling the stack's NodePools from zero, with its kwok cloud provider in place of EC2.
+
+The cloud boundary is the node class. The kwok provider launches nodes only for NodePools whose `nodeClassRef` names
+a KWOKNodeClass (sigs.k8s.io/karpenter@v1.14.1 kwok/cloudprovider/cloudprovider.go GetSupportedNodeClasses;
+pkg/utils/nodepool/nodepool.go IsManaged skips every other NodePool), so `for_kwok` points each NodePool at a
+KWOKNodeClass of its EC2NodeClass's name; the EC2NodeClasses are still applied, and their CRD's schema and CEL rules
+still judge them, but nothing reads them. What EC2 would say about an instance type comes from our facts instead
+(`instance_types`: infra.facts.catalogue and the Karpenter arithmetic of infra.facts.allocatable, as
+stack.cluster.placement.node_offer uses it), written to the provider's INSTANCE_TYPES_FILE_PATH.
+
+Everything else is Karpenter's own: which pods are pending, the NodePool's requirements, labels, taints and limits,
+the DaemonSets' overhead, bin-packing, NodeClaims, registration and initialization, disruption. Where its kwok build
+differs from Karpenter on EC2, and what is done about it:
+
+- Node capacity. The kwok provider creates the Node with `capacity` = the NodeClaim's requests (cloudprovider.go
+  toNode), where a kubelet reports the machine's. Karpenter sums node capacity into NodePool `status.resources` and
+  against `limits` for nodes that exist (pkg/controllers/state/statenode.go Capacity; scheduling/scheduler.go
+  updateRemainingResources), so a `limits.cpu` would let more nodes launch than on EC2. `start` runs a stand-in for
+  that one kubelet report: it sets each Karpenter node's `status.capacity` to its instance's (`capacities`, the
+  capacity tests/cluster/nodes.py gives managed nodes). Allocatable needs no help: it is the instance type's.
+- Capacity reservations. The kwok main never sets cloudprovider.ReservationIDLabel (the AWS provider does), so with
+  the ReservedCapacity feature gate on, a `reserved` offering has no reservation id and the provisioner's reservation
+  manager panics on it (pkg/controllers/provisioning/scheduling/reservationmanager.go CanReserve). A stack with a
+  NodePool that requires `karpenter.sh/capacity-type: reserved` runs with ReservedCapacity=false: its nodes launch
+  from the reserved offering, labelled `reserved`, but the reservation's instance count is not enforced (EC2's number,
+  which no stack file holds).
+- Instance types carry no karpenter.k8s.aws/* labels, and kubernetes.io/hostname is the NodeClaim's name.
+"""
+
+import copy
+import functools
+import json
+import math
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from eks_ddp.infra.facts import catalogue
+from eks_ddp.infra.facts.allocatable import NodeLauncher
+from eks_ddp.stack.cluster.placement import launcher_of, node_offer
+from eks_ddp.stack.engine_rules.base import Deployment, NodeSource, node_sources, quantity
+from eks_ddp.stack.mocking import Registration
+from eks_ddp.workloads.target import KUBERNETES_ARCH
+from tests.cluster import charts, nodes
+from tests.cluster.control_plane import ControlPlane, free_port
+from tests.cluster.engines import build
+from tests.cluster.kubectl import FIELD_MANAGER, Kubectl
+from tests.cluster.operators import OperatorError, _answers, _token_kubeconfig, _wait
+
+ENGINE = "karpenter"
+CORE = "sigs.k8s.io/karpenter"
+"""The module tests/cluster/engines/karpenter pins: the kwok provider, its CRD and its chart."""
+AWS = ("charts", "github.com/aws/karpenter-provider-aws")
+"""The AWS provider's module (pinned by tests/cluster/engines/charts for its chart): the CRDs the stack installs."""
+NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+EC2_NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+KWOK_GROUP, KWOK_KIND, KWOK_VERSION = "karpenter.kwok.sh", "KWOKNodeClass", "v1alpha1"
+CAPACITY_TYPE = "karpenter.sh/capacity-type"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+# sigs.k8s.io/karpenter@v1.14.1 kwok/cloudprovider/helpers.go newInstanceType: the kwok provider's fixed kube-reserved.
+KWOK_RESERVED_MILLICORES, KWOK_RESERVED_MIB = 100, 10
+# github.com/aws/karpenter-provider-aws@v1.14.1 pkg/providers/amifamily/al2023.go DefaultBlockDeviceMappings and
+# EphemeralBlockDevice (/dev/xvda, amifamily.DefaultEBS 20Gi), pkg/providers/instancetype/types.go ephemeralStorage
+# (the root volume's size), kubeReservedResources (1Gi) and evictionThreshold (10 %, rounded up).
+ROOT_DEVICE, DEFAULT_ROOT_GIB = "/dev/xvda", 20
+EPHEMERAL_RESERVED_BYTES, EPHEMERAL_EVICTION_PERCENT = 2**30, 10
+RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+KWOK_RELEASE = "karpenter-kwok"
+"""The release name the kwok chart's RBAC is rendered under: its objects never replace the AWS chart's."""
+READY_TIMEOUT_S = 90.0
+
+
+# ---- The instance types: what EC2 would say, from our facts ----------------------------------------------------------
+
+
+def _pools(deployment: Deployment) -> list[NodeSource]:
+    return [s for s in node_sources(deployment) if launcher_of(s) == NodeLauncher.KARPENTER]
+
+
+def _pool_spec(source: NodeSource) -> dict[str, Any]:
+    return source.registration.inputs.get("spec", {})
+
+
+def _allowed(source: NodeSource, key: str, default: list[str]) -> list[str]:
+    """The values the pool's `In` requirement on `key` allows (`default` without one)."""
+    for requirement in _pool_spec(source).get("template", {}).get("spec", {}).get("requirements", []):
+        if requirement.get("key") == key and requirement.get("operator") == "In":
+            return list(requirement.get("values") or [])
+    return default
+
+
+def _node_class(deployment: Deployment, source: NodeSource) -> dict[str, Any]:
+    name = _pool_spec(source).get("template", {}).get("spec", {}).get("nodeClassRef", {}).get("name")
+    found = (c.inputs for c in deployment.of_type(EC2_NODE_CLASS) if c.inputs.get("metadata", {}).get("name") == name)
+    return next(found, {})
+
+
+def root_volume_bytes(node_class: dict[str, Any]) -> int:
+    """The EC2NodeClass's root volume: the mapping marked rootVolume, else AL2023's /dev/xvda, else AL2023's 20Gi."""
+    mappings = node_class.get("spec", {}).get("blockDeviceMappings") or []
+    chosen = next((m for m in mappings if m.get("rootVolume")), None) or next(
+        (m for m in mappings if m.get("deviceName") == ROOT_DEVICE), None)
+    size = (chosen or {}).get("ebs", {}).get("volumeSize")
+    return int(quantity(size)) if size else DEFAULT_ROOT_GIB * 2**30
+
+
+def ephemeral_allocatable_bytes(root_bytes: int) -> int:
+    """The root volume less kube-reserved 1Gi and the 10 % nodefs eviction threshold (AWS provider types.go)."""
+    return root_bytes - EPHEMERAL_RESERVED_BYTES - math.ceil(root_bytes / 100 * EPHEMERAL_EVICTION_PERCENT)
+
+
+def _resources(deployment: Deployment, source: NodeSource) -> dict[str, str]:
+    """The instance-type file's `resources`: what, less the kwok provider's fixed 100m and 10Mi and less the huge
+    pages (pkg/cloudprovider/types.go computeAllocatable), leaves node_offer's allocatable exactly."""
+    offer = node_offer(source)
+    hugepages_mib = int(offer.get("hugepages-2Mi", 0)) // 2**20
+    extended = {k: f"{v:.0f}" for k, v in offer.items() if k not in ("cpu", "memory", "pods", "hugepages-2Mi")}
+    resources = {
+        "cpu": f"{offer['cpu'] + KWOK_RESERVED_MILLICORES:.0f}m",
+        "memory": f"{offer['memory'] + KWOK_RESERVED_MIB + hugepages_mib:.0f}Mi",
+        "pods": f"{offer['pods']:.0f}",
+        "ephemeral-storage": str(ephemeral_allocatable_bytes(root_volume_bytes(_node_class(deployment, source)))),
+        **extended,
+    }
+    if hugepages_mib:
+        resources["hugepages-2Mi"] = f"{hugepages_mib}Mi"
+    return resources
+
+
+def _offering(capacity_type: str, zone: str, price: float) -> dict[str, Any]:
+    return {
+        "Price": price,
+        "Available": True,
+        "Requirements": [
+            {"key": CAPACITY_TYPE, "operator": "In", "values": [capacity_type]},
+            {"key": ZONE_LABEL, "operator": "In", "values": [zone]},
+        ],
+    }
+
+
+def instance_types(deployment: Deployment) -> list[dict[str, Any]]:
+    """The kwok provider's instance-type file (INSTANCE_TYPES_FILE_PATH; sigs.k8s.io/karpenter@v1.14.1
+    kwok/cloudprovider/helpers.go InstanceTypeOptions) for the types the stack's NodePools pin, from our facts
+    (infra.facts.catalogue, and infra.facts.allocatable for Karpenter: the same arithmetic
+    stack.cluster.placement.node_offer uses with NodeLauncher.KARPENTER), so that a node Karpenter launches has
+    node_offer's allocatable: CPU, memory, pods, EFA devices, GPUs, Neuron devices and the EFA huge pages. Offerings in
+    the zones the pool allows (nodes.ZONE when it names none), with the capacity types it allows, at the catalogue's
+    on-demand price (0 when unknown; spot and reserved too: no price of ours tells them apart)."""
+    types: dict[str, dict[str, Any]] = {}
+    for source in _pools(deployment):
+        facts = catalogue.lookup(source.instance_type)
+        if facts is None:
+            raise ValueError(f"{source.registration.name}: instance type {source.instance_type!r} is not in the catalogue")
+        entry = {
+            "name": facts.name,
+            "architecture": KUBERNETES_ARCH[facts.architecture.value],
+            "operatingSystems": ["linux"],
+            "resources": _resources(deployment, source),
+            "offerings": [],
+        }
+        known = types.setdefault(facts.name, entry)
+        if known["resources"] != entry["resources"]:
+            raise ValueError(
+                f"{facts.name}: NodePools give it different resources ({known['resources']} and {entry['resources']}); "
+                "the kwok provider has one entry per instance type"
+            )
+        for capacity_type in _allowed(source, CAPACITY_TYPE, ["on-demand"]):
+            for zone in _allowed(source, ZONE_LABEL, [nodes.ZONE]):
+                offering = _offering(capacity_type, zone, facts.hourly_usd or 0.0)
+                if offering not in known["offerings"]:
+                    known["offerings"].append(offering)
+    return sorted(types.values(), key=lambda t: t["name"])
+
+
+def capacities(deployment: Deployment) -> dict[str, dict[str, str]]:
+    """What a kubelet on each NodePool's instance type reports as `capacity`, by instance type: the capacity
+    tests/cluster/nodes.py gives managed nodes (vCPUs, memory less the hypervisor's share, the devices and huge pages),
+    with the node class's root volume as ephemeral storage."""
+    found = {}
+    for source in _pools(deployment):
+        reported = nodes.node(source, 0)["status"]["capacity"]
+        found[source.instance_type] = {**reported, "ephemeral-storage": str(root_volume_bytes(_node_class(deployment, source)))}
+    return found
+
+
+def reserved_pools(deployment: Deployment) -> list[str]:
+    """The NodePools that allow `reserved` capacity (they need ReservedCapacity=false here; see the module)."""
+    return [s.registration.name for s in _pools(deployment) if "reserved" in _allowed(s, CAPACITY_TYPE, [])]
+
+
+# ---- The objects: node classes at the cloud boundary, the CRDs ----------------------------------------------------
+
+
+def kwok_node_class(name: str) -> dict[str, Any]:
+    """A KWOKNodeClass: no spec needed; its CRD defaults its status to Ready (kwok/apis/crds)."""
+    return {"apiVersion": f"{KWOK_GROUP}/{KWOK_VERSION}", "kind": KWOK_KIND, "metadata": {"name": name}}
+
+
+def for_kwok(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The objects to apply in place of `manifests` when Karpenter's kwok provider stands in for EC2: each NodePool
+    that names an EC2NodeClass points at the KWOKNodeClass of the same name instead (before its first apply: the
+    NodePool CRD makes nodeClassRef's group and kind immutable), and each EC2NodeClass is followed by that
+    KWOKNodeClass. The EC2NodeClasses stay: their CRD still checks them, though nothing here reads them (the cloud
+    boundary: what EC2 says about instances comes from `instance_types`). Anything else is returned as it was; a
+    second pass changes nothing."""
+    present = {m["metadata"]["name"] for m in manifests if m.get("kind") == KWOK_KIND}
+    result = []
+    for manifest in manifests:
+        kind, group = manifest.get("kind"), str(manifest.get("apiVersion", "")).split("/")[0]
+        if kind == "NodePool" and group == "karpenter.sh":
+            reference = manifest.get("spec", {}).get("template", {}).get("spec", {}).get("nodeClassRef", {})
+            if reference.get("kind") == "EC2NodeClass":
+                manifest = copy.deepcopy(manifest)
+                manifest["spec"]["template"]["spec"]["nodeClassRef"] = {
+                    "group": KWOK_GROUP, "kind": KWOK_KIND, "name": reference["name"]}
+        result.append(manifest)
+        if kind == "EC2NodeClass" and manifest["metadata"]["name"] not in present:
+            result.append(kwok_node_class(manifest["metadata"]["name"]))
+            present.add(manifest["metadata"]["name"])
+    return result
+
+
+@functools.cache
+def _module(folder: str, module: str) -> Path:
+    return build.module_dir(folder, module)
+
+
+def _yaml_documents(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return [d for path in paths for d in yaml.load_all(path.read_text(), Loader=loader) if d]
+
+
+def crds() -> list[dict[str, Any]]:
+    """The CRDs Karpenter's kwok provider needs, from the module cache: the AWS provider's, as the stack's chart
+    installs them (github.com/aws/karpenter-provider-aws@v1.14.1 pkg/apis/crds: NodePool, NodeClaim, NodeOverlay,
+    EC2NodeClass, CapacityBuffer; its NodePool and NodeClaim restrict the karpenter.k8s.aws label domain where the kwok
+    chart's restrict karpenter.kwok.sh), and the KWOKNodeClass (sigs.k8s.io/karpenter@v1.14.1
+    kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml)."""
+    aws = sorted((_module(*AWS) / "pkg" / "apis" / "crds").glob("*.yaml"))
+    kwok = [_module(ENGINE, CORE) / "kwok" / "apis" / "crds" / "karpenter.kwok.sh_kwoknodeclasses.yaml"]
+    return [d for d in _yaml_documents([*aws, *kwok]) if d.get("kind") == "CustomResourceDefinition"]
+
+
+def crd_names() -> list[str]:
+    return [crd["metadata"]["name"] for crd in crds()]
+
+
+# ---- The process --------------------------------------------------------------------------------------------------
+
+
+def release(deployment: Deployment) -> Registration:
+    """The stack's Karpenter Helm release."""
+    found = [r for r in deployment.of_type(charts.HELM_RELEASE) if charts.chart_name(r) == "karpenter"]
+    if not found:
+        raise ValueError("the stack installs no Karpenter chart (eks-ddp:autoscaler is not karpenter)")
+    return found[0]
+
+
+def is_release(registration: Registration) -> bool:
+    """Whether `registration` is a Karpenter Helm release (the step after which Karpenter starts)."""
+    return registration.type == charts.HELM_RELEASE and charts.chart_name(registration) == "karpenter"
+
+
+def chart_deployment(deployment: Deployment) -> dict[str, Any]:
+    """The controller Deployment the stack's Karpenter chart renders with the stack's values (tests.cluster.charts)."""
+    rendered = charts.render(release(deployment), "1.35") or []
+    found = [m for m in rendered if m.get("kind") == "Deployment"]
+    if not found:
+        raise ValueError("the Karpenter chart rendered no Deployment")
+    return found[0]
+
+
+def _container_env(pod: dict[str, Any], namespace: str) -> dict[str, str]:
+    """The controller container's environment as the kubelet would give it: plain values, the pod's namespace; a
+    resource field the container does not set is left out (the binary's default: MEMORY_LIMIT -1, CPU_REQUESTS
+    1000), where a pod would get the node's allocatable or 0."""
+    container = next(c for c in pod["containers"] if c["name"] == "controller")
+    env = {}
+    for variable in container.get("env") or []:
+        source = variable.get("valueFrom") or {}
+        if "value" in variable:
+            env[variable["name"]] = str(variable["value"])
+        elif source.get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
+            env[variable["name"]] = namespace
+        elif "resourceFieldRef" in source:
+            field = source["resourceFieldRef"]
+            kind, _, resource = field["resource"].partition(".")
+            value = (container.get("resources") or {}).get(kind, {}).get(resource)
+            if value is not None:
+                divisor = quantity(field.get("divisor") or "1") or 1
+                env[variable["name"]] = str(math.ceil(quantity(value) / divisor))
+    return env
+
+
+def feature_gates(value: str, reserved: bool) -> str:
+    """The chart's FEATURE_GATES, with ReservedCapacity off when a pool allows reserved capacity (see the module)."""
+    gates = dict(pair.split("=", 1) for pair in value.split(",") if pair)
+    if reserved:
+        gates["ReservedCapacity"] = "false"
+    return ",".join(f"{k}={v}" for k, v in gates.items())
+
+
+def _kwok_rbac(namespace: str, account: str) -> list[dict[str, Any]]:
+    """The kwok provider's own RBAC (sigs.k8s.io/karpenter@v1.14.1 kwok/charts/templates: clusterrole.yaml,
+    clusterrole-kwok.yaml, role.yaml, rolebinding.yaml), rendered by Helm under release KWOK_RELEASE and bound to the
+    stack's ServiceAccount. The AWS chart's rules lack what only this provider does: create Nodes (a kubelet does on
+    EC2), read KWOKNodeClasses, NodeClaim and NodePool finalizers, CRDs, Leases in kube-node-lease."""
+    chart = _module(ENGINE, CORE) / "kwok" / "charts"
+    done = subprocess.run(
+        [str(charts.helm()), "template", KWOK_RELEASE, str(chart), "--namespace", namespace,
+         "--set", "serviceAccount.create=false", "--set", f"serviceAccount.name={account}"],
+        capture_output=True, text=True,
+    )
+    if done.returncode:
+        raise OperatorError(f"helm template {chart}: {done.stderr.strip()}")
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return [d for d in yaml.load_all(done.stdout, Loader=loader) if d and d.get("kind") in RBAC_KINDS]
+
+
+def _apply(kubectl: Kubectl, manifests: list[dict[str, Any]]) -> None:
+    """Server-side apply as the harness applies, one namespace at a time (kubectl refuses objects of a namespace other
+    than the one it is given)."""
+    by_namespace: dict[str, list[dict[str, Any]]] = {}
+    for manifest in manifests:
+        by_namespace.setdefault(manifest["metadata"].get("namespace") or "default", []).append(manifest)
+    for namespace, group in by_namespace.items():
+        body = json.dumps({"apiVersion": "v1", "kind": "List", "items": group})
+        kubectl.run("apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}", "-n", namespace,
+                    "-f", "-", stdin=body)
+
+
+def _running(plane: ControlPlane, name: str) -> bool:
+    pids = plane.state / "pids"
+    return pids.exists() and any(line.split()[1:] == [name] for line in pids.read_text().splitlines() if line)
+
+
+def start(plane: ControlPlane, kubectl: Kubectl, binary: Path, deployment: Deployment) -> None:
+    """Karpenter's kwok provider as a host process (spawned with plane.spawn, so cluster-down stops it), with the
+    environment the stack's chart gives its controller (charts.render of the stack's release and values), the kwok
+    provider's instance-type file, leader election off (one process; the chart runs it in the pod's namespace) and
+    free ports for metrics and health (Karpenter binds them on every interface: it has no host setting). It runs as
+    the chart's ServiceAccount, by a token the API server issues, with the kwok provider's own RBAC bound to it; the
+    AWS chart's RBAC, when the harness applies it, is not enough for this provider (see _kwok_rbac). It applies
+    crds() first (the chart's own, again, and the KWOKNodeClass) and waits until they are established. Beside it runs
+    the stand-in for the kubelet's capacity report (see the module). Returns once Karpenter answers /readyz (its caches
+    synced, its CRDs found); a second call for the same plane does nothing."""
+    if _running(plane, ENGINE):
+        return
+    _apply(kubectl, crds())
+    kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{name}" for name in crd_names()))
+    chart = chart_deployment(deployment)
+    namespace = chart["metadata"].get("namespace") or str(release(deployment).inputs.get("namespace") or "default")
+    pod = chart["spec"]["template"]["spec"]
+    account = pod.get("serviceAccountName", "default")
+    _apply(kubectl, [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account, "namespace": namespace}},
+                     *_kwok_rbac(namespace, account)])
+    folder = plane.state / "karpenter"
+    folder.mkdir(exist_ok=True)
+    (folder / "instance-types.json").write_text(json.dumps(instance_types(deployment), indent=1))
+    (folder / "capacity.json").write_text(json.dumps(capacities(deployment), indent=1))
+    health = free_port()
+    env = _container_env(pod, namespace)
+    env.update({
+        "KUBECONFIG": str(_token_kubeconfig(plane, kubectl, namespace, account)),
+        "INSTANCE_TYPES_FILE_PATH": str(folder / "instance-types.json"),
+        "DISABLE_LEADER_ELECTION": "true",
+        "METRICS_PORT": str(free_port()),
+        "HEALTH_PROBE_PORT": str(health),
+        "FEATURE_GATES": feature_gates(env.get("FEATURE_GATES", ""), bool(reserved_pools(deployment))),
+        "PATH": "/usr/bin:/bin",
+    })
+    (folder / "env.json").write_text(json.dumps({k: v for k, v in env.items() if k != "KUBECONFIG"}, indent=1))
+    plane.spawn(ENGINE, [str(binary)], env=env)
+    plane.spawn("karpenter-node-capacity", [sys.executable, "-m", "tests.cluster.karpenter", "node-capacity",
+                                            str(kubectl.binary), str(kubectl.kubeconfig), str(folder / "capacity.json")])
+    _wait("karpenter /readyz", lambda: _answers(health, "/readyz"), plane.logs / f"{ENGINE}.log")
+
+
+# ---- The kubelet's capacity report, stood in --------------------------------------------------------------------
+
+WATCH_TEMPLATE = '{.metadata.name}{"\\t"}{.metadata.labels.node\\.kubernetes\\.io/instance-type}{"\\t"}' \
+                 '{.status.capacity}{"\\n"}'
+
+
+def _differs(reported: dict[str, str], wanted: dict[str, str]) -> bool:
+    return any(quantity(reported.get(name, 0)) != quantity(value) for name, value in wanted.items())
+
+
+def report_capacity(kube: Path, kubeconfig: Path, wanted: dict[str, dict[str, str]]) -> None:
+    """Watches Karpenter's nodes and sets each one's `status.capacity` to its instance type's, as the kubelet's first
+    status report would; again whenever another writer (KWOK's node-initialize stage) puts the old one back."""
+    while True:
+        watch = subprocess.Popen(
+            [str(kube), "kubectl", f"--kubeconfig={kubeconfig}", "get", "nodes", "-l", NODEPOOL_LABEL, "--watch",
+             "-o", f"jsonpath={WATCH_TEMPLATE}"],
+            stdout=subprocess.PIPE, text=True,
+        )
+        assert watch.stdout is not None
+        for line in watch.stdout:
+            name, instance_type, reported = (line.rstrip("\n").split("\t") + ["", ""])[:3]
+            capacity = wanted.get(instance_type)
+            if capacity is None or not _differs(json.loads(reported or "{}"), capacity):
+                continue
+            patch = json.dumps({"status": {"capacity": capacity}})
+            subprocess.run([str(kube), "kubectl", f"--kubeconfig={kubeconfig}", "patch", "node", name,
+                            "--subresource=status", "--type=merge", "-p", patch], capture_output=True)
+        watch.wait()
+        time.sleep(1)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["node-capacity"] and len(argv) == 4:
+        report_capacity(Path(argv[1]), Path(argv[2]), json.loads(Path(argv[3]).read_text()))
+        return 0
+    print("usage: python -m tests.cluster.karpenter node-capacity <kube binary> <kubeconfig> <capacity.json>",
+          file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,70 @@
+"""Failures through the real controllers: a failing fabric check stops training (as `pulumi up` stops at a failed
+gate), and crashed training containers are counted against the restart budget the docs promise."""
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eks_ddp.stack import stack_file
+from tests.cluster import local_cluster
+from tests.cluster.conftest import OnEngines
+from tests.cluster.objects import EXIT_CODE
+
+TIMEOUT_S = 60.0
+
+
+def _wait_for(what: str, check: Callable[[], Any]) -> Any:
+    deadline = time.monotonic() + TIMEOUT_S
+    while not (result := check()):
+        assert time.monotonic() < deadline, f"{what}: not after {TIMEOUT_S:.0f} s"
+        time.sleep(0.2)
+    return result
+
+
+@pytest.mark.parametrize("check", ["eks-ddp-efa-check-0", "eks-ddp-nccl-check"])
+def test_a_failing_fabric_check_stops_training(
+    cluster: Callable[..., OnEngines], engines: dict[str, Path], check: str
+) -> None:
+    on = cluster("gpu", deploy=False)
+    with pytest.raises(local_cluster.DeployError, match=f"{check} failed"):
+        local_cluster.deploy(on.cluster, on.deployment, engines, exit_codes={check: 1})
+    assert not on.kubectl.items("pytorchjobs", "--all-namespaces")
+
+
+def _restarts(pod: dict[str, Any]) -> int:
+    return sum(s.get("restartCount", 0) for s in pod.get("status", {}).get("containerStatuses") or [])
+
+
+def _crash_once(on: OnEngines, pod: dict[str, Any]) -> None:
+    """One crash of the pod's containers (exit 1), restarted in place by the kubelet (KWOK's stage)."""
+    name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+    before = _restarts(pod)
+    on.kubectl.run("annotate", "pod", name, "-n", namespace, f"{EXIT_CODE}=1")
+    _wait_for(f"{name} restarted", lambda: _restarts(on.kubectl.get("pod", name, "-n", namespace)) > before)
+    on.kubectl.run("annotate", "pod", name, "-n", namespace, f"{EXIT_CODE}-")
+
+
+def _job_condition(on: OnEngines, name: str) -> set[str]:
+    job = on.kubectl.get("pytorchjob", name, "-n", "training")
+    return {c["type"] for c in job.get("status", {}).get("conditions") or [] if c.get("status") == "True"}
+
+
+def test_the_pytorchjob_survives_its_budget_of_events_and_fails_on_the_next_crash(
+    cluster: Callable[..., OnEngines],
+) -> None:
+    on = cluster("dev")
+    job = on.kubectl.items("pytorchjobs", "-n", "training")[0]
+    name = job["metadata"]["name"]
+    pods = [p for p in on.pods() if p["metadata"].get("labels", {}).get("training.kubeflow.org/job-name") == name]
+    # The promise (Pulumi.yaml, eks-ddp:job): survivesNodeLosses events, default 1; one event restarts every replica.
+    events = max(1, int((stack_file.load("dev", stack_file.ROOT, {})[0].get("job") or {}).get("survivesNodeLosses", 1)))
+    for _ in range(events):
+        for pod in pods:
+            _crash_once(on, on.kubectl.get("pod", pod["metadata"]["name"], "-n", "training"))
+    time.sleep(2)  # the operator reconciles on the pods' updates
+    assert "Failed" not in _job_condition(on, name), f"{name} failed within its budget of {events} events"
+    _crash_once(on, on.kubectl.get("pod", pods[0]["metadata"]["name"], "-n", "training"))
+    _wait_for(f"{name} Failed", lambda: "Failed" in _job_condition(on, name))

@@ -1,0 +1,35 @@
+"""Every shipped stack on the engines themselves: each object accepted by the real API server (schemas, CEL rules,
+webhooks, Pod Security Admission, RBAC), each pod placed by the real scheduler and run by KWOK."""
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from eks_ddp.stack import stack_file
+from eks_ddp.workloads.training_pod import TRAINER_LABEL
+from tests.cluster.conftest import OnEngines
+
+STACKS = stack_file.stacks(stack_file.ROOT)
+TRAINING_KINDS = {"PyTorchJob", "TrainJob"}
+
+
+def _describe(pod: dict[str, Any]) -> str:
+    conditions = pod.get("status", {}).get("conditions") or []
+    why = next((c.get("message", "") for c in conditions if c.get("type") == "PodScheduled"), "")
+    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']} {pod['status'].get('phase')}: {why}"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_pod_is_admitted_and_runs_and_training_runs_on_its_group(
+    cluster: Callable[..., OnEngines], stack: str
+) -> None:
+    on = cluster(stack)
+    pods = on.pods()
+    waiting = [_describe(p) for p in pods if p["status"].get("phase") not in ("Running", "Succeeded")]
+    assert not waiting, "\n".join(waiting)
+    values = stack_file.load(stack, stack_file.ROOT, {})[0]
+    group = (values.get("job") or {}).get("nodeGroup") or values["nodeGroups"][0]["name"]
+    training = [p for p in pods if TRAINER_LABEL.items() <= (p["metadata"].get("labels") or {}).items()]
+    assert training, f"{stack}: no training pod"
+    assert {on.group_of(p["spec"].get("nodeName", "")) for p in training} == {group}
