@@ -30,9 +30,12 @@ from tests.cluster.kubectl import Kubectl, KubectlError
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "runs" / "cluster"
-ENGINES = ["kube", "kwok", "helm", "training-operator", "mpi-operator"]
+ENGINES = ["kube", "kwok", "helm", "training-operator", "mpi-operator", "jobset", "kubeflow-trainer"]
 SETTLE_TIMEOUT_S = 120.0
+SETTLED_S = 3.0
 GATE_TIMEOUT_S = 120.0
+# A cluster a test started holds the machine's one slot (control_plane.HOLDER) for a minute or two: wait for it.
+CLI_WAIT_S = 900.0
 # The KWOK stages read from its module (sigs.k8s.io/kwok v0.8.0 kustomize/stage): nodes become Ready and keep their
 # lease; pods start and become ready at once, those of a Job complete, deleted ones go. Ours (stages/) end a pod's
 # containers with the exit code a test chose.
@@ -213,14 +216,18 @@ def deploy(
 
 
 def settle(kubectl: Kubectl, timeout_s: float = SETTLE_TIMEOUT_S) -> list[dict[str, Any]]:
-    """The pods once none is Pending or waiting to start (or the time ran out): what the table shows."""
-    deadline = time.monotonic() + timeout_s
+    """The pods once none is Pending and the same pods were there for SETTLED_S (an operator creates a job's pods a
+    moment after the job), or when the time ran out: what the table shows."""
+    deadline, seen, since = time.monotonic() + timeout_s, set(), time.monotonic()
     while True:
         pods = kubectl.items("pods", "--all-namespaces")
-        moving = [p for p in pods if p.get("status", {}).get("phase") == "Pending"]
-        if not moving or time.monotonic() > deadline:
+        names = {(p["metadata"]["namespace"], p["metadata"]["name"], p.get("status", {}).get("phase")) for p in pods}
+        if names != seen:
+            seen, since = names, time.monotonic()
+        pending = any(p.get("status", {}).get("phase") == "Pending" for p in pods)
+        if (not pending and time.monotonic() - since >= SETTLED_S) or time.monotonic() > deadline:
             return pods
-        time.sleep(1)
+        time.sleep(0.5)
 
 
 def pod_table(pods: list[dict[str, Any]], node_groups: dict[str, str]) -> str:
@@ -248,14 +255,17 @@ def node_groups(kubectl: Kubectl) -> dict[str, str]:
 def up(stack: str, override: dict[str, str]) -> LocalCluster:
     deployment = deployment_of(stack, override)
     binaries = build.build_all(ENGINES)
+    running = running_cluster()
+    if running is not None and running.is_relative_to(RUNS):  # the user's own: a second cluster-up replaces it
+        print(f"==> stopping the local cluster of {running.name}: {', '.join(stop_recorded(running))}", flush=True)
     print(f"==> the control plane of {stack} on 127.0.0.1", flush=True)
-    cluster = start(stack, binaries)
+    cluster = start(stack, binaries, wait_s=CLI_WAIT_S)
     print(f"==> {stack}'s nodes and objects, in the order pulumi up creates them", flush=True)
     stood_in = deploy(cluster, deployment, binaries)
     print(f"    stood in (chart not rendered here): {', '.join(stood_in) or 'none'}", flush=True)
     pods = settle(cluster.kubectl)
     print(pod_table(pods, node_groups(cluster.kubectl)))
-    print(f"kubeconfig: {cluster.control_plane.kubeconfig}")
+    print(f"kubectl: {binaries['kube']} kubectl --kubeconfig {cluster.control_plane.kubeconfig}")
     return cluster
 
 

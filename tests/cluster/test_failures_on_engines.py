@@ -24,7 +24,7 @@ def _wait_for(what: str, check: Callable[[], Any]) -> Any:
     return result
 
 
-@pytest.mark.parametrize("check", ["eks-ddp-efa-check-0", "eks-ddp-nccl-check"])
+@pytest.mark.parametrize("check", ["eks-ddp-efa-check", "eks-ddp-nccl-check"])
 def test_a_failing_fabric_check_stops_training(
     cluster: Callable[..., OnEngines], engines: dict[str, Path], check: str
 ) -> None:

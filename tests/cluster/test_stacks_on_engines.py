@@ -7,11 +7,13 @@ from typing import Any
 import pytest
 
 from eks_ddp.stack import stack_file
+from eks_ddp.stack.config import SYSTEM_GROUP
+from eks_ddp.workloads.batch_jobs import STEP_LABEL
 from eks_ddp.workloads.training_pod import TRAINER_LABEL
 from tests.cluster.conftest import OnEngines
 
 STACKS = stack_file.stacks(stack_file.ROOT)
-TRAINING_KINDS = {"PyTorchJob", "TrainJob"}
+SIDE_STEPS = {"data", "evaluate"}
 
 
 def _describe(pod: dict[str, Any]) -> str:
@@ -33,3 +35,7 @@ def test_every_pod_is_admitted_and_runs_and_training_runs_on_its_group(
     training = [p for p in pods if TRAINER_LABEL.items() <= (p["metadata"].get("labels") or {}).items()]
     assert training, f"{stack}: no training pod"
     assert {on.group_of(p["spec"].get("nodeName", "")) for p in training} == {group}
+    side = [p for p in pods if (p["metadata"].get("labels") or {}).get(STEP_LABEL) in SIDE_STEPS]
+    if group != SYSTEM_GROUP:  # a job on the system group shares it with everything, as the cpu stack's does
+        taken = [p["metadata"]["name"] for p in side if on.group_of(p["spec"].get("nodeName", "")) == group]
+        assert not taken, f"side Jobs on the training group {group}: {taken}"
