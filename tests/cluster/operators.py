@@ -4,10 +4,18 @@ The Deployment a release installs still lands on a KWOK node (its pod is schedul
 its container runs here: the engine built from the release's Go module (tests/cluster/engines), with the Deployment's
 own arguments, the credentials of its own ServiceAccount (a token the API server issues, so its real RBAC applies),
 and flags that keep its ports on 127.0.0.1. A webhook's Service is routed to the process through the egress proxy.
-How each one runs out of a pod is read from its source: tests/cluster/engines/<engine>/RUNNING.md.
+How each one runs out of a pod is read from its source: tests/cluster/engines/<engine>/RUNNING.md (README.md for the
+Trainer and JobSet).
+
+Where the Deployment configures its process by a file from a ConfigMap, that file is read from the cluster and given
+to the process with only the host's differences (ports on 127.0.0.1, no leader election). Where a program reads fixed
+paths of its pod (its namespace from the ServiceAccount's folder, its certificate from the Secret's mount), it runs in
+a mount namespace of its own (util-linux `unshare`) with those folders where the kubelet would mount them.
 """
 
 import base64
+import os
+import shlex
 import shutil
 import socket
 import time
@@ -17,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from tests.cluster.control_plane import LOOPBACK, ControlPlane, free_port
 from tests.cluster.egress_proxy import add_route
@@ -36,9 +46,20 @@ class Webhook:
     port: int
     """The Service's port the API server dials."""
     secret: str
-    """The Secret the operator's certificate rotator fills."""
-    cert_dir: Path
-    """Where the operator's webhook server reads tls.crt and tls.key (the Secret's mount in a pod)."""
+    """The Secret the operator's certificate rotator fills, which the Deployment mounts where its webhook server reads
+    tls.crt and tls.key (the operator runs in its pod's view, `Operator.pod_view`)."""
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """The operator's configuration file: the Deployment's ConfigMap key, as the cluster holds it, edited for a host."""
+
+    config_map: str
+    key: str
+    host: Callable[[dict[str, Any], dict[str, int]], dict[str, Any]]
+    """The file's content given the ConfigMap's and free ports by name; the rest of the file as the chart made it."""
+    flag: str = "--config"
+    """The flag that names the file (given last, so it overrides the Deployment's own, which names its mount)."""
 
 
 @dataclass(frozen=True)
@@ -54,11 +75,33 @@ class Operator:
     ready_path: str = ""
     """An HTTP path on the `health` port that answers 200 once it serves."""
     env: dict[str, str] = field(default_factory=dict)
+    config: ConfigFile | None = None
+    pod_view: bool = False
+    """Run in a mount namespace of its own where /var/run/secrets/kubernetes.io/serviceaccount holds its namespace
+    (and token and CA, as the kubelet projects them) and each Secret volume of the Deployment is at its mountPath."""
+
+
+def _host_config(chart: dict[str, Any], ports: dict[str, int]) -> dict[str, Any]:
+    """The chart's controller-runtime Configuration with the host's addresses. The Trainer and JobSet read the same
+    fields (github.com/kubeflow/trainer/v2@v2.3.0 pkg/config/config.go addTo; sigs.k8s.io/jobset@v0.12.0
+    pkg/config/config.go and main.go, whose flags would override the file): health probes and the webhook server on
+    127.0.0.1, the metrics server off (`bindAddress: "0"`, controller-runtime's metricsserver), no leader election (the
+    chart turns it on: a host process has no Lease to share). Certificate management stays as the chart sets it, on:
+    the operator's own rotator fills the chart's Secret and injects the webhook configurations' caBundle."""
+    return {
+        **chart,
+        "health": {**(chart.get("health") or {}), "healthProbeBindAddress": f"{LOOPBACK}:{ports['health']}"},
+        "metrics": {**(chart.get("metrics") or {}), "bindAddress": "0"},
+        "webhook": {**(chart.get("webhook") or {}), "host": LOOPBACK, "port": ports["webhook"]},
+        "leaderElection": {**(chart.get("leaderElection") or {}), "leaderElect": False},
+    }
 
 
 OPERATORS = (
     # github.com/kubeflow/training-operator v1.9.4 cmd/training-operator.v1/main.go; pkg/cert/cert.go (the cert dir
-    # is a constant: the Secret's mount path in the Deployment).
+    # is a constant, /tmp/k8s-webhook-server/serving-certs: the Secret's mount path in the Deployment). In its pod's
+    # view, so that no certificate of an earlier cluster left in that host folder is served (its rotator is ready as
+    # soon as a tls.crt exists there, and the server loads it before this one is copied).
     Operator(
         engine="training-operator",
         deployment="training-operator",
@@ -69,10 +112,10 @@ OPERATORS = (
             "--metrics-bind-address=0",
             "--leader-elect=false",
         ],
-        webhook=Webhook("training-operator", 443, "training-operator-webhook-cert",
-                        Path("/tmp/k8s-webhook-server/serving-certs")),
+        webhook=Webhook("training-operator", 443, "training-operator-webhook-cert"),
         ready_path="/readyz",
         env={"MY_POD_NAMESPACE": "kubeflow", "TMPDIR": "/tmp"},
+        pod_view=True,
     ),
     # github.com/kubeflow/mpi-operator v0.8.0 cmd/mpi-operator/app/options: --kubeConfig; leader election always on,
     # in --lock-namespace (the Deployment's argument); /healthz on :8080, fixed.
@@ -82,6 +125,36 @@ OPERATORS = (
         namespace="mpi-operator",
         flags=lambda ports: [],
         kubeconfig_flag="--kubeConfig",
+    ),
+    # JobSet v0.12.0, the Trainer chart's dependency (charts/jobset/templates/controller/deployment.yaml): started
+    # before the Trainer, whose TrainJobs become JobSets that JobSet's webhooks admit. Its rotator
+    # (pkg/util/cert/cert.go) takes its namespace from the ServiceAccount's folder, else "jobset-system", not the
+    # release's: hence the pod's view. It checks for tls.crt in /tmp/k8s-webhook-server/serving-certs, the Secret's
+    # mountPath, which is also the webhook server's default (controller-runtime: $TMPDIR/k8s-webhook-server/...).
+    Operator(
+        engine="jobset",
+        deployment="jobset-controller",
+        namespace="kubeflow-system",
+        flags=lambda ports: [],
+        webhook=Webhook("jobset-webhook-service", 443, "jobset-webhook-server-cert"),
+        ready_path="/readyz",
+        env={"TMPDIR": "/tmp"},
+        config=ConfigFile("jobset-controller-config", "controller_manager_config.yaml", _host_config),
+        pod_view=True,
+    ),
+    # Kubeflow Trainer v2.3.0 (charts/kubeflow-trainer/templates/manager/deployment.yaml): cmd/trainer-controller-
+    # manager/main.go; its rotator (pkg/util/cert/cert.go) writes nothing itself and waits for tls.crt in
+    # /tmp/k8s-webhook-server/serving-certs (a fixed path), the Secret's mountPath.
+    Operator(
+        engine="kubeflow-trainer",
+        deployment="kubeflow-trainer-controller-manager",
+        namespace="kubeflow-system",
+        flags=lambda ports: [],
+        webhook=Webhook("kubeflow-trainer-controller-manager", 443, "kubeflow-trainer-webhook-cert"),
+        ready_path="/readyz",
+        env={"TMPDIR": "/tmp"},
+        config=ConfigFile("kubeflow-trainer-config", "controller_manager_config.yaml", _host_config),
+        pod_view=True,
     ),
 )
 
@@ -96,8 +169,7 @@ def installed(manifests: list[dict[str, Any]]) -> list[tuple[Operator, dict[str,
     return [(operator, deployment) for operator, deployment in found if deployment is not None]
 
 
-def _token_kubeconfig(plane: ControlPlane, kubectl: Kubectl, namespace: str, account: str) -> Path:
-    token = kubectl.run("create", "token", account, "-n", namespace, "--duration=48h").strip()
+def _token_kubeconfig(plane: ControlPlane, token: str, namespace: str, account: str) -> Path:
     path = plane.pki / f"{namespace}-{account}.kubeconfig"
     path.write_text(
         "apiVersion: v1\nkind: Config\n"
@@ -132,32 +204,110 @@ def _answers(port: int, path: str) -> bool:
         return False
 
 
-def _serve_certificate(kubectl: Kubectl, operator: Operator, webhook: Webhook) -> bool:
-    """The rotator's certificate, copied from its Secret to where the webhook server reads it, once it is there."""
-    data = kubectl.get("secret", webhook.secret, "-n", operator.namespace).get("data") or {}
-    if "tls.crt" not in data:
+def _filled_secret(kubectl: Kubectl, namespace: str, name: str) -> dict[str, bytes] | None:
+    """The Secret's data once the rotator wrote a certificate into it (the chart's may hold empty keys)."""
+    data = kubectl.get("secret", name, "-n", namespace).get("data") or {}
+    if not data.get("tls.crt"):
+        return None
+    return {key: base64.b64decode(value) for key, value in data.items()}
+
+
+def _serve_certificate(kubectl: Kubectl, operator: Operator, webhook: Webhook, volume: Path) -> bool:
+    """The rotator's certificate, copied from its Secret into the Secret's volume, once it is there, as the kubelet
+    fills a Secret volume. Files are replaced one by one, never the folder (the process sees it through a bind mount),
+    and tls.crt last: the rotators wait for that file alone (cert-controller v0.16.0 rotator.go ensureCertsMounted)."""
+    data = _filled_secret(kubectl, operator.namespace, webhook.secret)
+    if data is None:
         return False
-    shutil.rmtree(webhook.cert_dir, ignore_errors=True)
-    webhook.cert_dir.mkdir(parents=True)
-    for name in ("tls.crt", "tls.key"):
-        (webhook.cert_dir / name).write_bytes(base64.b64decode(data[name]))
+    for name in sorted(data, key=lambda name: name == "tls.crt"):
+        partial = volume / f".{name}.partial"
+        partial.write_bytes(data[name])
+        partial.replace(volume / name)
     return True
+
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+"""Where the kubelet projects a pod's ServiceAccount token, the cluster's CA and the pod's namespace."""
+
+
+@dataclass(frozen=True)
+class _Mount:
+    source: Path
+    target: str
+    read_only: bool
+
+
+def _secret_mounts(deployment: dict[str, Any], home: Path) -> dict[str, _Mount]:
+    """The container's Secret volumes by Secret name: a host folder each, and where the pod has it."""
+    pod = deployment["spec"]["template"]["spec"]
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod.get("volumes") or [] if "secret" in v}
+    return {
+        secrets[m["name"]]: _Mount(home / "volumes" / m["name"], m["mountPath"], bool(m.get("readOnly")))
+        for m in pod["containers"][0].get("volumeMounts") or []
+        if m["name"] in secrets and "subPath" not in m
+    }
+
+
+def _in_pod_view(command: list[str], mounts: list[_Mount]) -> list[str]:
+    """`command` in a mount namespace of its own with `mounts` in place, as the kubelet mounts a pod's volumes. /var/run
+    is a fresh tmpfs there (a pod has none of the host's); other targets are created on the host as empty folders
+    (mount points), their content never. The process keeps its id: unshare and the shell exec it."""
+    steps = ["mount -t tmpfs -o mode=0755 tmpfs /var/run"]
+    for mount in mounts:
+        steps += [f"mkdir -p {shlex.quote(mount.target)}",
+                  f"mount --bind {shlex.quote(str(mount.source))} {shlex.quote(mount.target)}"]
+        if mount.read_only:
+            steps.append(f"mount -o remount,bind,ro {shlex.quote(mount.target)}")
+    steps.append(f"exec {shlex.join(command)}")
+    # Unprivileged, a user namespace gives the mount rights (util-linux unshare --map-root-user).
+    user = [] if os.geteuid() == 0 else ["--map-root-user"]
+    return ["unshare", "--mount", "--propagation", "private", *user, "/bin/sh", "-c", " && ".join(steps)]
+
+
+def _config_file(kubectl: Kubectl, operator: Operator, config: ConfigFile, ports: dict[str, int], home: Path) -> Path:
+    """The ConfigMap's file as the cluster holds it, with the host's differences (ConfigFile.host)."""
+    data = kubectl.get("configmap", config.config_map, "-n", operator.namespace).get("data") or {}
+    if config.key not in data:
+        raise OperatorError(f"{operator.engine}: ConfigMap {config.config_map} has no key {config.key}")
+    path = home / config.key
+    path.write_text(yaml.safe_dump(config.host(yaml.safe_load(data[config.key]) or {}, ports), sort_keys=False))
+    return path
 
 
 def start(plane: ControlPlane, kubectl: Kubectl, binaries: dict[str, Path], operator: Operator,
           deployment: dict[str, Any]) -> None:
     """The operator's process, as its Deployment runs it; returns once it serves (its webhook routed)."""
     account = deployment["spec"]["template"]["spec"].get("serviceAccountName", "default")
-    config = _token_kubeconfig(plane, kubectl, operator.namespace, account)
+    token = kubectl.run("create", "token", account, "-n", operator.namespace, "--duration=48h").strip()
+    config = _token_kubeconfig(plane, token, operator.namespace, account)
     ports = {name: free_port() for name in ("webhook", "health")}
+    home = plane.state / "operators" / operator.engine
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
     command = [str(binaries[operator.engine]), *_container_args(deployment), f"{operator.kubeconfig_flag}={config}",
                *operator.flags(ports)]
+    if operator.config is not None:
+        command.append(f"{operator.config.flag}={_config_file(kubectl, operator, operator.config, ports, home)}")
+    secrets = _secret_mounts(deployment, home)
+    if operator.webhook is not None and not (operator.pod_view and operator.webhook.secret in secrets):
+        raise OperatorError(f"{operator.engine}: its webhook's certificate is served from the Deployment's volume of "
+                            f"Secret {operator.webhook.secret}, in the pod's view (pod_view)")
+    if operator.pod_view:
+        account_dir = home / "serviceaccount"
+        account_dir.mkdir()
+        (account_dir / "namespace").write_text(operator.namespace)
+        (account_dir / "token").write_text(token)
+        shutil.copyfile(plane.pki / "ca.crt", account_dir / "ca.crt")
+        for mount in secrets.values():
+            mount.source.mkdir(parents=True)
+        command = _in_pod_view(command, [_Mount(account_dir, SERVICE_ACCOUNT_DIR, True), *secrets.values()])
     plane.spawn(operator.engine, command, env={"PATH": "/usr/bin:/bin", **operator.env})
     log = plane.logs / f"{operator.engine}.log"
     if operator.webhook is not None:
         webhook = operator.webhook
+        volume = secrets[webhook.secret].source
         _wait(f"{operator.engine}'s certificate in Secret {webhook.secret}",
-              lambda: _serve_certificate(kubectl, operator, webhook), log)
+              lambda: _serve_certificate(kubectl, operator, webhook, volume), log)
         service = kubectl.get("service", webhook.service, "-n", operator.namespace)
         add_route(plane.routes, f"{service['spec']['clusterIP']}:{webhook.port}", f"{LOOPBACK}:{ports['webhook']}")
     if operator.ready_path:
