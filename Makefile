@@ -36,7 +36,7 @@ TOOK = echo "    took $$SECONDS s"
 PROGRESS = sed -n -u -E 's/^(Collecting|Installing collected|Successfully installed)/    &/p' | cut -c1-118
 
 .PHONY: help demo tensorboard preview rehearse test typecheck docs unit bench bench-phases bench-accuracy \
-	watch-picture clean
+	watch-picture clean engines cluster-up cluster-down
 .DEFAULT_GOAL := help
 
 CHECKOV_VENV := .venv-checkov
@@ -86,8 +86,22 @@ preview: $(STAMP)
 rehearse: $(STAMP)
 	$(BIN)/python -m eks_ddp.stack.rehearsal
 
-## test: type-check everything, build the docs strictly, then run the whole test suite
-test: typecheck docs unit
+## test: type-check everything, build the docs strictly, build the engines, then run the whole test suite
+test: typecheck docs engines unit
+
+# Go 1.26 and the Go module proxy build them (tests/cluster/engines: each folder's go.mod pins one upstream module);
+# binaries are kept in ~/.cache/eks-ddp/engines, keyed by what decides them, so a second clone builds nothing.
+## engines: build the local cluster's engines from their Go modules (part of make test; the first time takes minutes)
+engines: $(STAMP)
+	$(BIN)/python -m tests.cluster.engines.build
+
+## cluster-up: a local cluster on 127.0.0.1 with a stack's nodes and objects on the real engines (make cluster-up STACK=gpu)
+cluster-up: $(STAMP)
+	$(BIN)/python -m tests.cluster.local_cluster up --stack $(STACK) $(addprefix --config ,$(CONFIG))
+
+## cluster-down: stop every process of every local cluster that make cluster-up started
+cluster-down: $(STAMP)
+	$(BIN)/python -m tests.cluster.local_cluster down
 
 ## typecheck: pyright over all code (part of make test)
 typecheck: $(STAMP)
