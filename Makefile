@@ -112,11 +112,12 @@ typecheck: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --site-dir runs/site
 
-# Three workers, each taking the next test as it frees up (worksteal); the slowest tests start first (conftest.py) and
-# are listed at the end.
+# Three workers; the tests that start a local cluster run one after another on one of them (their xdist_group: one
+# cluster per machine), the rest spread over all three; the slowest tests start first (conftest.py) and are listed
+# at the end.
 ## unit: the whole test suite alone, three workers at a time (part of make test)
 unit: $(STAMP) $(CHECKOV_STAMP)
-	$(BIN)/python -m pytest -n 3 --dist worksteal --durations=15
+	$(BIN)/python -m pytest -n 3 --dist loadgroup --durations=15
 
 # BENCH_ARGS: more flags for bench and bench-phases, e.g. --as-avx2-cpu.
 ## bench: the trainer against the workshop's script (BASELINE=<its folder>) or workshop-style loop, pair by pair

@@ -34,6 +34,16 @@ class OnEngines:
         return local_cluster.node_groups(self.kubectl).get(node, "-")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that start a cluster, one after another on one pytest-xdist worker (make test's `--dist loadgroup`):
+    one local cluster runs per machine at a time, so a second worker would only wait for the first; `slow`, so that
+    their lane starts first (tests/conftest.py)."""
+    for item in items:
+        if "cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("local-cluster"))
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def engines() -> dict[str, Path]:
     return build.build_all(local_cluster.ENGINES)

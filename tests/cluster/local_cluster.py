@@ -147,31 +147,41 @@ def _cluster_scoped_kinds(kubectl: Kubectl) -> set[str]:
     return {line.split()[-1] for line in kubectl.run("api-resources", "--namespaced=false", "--no-headers").splitlines()}
 
 
-def _install(cluster: LocalCluster, step: objects.Step, binaries: dict[str, Path]) -> None:
+@dataclass
+class _Known:
+    """What deploy knows of the cluster without asking it again: kinds without a namespace (asked again after CRDs)
+    and the namespaces that exist."""
+
+    scoped: set[str]
+    namespaces: set[str]
+
+
+def _install(cluster: LocalCluster, step: objects.Step, binaries: dict[str, Path], known: _Known) -> None:
     """What a chart, manifest or add-on installs, as Helm installs a chart: CRDs first and established, then the
     rest, objects without a namespace in the release's (created, as `createNamespace` or the add-on would); then
     its operators started."""
     crds = [m for m in step.manifests if m.get("kind") == "CustomResourceDefinition"]
-    cluster.kubectl.apply(crds)
-    names, deadline = {m["metadata"]["name"] for m in crds}, time.monotonic() + GATE_TIMEOUT_S
-    while names and names - _established(cluster.kubectl):
-        if time.monotonic() > deadline:
-            raise DeployError(f"CRDs {', '.join(sorted(names - _established(cluster.kubectl)))}: not Established")
-        time.sleep(0.2)
-    scoped = _cluster_scoped_kinds(cluster.kubectl)
+    if crds:
+        cluster.kubectl.apply(crds)
+        names, deadline = {m["metadata"]["name"] for m in crds}, time.monotonic() + GATE_TIMEOUT_S
+        while names - _established(cluster.kubectl):
+            if time.monotonic() > deadline:
+                raise DeployError(f"CRDs {', '.join(sorted(names - _established(cluster.kubectl)))}: not Established")
+            time.sleep(0.2)
+        known.scoped = _cluster_scoped_kinds(cluster.kubectl)
     release_namespace = str(step.registration.sent.get("namespace") or "default")
     rest = [
-        m if m["kind"] in scoped or m["metadata"].get("namespace")
+        m if m["kind"] in known.scoped or m["metadata"].get("namespace")
         else {**m, "metadata": {**m["metadata"], "namespace": release_namespace}}
         for m in step.manifests
         if m.get("kind") != "CustomResourceDefinition"
     ]
-    namespaces = {m["metadata"].get("namespace") for m in rest} - {None, "default", "kube-system"}
-    existing = {n["metadata"]["name"] for n in cluster.kubectl.items("namespaces")}
     own = {m["metadata"]["name"] for m in rest if m["kind"] == "Namespace"}
-    missing = sorted(str(n) for n in namespaces - existing - own)
-    cluster.kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in missing])
-    cluster.kubectl.apply(rest)
+    missing = sorted({str(m["metadata"]["namespace"]) for m in rest if m["metadata"].get("namespace")}
+                     - known.namespaces - own)
+    cluster.kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in missing]
+                          + rest)
+    known.namespaces |= own | set(missing)
     for operator, deployment in operators.installed(step.manifests):
         operators.start(cluster.control_plane, cluster.kubectl, binaries, operator, deployment)
 
@@ -194,6 +204,8 @@ def deploy(
     render = _renderer(deployment, binaries["kube"], build.version(build.Engine.read(build.HERE / "kube")))
     steps = [_with_faults(step, exit_codes or {}) for step in objects.creation_order(deployment, render)]
     by_urn = {step.registration.urn: step for step in steps}
+    known = _Known(_cluster_scoped_kinds(cluster.kubectl),
+                   {n["metadata"]["name"] for n in cluster.kubectl.items("namespaces")})
     batch: list[dict[str, Any]] = []
     for step in steps:
         install = step.registration.type in objects.INSTALLS
@@ -203,9 +215,10 @@ def deploy(
         for gate in step.after:
             _await_gate(cluster.kubectl, step, by_urn[gate.urn])
         if install:
-            _install(cluster, step, binaries)
+            _install(cluster, step, binaries, known)
         else:
             batch += step.manifests
+            known.namespaces |= {m["metadata"]["name"] for m in step.manifests if m["kind"] == "Namespace"}
     if batch:
         cluster.kubectl.apply(batch)
     return [
