@@ -36,8 +36,8 @@ SERVICE_RANGE = "10.100.0.0/16"
 POD_RANGE = "10.0.0.1/16"
 ADMISSION_PLUGINS = "NodeRestriction,ExtendedResourceToleration"
 READY_TIMEOUT_S = 60.0
-# One local cluster per machine: the MPI operator's health port (:8080) and the training operator's certificate folder
-# (/tmp/k8s-webhook-server) are fixed in their sources. This file names the state folder of the one running.
+# One local cluster per machine: the MPI operator's health port (:8080) is fixed in its source (cmd/mpi-operator/app
+# server.go at v0.8.0). This file names the state folder of the one running.
 HOLDER = Path(os.environ.get("EKS_DDP_CLUSTER_HOLDER", Path.home() / ".cache" / "eks-ddp" / "local-cluster"))
 
 
