@@ -13,12 +13,22 @@ Everything else is Karpenter's own: which pods are pending, the NodePool's requi
 the DaemonSets' overhead, bin-packing, NodeClaims, registration and initialization, disruption. Where its kwok build
 differs from Karpenter on EC2, and what is done about it:
 
-- Node capacity. The kwok provider creates the Node with `capacity` = the NodeClaim's requests (cloudprovider.go
-  toNode), where a kubelet reports the machine's. Karpenter sums node capacity into NodePool `status.resources` and
-  against `limits` for nodes that exist (pkg/controllers/state/statenode.go Capacity; scheduling/scheduler.go
-  updateRemainingResources), so a `limits.cpu` would let more nodes launch than on EC2. `start` runs a stand-in for
-  that one kubelet report: it sets each Karpenter node's `status.capacity` to its instance's (`capacities`, the
-  capacity tests/cluster/nodes.py gives managed nodes). Allocatable needs no help: it is the instance type's.
+- Node capacity and allocatable. The kwok provider creates the Node with `capacity` = the NodeClaim's requests
+  (kwok/cloudprovider/cloudprovider.go toNode), where a kubelet reports the machine's. Karpenter sums node capacity
+  into NodePool `status.resources` and against `limits` for the nodes that exist (pkg/controllers/state/statenode.go
+  Capacity; provisioning/scheduling/scheduler.go updateRemainingResources): with requests as capacity, a
+  `limits.cpu` of 6 nodes let 13 launch (measured, test_karpenter). `start` runs a stand-in for the kubelet's
+  status report: each Karpenter node's `capacity` and `allocatable` become what its kubelet reports (`kubelet_status`,
+  as tests/cluster/nodes.py makes them for managed nodes).
+- Karpenter's estimate of a new node. The kwok provider subtracts a fixed 100m CPU and 10Mi (and the huge pages) from
+  the file's resources (helpers.go newInstanceType; pkg/cloudprovider/types.go computeAllocatable), where the AWS
+  provider subtracts the kube-reserved and eviction of infra.facts.allocatable; a new node's instance capacity also
+  counts against `limits` within one batch (scheduler.go subtractMax). One number cannot give both, so the file's
+  CPU is the vCPUs (limits count as on EC2: own-code's limit of 4 on m5.large would otherwise allow 1 node, not 2)
+  and its memory, pods and devices leave node_offer's allocatable exactly. Karpenter so believes a new node holds
+  vCPUs - 100m, where the node reports vCPUs - kube-reserved: 130m more at 64 vCPUs, 30m less at 2. Pods whose
+  requests fall in that gap are launched for but not placed (or not launched for); the shipped stacks leave more
+  room than that (test_karpenter).
 - Capacity reservations. The kwok main never sets cloudprovider.ReservationIDLabel (the AWS provider does), so with
   the ReservedCapacity feature gate on, a `reserved` offering has no reservation id and the provisioner's reservation
   manager panics on it (pkg/controllers/provisioning/scheduling/reservationmanager.go CanReserve). A stack with a
@@ -32,9 +42,13 @@ import copy
 import functools
 import json
 import math
+import os
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -48,10 +62,10 @@ from eks_ddp.stack.engine_rules.base import Deployment, NodeSource, node_sources
 from eks_ddp.stack.mocking import Registration
 from eks_ddp.workloads.target import KUBERNETES_ARCH
 from tests.cluster import charts, nodes
-from tests.cluster.control_plane import ControlPlane, free_port
+from tests.cluster.control_plane import LOOPBACK, ControlPlane, free_port
 from tests.cluster.engines import build
 from tests.cluster.kubectl import FIELD_MANAGER, Kubectl
-from tests.cluster.operators import OperatorError, _answers, _token_kubeconfig, _wait
+from tests.cluster.operators import OperatorError
 
 ENGINE = "karpenter"
 CORE = "sigs.k8s.io/karpenter"
@@ -118,13 +132,16 @@ def ephemeral_allocatable_bytes(root_bytes: int) -> int:
 
 
 def _resources(deployment: Deployment, source: NodeSource) -> dict[str, str]:
-    """The instance-type file's `resources`: what, less the kwok provider's fixed 100m and 10Mi and less the huge
-    pages (pkg/cloudprovider/types.go computeAllocatable), leaves node_offer's allocatable exactly."""
+    """The instance-type file's `resources`: the vCPUs (see the module); memory, pods, devices and huge pages that,
+    less the kwok provider's fixed 10Mi and the huge pages (pkg/cloudprovider/types.go computeAllocatable), leave
+    node_offer's allocatable exactly."""
     offer = node_offer(source)
+    facts = catalogue.lookup(source.instance_type)
+    assert facts is not None
     hugepages_mib = int(offer.get("hugepages-2Mi", 0)) // 2**20
     extended = {k: f"{v:.0f}" for k, v in offer.items() if k not in ("cpu", "memory", "pods", "hugepages-2Mi")}
     resources = {
-        "cpu": f"{offer['cpu'] + KWOK_RESERVED_MILLICORES:.0f}m",
+        "cpu": str(facts.vcpus),
         "memory": f"{offer['memory'] + KWOK_RESERVED_MIB + hugepages_mib:.0f}Mi",
         "pods": f"{offer['pods']:.0f}",
         "ephemeral-storage": str(ephemeral_allocatable_bytes(root_volume_bytes(_node_class(deployment, source)))),
@@ -153,12 +170,14 @@ def instance_types(deployment: Deployment) -> list[dict[str, Any]]:
     stack.cluster.placement.node_offer uses with NodeLauncher.KARPENTER), so that a node Karpenter launches has
     node_offer's allocatable: CPU, memory, pods, EFA devices, GPUs, Neuron devices and the EFA huge pages. Offerings in
     the zones the pool allows (nodes.ZONE when it names none), with the capacity types it allows, at the catalogue's
-    on-demand price (0 when unknown; spot and reserved too: no price of ours tells them apart)."""
+    on-demand price (0 when unknown; spot and reserved too: no price of ours tells them apart). The CPU is the
+    instance's vCPUs, so that `limits` count as on EC2 (see the module for what that costs)."""
     types: dict[str, dict[str, Any]] = {}
     for source in _pools(deployment):
         facts = catalogue.lookup(source.instance_type)
         if facts is None:
-            raise ValueError(f"{source.registration.name}: instance type {source.instance_type!r} is not in the catalogue")
+            raise ValueError(
+                f"{source.registration.name}: instance type {source.instance_type!r} is not in the catalogue")
         entry = {
             "name": facts.name,
             "architecture": KUBERNETES_ARCH[facts.architecture.value],
@@ -180,14 +199,19 @@ def instance_types(deployment: Deployment) -> list[dict[str, Any]]:
     return sorted(types.values(), key=lambda t: t["name"])
 
 
-def capacities(deployment: Deployment) -> dict[str, dict[str, str]]:
-    """What a kubelet on each NodePool's instance type reports as `capacity`, by instance type: the capacity
-    tests/cluster/nodes.py gives managed nodes (vCPUs, memory less the hypervisor's share, the devices and huge pages),
-    with the node class's root volume as ephemeral storage."""
+def kubelet_status(deployment: Deployment) -> dict[str, dict[str, dict[str, str]]]:
+    """What a kubelet on each NodePool's instance type reports, by instance type: `capacity` and `allocatable` as
+    tests/cluster/nodes.py gives managed nodes (capacity: vCPUs, memory less the hypervisor's share, devices, huge
+    pages; allocatable: node_offer), with the node class's root volume as ephemeral storage (allocatable: less
+    kube-reserved and eviction, as the AWS provider counts it)."""
     found = {}
     for source in _pools(deployment):
-        reported = nodes.node(source, 0)["status"]["capacity"]
-        found[source.instance_type] = {**reported, "ephemeral-storage": str(root_volume_bytes(_node_class(deployment, source)))}
+        status = nodes.node(source, 0)["status"]
+        root = root_volume_bytes(_node_class(deployment, source))
+        found[source.instance_type] = {
+            "capacity": {**status["capacity"], "ephemeral-storage": str(root)},
+            "allocatable": {**status["allocatable"], "ephemeral-storage": str(ephemeral_allocatable_bytes(root))},
+        }
     return found
 
 
@@ -337,9 +361,49 @@ def _apply(kubectl: Kubectl, manifests: list[dict[str, Any]]) -> None:
                     "-f", "-", stdin=body)
 
 
-def _running(plane: ControlPlane, name: str) -> bool:
+def _token_kubeconfig(plane: ControlPlane, kubectl: Kubectl, namespace: str, account: str) -> Path:
+    """A kubeconfig with a token the API server issues for the ServiceAccount (as the kubelet projects one)."""
+    token = kubectl.run("create", "token", account, "-n", namespace, "--duration=48h").strip()
+    path = plane.pki / f"karpenter-{namespace}-{account}.kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "local",
+        "clusters": [{"name": "local", "cluster": {"server": f"https://{LOOPBACK}:{plane.api_port}",
+                                                   "certificate-authority": str(plane.pki / "ca.crt")}}],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": account, "namespace": namespace}}],
+    }))
+    return path
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{LOOPBACK}:{port}/readyz", timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, ConnectionError, socket.timeout):
+        return False
+
+
+def _pids(plane: ControlPlane, name: str) -> list[int]:
     pids = plane.state / "pids"
-    return pids.exists() and any(line.split()[1:] == [name] for line in pids.read_text().splitlines() if line)
+    lines = pids.read_text().splitlines() if pids.exists() else []
+    return [int(line.split()[0]) for line in lines if line.split()[1:] == [name]]
+
+
+def _running(plane: ControlPlane, name: str) -> bool:
+    """Whether `name` was started for this plane (and not stopped since: stop_recorded removes the pids file)."""
+    return bool(_pids(plane, name))
+
+
+def _alive(plane: ControlPlane, name: str) -> bool:
+    for pid in _pids(plane, name):
+        try:
+            os.kill(pid, 0)
+            return os.waitpid(pid, os.WNOHANG) == (0, 0)
+        except ChildProcessError:
+            return True
+        except ProcessLookupError:
+            return False
+    return False
 
 
 def start(plane: ControlPlane, kubectl: Kubectl, binary: Path, deployment: Deployment) -> None:
@@ -350,22 +414,24 @@ def start(plane: ControlPlane, kubectl: Kubectl, binary: Path, deployment: Deplo
     the chart's ServiceAccount, by a token the API server issues, with the kwok provider's own RBAC bound to it; the
     AWS chart's RBAC, when the harness applies it, is not enough for this provider (see _kwok_rbac). It applies
     crds() first (the chart's own, again, and the KWOKNodeClass) and waits until they are established. Beside it runs
-    the stand-in for the kubelet's capacity report (see the module). Returns once Karpenter answers /readyz (its caches
+    the stand-in for the kubelet's status report (see the module). Returns once Karpenter answers /readyz (its caches
     synced, its CRDs found); a second call for the same plane does nothing."""
     if _running(plane, ENGINE):
         return
+    started = time.monotonic()
     _apply(kubectl, crds())
     kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{name}" for name in crd_names()))
     chart = chart_deployment(deployment)
     namespace = chart["metadata"].get("namespace") or str(release(deployment).inputs.get("namespace") or "default")
     pod = chart["spec"]["template"]["spec"]
     account = pod.get("serviceAccountName", "default")
-    _apply(kubectl, [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account, "namespace": namespace}},
-                     *_kwok_rbac(namespace, account)])
+    service_account = {"apiVersion": "v1", "kind": "ServiceAccount",
+                       "metadata": {"name": account, "namespace": namespace}}
+    _apply(kubectl, [service_account, *_kwok_rbac(namespace, account)])
     folder = plane.state / "karpenter"
     folder.mkdir(exist_ok=True)
     (folder / "instance-types.json").write_text(json.dumps(instance_types(deployment), indent=1))
-    (folder / "capacity.json").write_text(json.dumps(capacities(deployment), indent=1))
+    (folder / "kubelet-status.json").write_text(json.dumps(kubelet_status(deployment), indent=1))
     health = free_port()
     env = _container_env(pod, namespace)
     env.update({
@@ -379,48 +445,58 @@ def start(plane: ControlPlane, kubectl: Kubectl, binary: Path, deployment: Deplo
     })
     (folder / "env.json").write_text(json.dumps({k: v for k, v in env.items() if k != "KUBECONFIG"}, indent=1))
     plane.spawn(ENGINE, [str(binary)], env=env)
-    plane.spawn("karpenter-node-capacity", [sys.executable, "-m", "tests.cluster.karpenter", "node-capacity",
-                                            str(kubectl.binary), str(kubectl.kubeconfig), str(folder / "capacity.json")])
-    _wait("karpenter /readyz", lambda: _answers(health, "/readyz"), plane.logs / f"{ENGINE}.log")
+    plane.spawn("karpenter-kubelet-status", [sys.executable, "-m", "tests.cluster.karpenter", "kubelet-status",
+                                             str(kubectl.binary), str(kubectl.kubeconfig),
+                                             str(folder / "kubelet-status.json")])
+    log = plane.logs / f"{ENGINE}.log"
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not _ready(health):
+        if time.monotonic() > deadline or not _alive(plane, ENGINE):
+            tail = "\n".join(log.read_text().splitlines()[-15:]) if log.exists() else "(no log)"
+            raise OperatorError(f"karpenter: not ready on /readyz after {time.monotonic() - started:.0f} s; "
+                                f"its log ends:\n{tail}")
+        time.sleep(0.5)
 
 
-# ---- The kubelet's capacity report, stood in --------------------------------------------------------------------
+# ---- The kubelet's status report, stood in ------------------------------------------------------------------------
 
-WATCH_TEMPLATE = '{.metadata.name}{"\\t"}{.metadata.labels.node\\.kubernetes\\.io/instance-type}{"\\t"}' \
-                 '{.status.capacity}{"\\n"}'
+# Space-separated: kubectl's jsonpath printer pads tabs into spaces (a tabwriter); names and labels hold no spaces.
+WATCH_TEMPLATE = ('{.metadata.name}{" "}{.metadata.labels.node\\.kubernetes\\.io/instance-type}{" "}'
+                  '{.status.capacity}{" "}{.status.allocatable}{"\\n"}')
 
 
 def _differs(reported: dict[str, str], wanted: dict[str, str]) -> bool:
     return any(quantity(reported.get(name, 0)) != quantity(value) for name, value in wanted.items())
 
 
-def report_capacity(kube: Path, kubeconfig: Path, wanted: dict[str, dict[str, str]]) -> None:
-    """Watches Karpenter's nodes and sets each one's `status.capacity` to its instance type's, as the kubelet's first
-    status report would; again whenever another writer (KWOK's node-initialize stage) puts the old one back."""
+def report_status(kube: Path, kubeconfig: Path, wanted: dict[str, dict[str, dict[str, str]]]) -> None:
+    """Watches Karpenter's nodes and sets each one's `status.capacity` and `status.allocatable` to its instance
+    type's, as the kubelet's status report would; again whenever another writer (KWOK's node-initialize stage) puts
+    the old values back."""
+    command = [str(kube), "kubectl", f"--kubeconfig={kubeconfig}"]
     while True:
-        watch = subprocess.Popen(
-            [str(kube), "kubectl", f"--kubeconfig={kubeconfig}", "get", "nodes", "-l", NODEPOOL_LABEL, "--watch",
-             "-o", f"jsonpath={WATCH_TEMPLATE}"],
-            stdout=subprocess.PIPE, text=True,
-        )
+        watch = subprocess.Popen([*command, "get", "nodes", "-l", NODEPOOL_LABEL, "--watch", "-o",
+                                  f"jsonpath={WATCH_TEMPLATE}"], stdout=subprocess.PIPE, text=True)
         assert watch.stdout is not None
         for line in watch.stdout:
-            name, instance_type, reported = (line.rstrip("\n").split("\t") + ["", ""])[:3]
-            capacity = wanted.get(instance_type)
-            if capacity is None or not _differs(json.loads(reported or "{}"), capacity):
+            fields = line.split()
+            if len(fields) != 4 or fields[1] not in wanted:
                 continue
-            patch = json.dumps({"status": {"capacity": capacity}})
-            subprocess.run([str(kube), "kubectl", f"--kubeconfig={kubeconfig}", "patch", "node", name,
-                            "--subresource=status", "--type=merge", "-p", patch], capture_output=True)
+            name, instance_type, capacity, allocatable = fields
+            status = wanted[instance_type]
+            stale = _differs(json.loads(capacity), status["capacity"])
+            if stale or _differs(json.loads(allocatable), status["allocatable"]):
+                subprocess.run([*command, "patch", "node", name, "--subresource=status", "--type=merge",
+                                "-p", json.dumps({"status": status})], capture_output=True)
         watch.wait()
         time.sleep(1)
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["node-capacity"] and len(argv) == 4:
-        report_capacity(Path(argv[1]), Path(argv[2]), json.loads(Path(argv[3]).read_text()))
+    if argv[:1] == ["kubelet-status"] and len(argv) == 4:
+        report_status(Path(argv[1]), Path(argv[2]), json.loads(Path(argv[3]).read_text()))
         return 0
-    print("usage: python -m tests.cluster.karpenter node-capacity <kube binary> <kubeconfig> <capacity.json>",
+    print("usage: python -m tests.cluster.karpenter kubelet-status <kube binary> <kubeconfig> <status.json>",
           file=sys.stderr)
     return 2
 

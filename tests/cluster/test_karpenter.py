@@ -1,0 +1,298 @@
+"""Karpenter scales the stack's NodePools from zero on the local cluster: the real provisioner (its kwok provider,
+tests/cluster/karpenter.py) sees the training pods Pending on a pool that has no node, launches nodes of the pool's
+instance type with its labels and taints, and the real scheduler runs the pods there; side Jobs stay off them."""
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eks_ddp.infra.facts import catalogue
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.cluster.placement import node_offer
+from eks_ddp.stack.engine_rules.base import Deployment, NodeSource, quantity
+from eks_ddp.workloads.training_pod import TRAINER_LABEL
+from tests.cluster import karpenter, local_cluster
+from tests.cluster.control_plane import stop_recorded
+from tests.cluster.engines import build
+
+KARPENTER = {"eks-ddp:autoscaler": "karpenter", "eks-ddp:monitoring": "none"}
+WAIT_FOR_SLOT_S = 900.0
+SCALE_UP_S = 30.0
+"""How long a Pending pod may wait for its Karpenter node here (measured: 1 to 3 s from pod to Running node)."""
+SIDE_STEP = "eks-ddp/step"
+"""The label of the side Jobs (data, evaluation): work that must never take a training node's room."""
+
+
+# ---- Without a cluster ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def deployments() -> dict[str, Deployment]:
+    return {stack: local_cluster.deployment_of(stack, KARPENTER) for stack in ("dev", "gpu")}
+
+
+def test_node_pools_point_at_a_kwok_node_class_of_their_ec2_node_class_name(deployments: dict[str, Deployment]) -> None:
+    for deployment in deployments.values():
+        sent = [r.sent for r in deployment.of_type(karpenter.EC2_NODE_CLASS) + deployment.of_type(karpenter.NODE_POOL)]
+        objects = karpenter.for_kwok(sent)
+        pools = [o for o in objects if o["kind"] == "NodePool"]
+        classes = {o["metadata"]["name"] for o in objects if o["kind"] == karpenter.KWOK_KIND}
+        assert pools
+        assert all(p["spec"]["template"]["spec"]["nodeClassRef"]["kind"] == karpenter.KWOK_KIND for p in pools)
+        assert {p["spec"]["template"]["spec"]["nodeClassRef"]["name"] for p in pools} <= classes
+        assert classes == {o["metadata"]["name"] for o in objects if o["kind"] == "EC2NodeClass"}, "EC2NodeClasses kept"
+        assert karpenter.for_kwok(objects) == objects, "a second pass changes nothing"
+
+
+def _pools(deployment: Deployment) -> list[NodeSource]:
+    return karpenter._pools(deployment)
+
+
+@pytest.mark.parametrize("stack", stack_file.stacks(stack_file.ROOT))
+def test_the_instance_type_file_gives_our_allocatable_and_the_instances_vcpus(stack: str) -> None:
+    """Every shipped stack's pools: the vCPUs as CPU (so limits count whole instances, as on EC2, scheduler.go
+    subtractMax), and memory that leaves node_offer's once the kwok provider takes its 10Mi and the huge pages."""
+    deployment = local_cluster.deployment_of(stack, KARPENTER)
+    files = {t["name"]: t for t in karpenter.instance_types(deployment)}
+    for source in _pools(deployment):
+        facts = catalogue.lookup(source.instance_type)
+        assert facts is not None
+        resources, offer = files[source.instance_type]["resources"], node_offer(source)
+        assert quantity(resources["cpu"]) == facts.vcpus
+        hugepages = quantity(resources.get("hugepages-2Mi", 0))
+        kwok_reserved = karpenter.KWOK_RESERVED_MIB * 2**20
+        assert quantity(resources["memory"]) - kwok_reserved - hugepages == offer["memory"] * 2**20
+        assert hugepages == offer.get("hugepages-2Mi", 0)
+        for name in ("pods", "vpc.amazonaws.com/efa", "nvidia.com/gpu", "aws.amazon.com/neuron"):
+            assert quantity(resources.get(name, 0)) == offer.get(name, 0), (source.registration.name, name)
+
+
+def test_a_stack_with_a_reserved_pool_runs_karpenter_with_the_reserved_capacity_gate_off(
+    deployments: dict[str, Deployment],
+) -> None:
+    assert karpenter.reserved_pools(deployments["gpu"]) == ["eks-ddp-gpu-nodepool"]
+    assert not karpenter.reserved_pools(deployments["dev"])
+    chart = "ReservedCapacity=true,NodeRepair=false"
+    assert karpenter.feature_gates(chart, True) == "ReservedCapacity=false,NodeRepair=false"
+    assert karpenter.feature_gates(chart, False) == chart
+
+
+# ---- On the engines -------------------------------------------------------------------------------------------------
+
+
+class OnKarpenter:
+    """One stack deployed on a local cluster with Karpenter running."""
+
+    def __init__(self, stack: str, deployment: Deployment, cluster: local_cluster.LocalCluster) -> None:
+        self.stack, self.deployment, self.cluster = stack, deployment, cluster
+        self.kubectl = cluster.kubectl
+
+    def pool_of_group(self, group: str) -> NodeSource:
+        return next(s for s in _pools(self.deployment) if s.labels.get("eks-ddp/node-group") == group)
+
+    def nodes(self, pool: NodeSource) -> list[dict[str, Any]]:
+        return self.kubectl.items("nodes", "-l", f"{karpenter.NODEPOOL_LABEL}={pool.labels[karpenter.NODEPOOL_LABEL]}")
+
+
+@pytest.fixture(scope="module")
+def on_karpenter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], OnKarpenter]]:
+    """`on_karpenter(stack)`: the stack deployed under autoscaler=karpenter, one cluster per stack for this module
+    (the machine holds one local cluster: asking for another stack stops the previous one)."""
+    binaries = build.build_all([*local_cluster.ENGINES, karpenter.ENGINE])
+    runs = tmp_path_factory.mktemp("karpenter")
+    current: dict[str, OnKarpenter] = {}
+    hooks = ExitStack()
+    patch = hooks.enter_context(pytest.MonkeyPatch.context())
+
+    def get(stack: str) -> OnKarpenter:
+        if stack in current:
+            return current[stack]
+        for running in current.values():
+            stop_recorded(running.cluster.state)
+        current.clear()
+        deployment = local_cluster.deployment_of(stack, KARPENTER)
+        patch.undo()  # the previous stack's hooks
+        _hook(patch, deployment, binaries[karpenter.ENGINE])
+        cluster = local_cluster.start(stack, binaries, runs=runs, wait_s=WAIT_FOR_SLOT_S)
+        current[stack] = OnKarpenter(stack, deployment, cluster)
+        local_cluster.deploy(cluster, deployment, binaries)
+        return current[stack]
+
+    yield get
+    for running in current.values():
+        stop_recorded(running.cluster.state)
+    hooks.close()
+
+
+def _hook(patch: pytest.MonkeyPatch, deployment: Deployment, binary: Path) -> None:
+    """Until local_cluster.deploy calls tests.cluster.karpenter itself: each step's objects through for_kwok, and
+    Karpenter started once its chart is installed (both do nothing a second time)."""
+    faults, install = local_cluster._with_faults, local_cluster._install
+
+    def with_faults(step: Any, *args: Any) -> Any:
+        marked = faults(step, *args)
+        return replace(marked, manifests=karpenter.for_kwok(marked.manifests))
+
+    def install_then_start(cluster: local_cluster.LocalCluster, step: Any, *args: Any) -> None:
+        install(cluster, step, *args)
+        if karpenter.is_release(step.registration):
+            karpenter.start(cluster.control_plane, cluster.kubectl, binary, deployment)
+
+    patch.setattr(local_cluster, "_with_faults", with_faults)
+    patch.setattr(local_cluster, "_install", install_then_start)
+
+
+def _time(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def _condition(pod: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in pod.get("status", {}).get("conditions") or [] if c["type"] == kind), {})
+
+
+def _until(what: str, check: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.5)
+
+
+def _assert_scaled_from_zero(on: OnKarpenter) -> None:
+    values = stack_file.load(on.stack, stack_file.ROOT, {})[0]
+    group = (values.get("job") or {}).get("nodeGroup") or values["nodeGroups"][0]["name"]
+    pool = on.pool_of_group(group)
+    replicas = int((values.get("job") or {}).get("replicas", 1))
+
+    def training_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [p for p in pods if TRAINER_LABEL.items() <= (p["metadata"].get("labels") or {}).items()]
+
+    # The operator creates the pods a moment after deploy returns: settle only once they exist.
+    _until(f"{on.stack}: {replicas} training pods",
+           lambda: len(training_pods(on.kubectl.items("pods", "-A"))) >= replicas, 60)
+    pods = local_cluster.settle(on.kubectl)
+    training = training_pods(pods)
+    assert all(p["status"].get("phase") == "Running" for p in training), [p["metadata"]["name"] for p in training]
+
+    launched = {n["metadata"]["name"]: n for n in on.nodes(pool)}
+    assert {p["spec"]["nodeName"] for p in training} <= set(launched), "training pods on nodes Karpenter launched"
+    waits = {p["metadata"]["name"]: (_time(_condition(p, "PodScheduled")["lastTransitionTime"])
+                                     - _time(p["metadata"]["creationTimestamp"])).total_seconds() for p in training}
+    assert max(waits.values()) <= SCALE_UP_S, f"seconds from Pending to placed: {waits}"
+
+    offer = node_offer(pool)
+    facts = catalogue.lookup(pool.instance_type)
+    assert facts is not None
+    wanted_taints = {(t["key"], str(t.get("value", "")), t["effect"]) for t in pool.taints}
+    for node in launched.values():
+        labels = node["metadata"]["labels"]
+        assert labels[karpenter.INSTANCE_TYPE_LABEL] == pool.instance_type
+        assert pool.labels.items() <= labels.items(), "the pool's labels, requirements and nodepool"
+        taints = {(t["key"], str(t.get("value", "")), t["effect"]) for t in node["spec"].get("taints") or []}
+        assert wanted_taints <= taints
+        allocatable = node["status"]["allocatable"]  # Karpenter's, all but CPU the kubelet's already
+        assert {k: quantity(allocatable.get(k, 0)) for k in offer if k != "cpu"} == {
+            k: v * (2**20 if k == "memory" else 1) for k, v in offer.items() if k != "cpu"}
+
+    def as_the_kubelet_reports() -> bool:
+        current = on.nodes(pool)
+        return all(quantity(n["status"]["capacity"]["cpu"]) == facts.vcpus
+                   and quantity(n["status"]["allocatable"]["cpu"]) * 1000 == offer["cpu"] for n in current)
+
+    _until("each Karpenter node reports its instance's capacity and allocatable", as_the_kubelet_reports)
+    # Karpenter believes a new node holds vCPUs - 100m (the kwok provider's overhead), the node reports node_offer's:
+    # what it launched for must fit both, or the result would depend on the difference.
+    claims = on.kubectl.items("nodeclaims", "-l", f"{karpenter.NODEPOOL_LABEL}={pool.labels[karpenter.NODEPOOL_LABEL]}")
+    believed = facts.vcpus * 1000 - karpenter.KWOK_RESERVED_MILLICORES
+    for claim in claims:
+        asked = quantity(claim["spec"]["resources"]["requests"]["cpu"]) * 1000
+        assert asked <= min(believed, offer["cpu"]), f"{claim['metadata']['name']} asks {asked:.0f}m"
+    name = pool.labels[karpenter.NODEPOOL_LABEL]
+    _until(f"NodePool {name} counts whole instances",
+           lambda: quantity(on.kubectl.get("nodepool", name).get("status", {}).get("resources", {}).get("cpu", 0))
+           == facts.vcpus * len(on.nodes(pool)))
+
+    side = [p for p in pods if SIDE_STEP in (p["metadata"].get("labels") or {})]
+    assert side, f"{on.stack}: no side Job pod"
+    on_training_nodes = [p["metadata"]["name"] for p in side if p["spec"].get("nodeName") in launched]
+    assert not on_training_nodes, f"side Jobs on the training nodes: {on_training_nodes}"
+    assert {p["status"].get("phase") for p in side} <= {"Running", "Succeeded"}
+
+
+ON_ENGINES = (pytest.mark.xdist_group("local-cluster"), pytest.mark.slow)
+"""As tests/cluster/conftest.py marks the tests that start a cluster: one after another, on one worker."""
+
+
+def _on_engines(test: Callable[..., None]) -> Callable[..., None]:
+    for mark in ON_ENGINES:
+        test = mark(test)
+    return test
+
+
+@_on_engines
+def test_dev_training_pods_pending_on_an_empty_node_pool_get_nodes_from_karpenter(
+    on_karpenter: Callable[[str], OnKarpenter],
+) -> None:
+    _assert_scaled_from_zero(on_karpenter("dev"))
+
+
+def _spread_pod(name: str, group: str) -> dict[str, Any]:
+    """A pod asking for 1 CPU on the group, never beside another of its kind: one node each."""
+    selector = {"matchLabels": {"eks-ddp.local/test": "spread"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"eks-ddp.local/test": "spread"}},
+        "spec": {
+            "nodeSelector": {"eks-ddp/node-group": group},
+            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}]}},
+            "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "1"}}}],
+        },
+    }
+
+
+@_on_engines
+def test_dev_node_pool_cpu_limit_stops_karpenter_at_whole_instances(on_karpenter: Callable[[str], OnKarpenter]) -> None:
+    """limits.cpu 384 of c7g.16xlarge (64 vCPUs) is 6 nodes on EC2. Small pods that each need a node of their own
+    arrive in two waves, so the second batch counts the nodes that exist by their capacity: with the kwok provider's
+    capacity (their pods' requests) Karpenter launched a node for each of the 13 pods (15 in all), with the
+    instance's it stops at 6."""
+    on = on_karpenter("dev")
+    pool = on.pool_of_group("workers")
+    facts = catalogue.lookup(pool.instance_type)
+    assert facts is not None
+    limit = int(quantity(pool.registration.inputs["spec"]["limits"]["cpu"]) // facts.vcpus)
+
+    def training_running() -> bool:
+        pods = [p for p in on.kubectl.items("pods", "-n", "training")
+                if TRAINER_LABEL.items() <= (p["metadata"].get("labels") or {}).items()]
+        return len(pods) >= 2 and all(p["status"].get("phase") == "Running" for p in pods)
+
+    _until("the training pods on their nodes first", training_running, 60)
+    before = len(on.nodes(pool))
+    on.kubectl.apply([_spread_pod(f"spread-a-{i}", "workers") for i in range(3)])
+    _until("the first wave's nodes", lambda: len(on.nodes(pool)) == before + 3, 60)
+    on.kubectl.apply([_spread_pod(f"spread-b-{i}", "workers") for i in range(10)])
+    _until("Karpenter to reach the limit", lambda: len(on.nodes(pool)) >= limit, 60)
+    time.sleep(15)  # more than a batch window (BATCH_MAX_DURATION 10 s): a node beyond the limit would be here by now
+    assert len(on.nodes(pool)) == limit
+    pending = [p for p in on.kubectl.items("pods", "-l", "eks-ddp.local/test=spread")
+               if p["status"].get("phase") == "Pending"]
+    assert len(pending) == 13 - (limit - before)
+
+
+@_on_engines
+def test_gpu_training_pods_pending_on_an_empty_node_pool_get_nodes_from_karpenter(
+    on_karpenter: Callable[[str], OnKarpenter],
+) -> None:
+    """The gpu stack's training pool allows reserved capacity only (its capacity block); its gates (the EFA and
+    NCCL checks) run on that pool first, so Karpenter launches the nodes before the training objects exist."""
+    _assert_scaled_from_zero(on_karpenter("gpu"))
