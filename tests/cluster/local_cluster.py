@@ -22,7 +22,7 @@ from eks_ddp.stack.engine_rules.base import Deployment, located, node_sources
 from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.stack.programs import Program
 from eks_ddp.stack.project_config import StackFileError
-from tests.cluster import charts, manifests, nodes, objects, operators, volumes
+from tests.cluster import charts, karpenter, manifests, nodes, objects, operators, volumes
 from tests.cluster.control_plane import ControlPlane, ControlPlaneError, running_cluster, stop_recorded
 from tests.cluster.engines import build
 from tests.cluster.engines.build import BuildError
@@ -30,7 +30,7 @@ from tests.cluster.kubectl import Kubectl, KubectlError
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "runs" / "cluster"
-ENGINES = ["kube", "kwok", "helm", "training-operator", "mpi-operator", "jobset", "kubeflow-trainer"]
+ENGINES = ["kube", "kwok", "helm", "training-operator", "mpi-operator", "jobset", "kubeflow-trainer", "karpenter"]
 SETTLE_TIMEOUT_S = 120.0
 SETTLED_S = 3.0
 GATE_TIMEOUT_S = 120.0
@@ -156,7 +156,9 @@ class _Known:
     namespaces: set[str]
 
 
-def _install(cluster: LocalCluster, step: objects.Step, binaries: dict[str, Path], known: _Known) -> None:
+def _install(
+    cluster: LocalCluster, step: objects.Step, binaries: dict[str, Path], known: _Known, deployment: Deployment
+) -> None:
     """What a chart, manifest or add-on installs, as Helm installs a chart: CRDs first and established, then the
     rest, objects without a namespace in the release's (created, as `createNamespace` or the add-on would); then
     its operators started."""
@@ -182,8 +184,10 @@ def _install(cluster: LocalCluster, step: objects.Step, binaries: dict[str, Path
     cluster.kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in missing]
                           + rest)
     known.namespaces |= own | set(missing)
-    for operator, deployment in operators.installed(step.manifests):
-        operators.start(cluster.control_plane, cluster.kubectl, binaries, operator, deployment)
+    for operator, operator_deployment in operators.installed(step.manifests):
+        operators.start(cluster.control_plane, cluster.kubectl, binaries, operator, operator_deployment)
+    if karpenter.is_release(step.registration):
+        karpenter.start(cluster.control_plane, cluster.kubectl, binaries[karpenter.ENGINE], deployment)
 
 
 def _with_faults(step: objects.Step, exit_codes: dict[str, int]) -> objects.Step:
@@ -202,7 +206,10 @@ def deploy(
     gates go in one apply (kubectl applies a list in order)."""
     cluster.kubectl.apply(nodes.nodes(node_sources(deployment)) + volumes.stand_in_volumes(deployment))
     render = _renderer(deployment, binaries["kube"], build.version(build.Engine.read(build.HERE / "kube")))
-    steps = [_with_faults(step, exit_codes or {}) for step in objects.creation_order(deployment, render)]
+    steps = [
+        replace(marked, manifests=karpenter.for_kwok(marked.manifests))  # EC2NodeClass: the cloud boundary
+        for marked in (_with_faults(step, exit_codes or {}) for step in objects.creation_order(deployment, render))
+    ]
     by_urn = {step.registration.urn: step for step in steps}
     known = _Known(_cluster_scoped_kinds(cluster.kubectl),
                    {n["metadata"]["name"] for n in cluster.kubectl.items("namespaces")})
@@ -215,7 +222,7 @@ def deploy(
         for gate in step.after:
             _await_gate(cluster.kubectl, step, by_urn[gate.urn])
         if install:
-            _install(cluster, step, binaries, known)
+            _install(cluster, step, binaries, known, deployment)
         else:
             batch += step.manifests
             known.namespaces |= {m["metadata"]["name"] for m in step.manifests if m["kind"] == "Namespace"}

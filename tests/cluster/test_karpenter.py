@@ -5,8 +5,6 @@ instance type with its labels and taints, and the real scheduler runs the pods t
 import math
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -105,11 +103,9 @@ class OnKarpenter:
 def on_karpenter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], OnKarpenter]]:
     """`on_karpenter(stack)`: the stack deployed under autoscaler=karpenter, one cluster per stack for this module
     (the machine holds one local cluster: asking for another stack stops the previous one)."""
-    binaries = build.build_all([*local_cluster.ENGINES, karpenter.ENGINE])
+    binaries = build.build_all(local_cluster.ENGINES)
     runs = tmp_path_factory.mktemp("karpenter")
     current: dict[str, OnKarpenter] = {}
-    hooks = ExitStack()
-    patch = hooks.enter_context(pytest.MonkeyPatch.context())
 
     def get(stack: str) -> OnKarpenter:
         if stack in current:
@@ -118,8 +114,6 @@ def on_karpenter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
             stop_recorded(running.cluster.state)
         current.clear()
         deployment = local_cluster.deployment_of(stack, KARPENTER)
-        patch.undo()  # the previous stack's hooks
-        _hook(patch, deployment, binaries[karpenter.ENGINE])
         cluster = local_cluster.start(stack, binaries, runs=runs, wait_s=WAIT_FOR_SLOT_S)
         current[stack] = OnKarpenter(stack, deployment, cluster)
         local_cluster.deploy(cluster, deployment, binaries)
@@ -128,25 +122,6 @@ def on_karpenter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
     yield get
     for running in current.values():
         stop_recorded(running.cluster.state)
-    hooks.close()
-
-
-def _hook(patch: pytest.MonkeyPatch, deployment: Deployment, binary: Path) -> None:
-    """Until local_cluster.deploy calls tests.cluster.karpenter itself: each step's objects through for_kwok, and
-    Karpenter started once its chart is installed (both do nothing a second time)."""
-    faults, install = local_cluster._with_faults, local_cluster._install
-
-    def with_faults(step: Any, *args: Any) -> Any:
-        marked = faults(step, *args)
-        return replace(marked, manifests=karpenter.for_kwok(marked.manifests))
-
-    def install_then_start(cluster: local_cluster.LocalCluster, step: Any, *args: Any) -> None:
-        install(cluster, step, *args)
-        if karpenter.is_release(step.registration):
-            karpenter.start(cluster.control_plane, cluster.kubectl, binary, deployment)
-
-    patch.setattr(local_cluster, "_with_faults", with_faults)
-    patch.setattr(local_cluster, "_install", install_then_start)
 
 
 def _time(stamp: str) -> datetime:
