@@ -136,12 +136,14 @@ NOT_IN_A_MODULE: dict[str, str] = {
     "proxy refuses that module at every version (tests/cluster/engines/cluster-autoscaler/README.md)",
     "nvidia-device-plugin": "github.com/NVIDIA/k8s-device-plugin@v0.20.0 (deployments/helm/nvidia-device-plugin) is "
     "refused by the Go module proxy (403); v0.19.3 is served but is chart 0.19.3",
-    "dcgm-exporter": "github.com/NVIDIA/dcgm-exporter tags its releases 4.5.3-4.8.2, not as Go modules; the pseudo-version "
-    "of that commit (v0.0.0-20260506163242-691c92762eb5, deployment/ holds chart 4.8.2) is refused by the proxy",
+    "dcgm-exporter": "github.com/NVIDIA/dcgm-exporter tags its releases 4.5.3-4.8.2, not as Go modules; the "
+    "pseudo-version of that commit (v0.0.0-20260506163242-691c92762eb5, deployment/ holds chart 4.8.2) is refused by "
+    "the proxy",
     "aws-fsx-csi-driver": "chart 1.11.0 is the commit after sigs.k8s.io/aws-fsx-csi-driver v1.4.0 (43954a012968); the "
     "proxy refuses that module at every version tried, its version list too",
-    "aws-efs-csi-driver": "chart 3.1.9 is driver v2.1.8, whose go.mod says github.com/kubernetes-sigs/aws-efs-csi-driver "
-    "without /v2: no Go module version can hold it, and the proxy refuses the module's version list",
+    "aws-efs-csi-driver": "chart 3.1.9 is driver v2.1.8, whose go.mod says "
+    "github.com/kubernetes-sigs/aws-efs-csi-driver without /v2: no Go module version can hold it, and the proxy "
+    "refuses the module's version list",
     "kube-prometheus-stack": "prometheus-community/helm-charts has no go.mod at tag kube-prometheus-stack-88.5.3; its "
     "CRDs are prometheus-operator v0.93.1's: crds('monitoring.coreos.com')",
     "prometheus-node-exporter": "prometheus-community/helm-charts has no go.mod (tag prometheus-node-exporter-4.56.1)",
@@ -291,7 +293,8 @@ def _assemble(chart: Source, into: Path, what: str) -> dict[str, Any]:
         target = into / "charts" / name
         target.parent.mkdir(exist_ok=True)
         sub = _assemble(dependency, target, f"{what}'s dependency {name}")
-        _check_version(target, wanted.get(name, ""), f"{what} wants {name} {wanted.get(name, '(not listed)')}", dependency)
+        wants = f"{what} wants {name} {wanted.get(name, '(not listed)')}"
+        _check_version(target, wanted.get(name, ""), wants, dependency)
         if sub:
             stamped[name] = sub
     return stamped

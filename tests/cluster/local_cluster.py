@@ -126,7 +126,8 @@ def _renderer(deployment: Deployment, kube: Path, kubernetes_version: str) -> ob
             rendered = charts.render(registration, kubernetes_version)
         if rendered is not None:
             return [m for m in rendered if m.get("kind") != "APIService"]
-        group = STOOD_IN_CRDS.get(charts.chart_name(registration)) if registration.type == objects.HELM_RELEASE else None
+        chart = charts.chart_name(registration) if registration.type == objects.HELM_RELEASE else ""
+        group = STOOD_IN_CRDS.get(chart)
         return (charts.crds(group) if group else []) + stood_in.get(located(registration), [])
 
     return render
@@ -144,7 +145,8 @@ def _established(kubectl: Kubectl) -> set[str]:
 
 def _cluster_scoped_kinds(kubectl: Kubectl) -> set[str]:
     """Kinds without a namespace, as discovery lists them (KIND is the last column)."""
-    return {line.split()[-1] for line in kubectl.run("api-resources", "--namespaced=false", "--no-headers").splitlines()}
+    listed = kubectl.run("api-resources", "--namespaced=false", "--no-headers")
+    return {line.split()[-1] for line in listed.splitlines()}
 
 
 @dataclass

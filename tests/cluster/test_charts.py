@@ -41,7 +41,8 @@ def rendered(registration: Registration) -> list[dict[str, Any]]:
 
 def named(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
-    assert len(found) == 1, f"{kind} {name}: {len(found)} of them in {[(o['kind'], o['metadata']['name']) for o in objects]}"
+    listed = [(o["kind"], o["metadata"]["name"]) for o in objects]
+    assert len(found) == 1, f"{kind} {name}: {len(found)} of them in {listed}"
     return found[0]
 
 
