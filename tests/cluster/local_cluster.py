@@ -308,14 +308,18 @@ def main(argv: list[str] | None = None) -> int:
     up_parser = commands.add_parser("up", help="start a cluster with a stack's nodes and objects")
     up_parser.add_argument("--stack", default="dev")
     up_parser.add_argument("--config", action="append", default=[], help="<key>=<value>, as pulumi up --config")
-    commands.add_parser("down", help="stop every local cluster")
+    down = commands.add_parser("down", help="stop the local clusters of this checkout (runs/cluster)")
+    down.add_argument("--all", action="store_true", help="also the one started elsewhere (a test's), if one runs")
     args = parser.parse_args(argv)
     if args.command == "down":
         running = running_cluster()
-        states: set[Path] = {*RUNS.glob("*/"), *([running] if running else [])}
+        elsewhere = running is not None and not running.is_relative_to(RUNS)
+        states: set[Path] = {*RUNS.glob("*/"), *([running] if running and args.all else [])}
         for state in sorted(states):
             stopped = stop_recorded(state)
             print(f"{state}: stopped {', '.join(stopped) if stopped else 'nothing (not running)'}")
+        if elsewhere and not args.all:
+            print(f"{running}: left running (started elsewhere, by a test); `down --all` stops it too")
         return 0
     try:
         up(args.stack, _override(args.config))
