@@ -38,6 +38,7 @@ ADMISSION_PLUGINS = "NodeRestriction,ExtendedResourceToleration"
 READY_TIMEOUT_S = 60.0
 # One local cluster per machine: the MPI operator's health port (:8080) is fixed in its source (cmd/mpi-operator/app
 # server.go at v0.8.0). This file names the state folder of the one running.
+CLAIMER = "claimer"
 HOLDER = Path(os.environ.get("EKS_DDP_CLUSTER_HOLDER", Path.home() / ".cache" / "eks-ddp" / "local-cluster"))
 
 
@@ -272,6 +273,11 @@ def claim(state: Path, wait_s: float) -> None:
             holder = running_cluster()
             if holder is None or holder == state:
                 HOLDER.write_text(str(state))
+                # The claimer itself, until the components it starts are recorded beside it: another claimer sees a
+                # cluster running from here on, not only once etcd has started. stop_recorded never signals it.
+                state.mkdir(parents=True, exist_ok=True)
+                with (state / "pids").open("a") as pids:
+                    pids.write(f"{os.getpid()} {CLAIMER}\n")
                 return
             fcntl.flock(lock, fcntl.LOCK_UN)
             if time.monotonic() > deadline:
@@ -290,7 +296,7 @@ def stop_recorded(state: Path, grace_s: float = 2.0) -> list[str]:
     if not pids_file.exists():
         return []
     records = [line.split(maxsplit=1) for line in pids_file.read_text().splitlines() if line.strip()]
-    running = [(int(pid), name) for pid, name in records if _alive(int(pid))]
+    running = [(int(pid), name) for pid, name in records if name != CLAIMER and _alive(int(pid))]
     for pid, _ in running:
         os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s

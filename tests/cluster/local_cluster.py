@@ -84,7 +84,11 @@ def start(stack: str, binaries: dict[str, Path], runs: Path = RUNS, wait_s: floa
             shutil.rmtree(state / leftover, ignore_errors=True)
     state.mkdir(parents=True, exist_ok=True)
     plane = ControlPlane(state, binaries["kube"], binaries["kwok"])
-    plane.start(_stage_files(build.module_dir("kwok", "sigs.k8s.io/kwok")), wait_s)
+    try:
+        plane.start(_stage_files(build.module_dir("kwok", "sigs.k8s.io/kwok")), wait_s)
+    except BaseException:
+        stop_recorded(state)  # what did start, and the claim on the machine's one cluster
+        raise
     return LocalCluster(stack, plane, Kubectl(binaries["kube"], plane.kubeconfig))
 
 
