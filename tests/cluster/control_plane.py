@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import trustme
+import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -216,14 +217,24 @@ class ControlPlane:
         certificate, key = self.pki / f"{stem}.crt", self.pki / f"{stem}.key"
         leaf.cert_chain_pems[0].write_to_path(str(certificate))
         leaf.private_key_pem.write_to_path(str(key))
-        self._kubeconfig_of(identity).write_text(
-            "apiVersion: v1\nkind: Config\n"
-            f"clusters:\n- name: local\n  cluster:\n    server: https://{LOOPBACK}:{self.api_port}\n"
-            f"    certificate-authority: {self.pki / 'ca.crt'}\n"
-            f"users:\n- name: {stem}\n  user:\n    client-certificate: {certificate}\n    client-key: {key}\n"
-            f"contexts:\n- name: local\n  context:\n    cluster: local\n    user: {stem}\n"
-            "current-context: local\n"
+        self.write_kubeconfig(
+            self._kubeconfig_of(identity), stem, {"client-certificate": str(certificate), "client-key": str(key)}
         )
+
+    def write_kubeconfig(self, path: Path, user: str, credentials: dict[str, str], namespace: str = "") -> Path:
+        """A kubeconfig for this API server, trusting its CA, as `user` with `credentials` (a client certificate
+        and key, or a token)."""
+        context = {"cluster": "local", "user": user, **({"namespace": namespace} if namespace else {})}
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "local", "cluster": {"server": f"https://{LOOPBACK}:{self.api_port}",
+                                                       "certificate-authority": str(self.pki / "ca.crt")}}],
+            "users": [{"name": user, "user": credentials}],
+            "contexts": [{"name": "local", "context": context}],
+            "current-context": "local",
+        }))
+        return path
 
     def _ready(self) -> bool:
         done = subprocess.run(

@@ -43,12 +43,9 @@ import functools
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -65,7 +62,7 @@ from tests.cluster import charts, nodes
 from tests.cluster.control_plane import LOOPBACK, ControlPlane, free_port
 from tests.cluster.engines import build
 from tests.cluster.kubectl import FIELD_MANAGER, Kubectl
-from tests.cluster.operators import OperatorError
+from tests.cluster.operators import OperatorError, answers
 
 ENGINE = "karpenter"
 CORE = "sigs.k8s.io/karpenter"
@@ -365,22 +362,7 @@ def _token_kubeconfig(plane: ControlPlane, kubectl: Kubectl, namespace: str, acc
     """A kubeconfig with a token the API server issues for the ServiceAccount (as the kubelet projects one)."""
     token = kubectl.run("create", "token", account, "-n", namespace, "--duration=48h").strip()
     path = plane.pki / f"karpenter-{namespace}-{account}.kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "local",
-        "clusters": [{"name": "local", "cluster": {"server": f"https://{LOOPBACK}:{plane.api_port}",
-                                                   "certificate-authority": str(plane.pki / "ca.crt")}}],
-        "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [{"name": "local", "context": {"cluster": "local", "user": account, "namespace": namespace}}],
-    }))
-    return path
-
-
-def _ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://{LOOPBACK}:{port}/readyz", timeout=2) as response:
-            return response.status == 200
-    except (urllib.error.URLError, ConnectionError, socket.timeout):
-        return False
+    return plane.write_kubeconfig(path, account, {"token": token}, namespace)
 
 
 def _pids(plane: ControlPlane, name: str) -> list[int]:
@@ -450,7 +432,7 @@ def start(plane: ControlPlane, kubectl: Kubectl, binary: Path, deployment: Deplo
                                              str(folder / "kubelet-status.json")])
     log = plane.logs / f"{ENGINE}.log"
     deadline = time.monotonic() + READY_TIMEOUT_S
-    while not _ready(health):
+    while not answers(health, "/readyz"):
         if time.monotonic() > deadline or not _alive(plane, ENGINE):
             tail = "\n".join(log.read_text().splitlines()[-15:]) if log.exists() else "(no log)"
             raise OperatorError(f"karpenter: not ready on /readyz after {time.monotonic() - started:.0f} s; "

@@ -169,19 +169,6 @@ def installed(manifests: list[dict[str, Any]]) -> list[tuple[Operator, dict[str,
     return [(operator, deployment) for operator, deployment in found if deployment is not None]
 
 
-def _token_kubeconfig(plane: ControlPlane, token: str, namespace: str, account: str) -> Path:
-    path = plane.pki / f"{namespace}-{account}.kubeconfig"
-    path.write_text(
-        "apiVersion: v1\nkind: Config\n"
-        f"clusters:\n- name: local\n  cluster:\n    server: https://{LOOPBACK}:{plane.api_port}\n"
-        f"    certificate-authority: {plane.pki / 'ca.crt'}\n"
-        f"users:\n- name: {account}\n  user:\n    token: {token}\n"
-        f"contexts:\n- name: local\n  context:\n    cluster: local\n    user: {account}\n    namespace: {namespace}\n"
-        "current-context: local\n"
-    )
-    return path
-
-
 def _container_args(deployment: dict[str, Any]) -> list[str]:
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     return [*container.get("command", [])[1:], *container.get("args", [])]
@@ -196,7 +183,8 @@ def _wait(what: str, ready: Callable[[], bool], log: Path) -> None:
         time.sleep(0.5)
 
 
-def _answers(port: int, path: str) -> bool:
+def answers(port: int, path: str) -> bool:
+    """Whether http://127.0.0.1:<port><path> answers 200 (a health probe)."""
     try:
         with urllib.request.urlopen(f"http://{LOOPBACK}:{port}{path}", timeout=2) as response:
             return response.status == 200
@@ -279,7 +267,8 @@ def start(plane: ControlPlane, kubectl: Kubectl, binaries: dict[str, Path], oper
     """The operator's process, as its Deployment runs it; returns once it serves (its webhook routed)."""
     account = deployment["spec"]["template"]["spec"].get("serviceAccountName", "default")
     token = kubectl.run("create", "token", account, "-n", operator.namespace, "--duration=48h").strip()
-    config = _token_kubeconfig(plane, token, operator.namespace, account)
+    config = plane.write_kubeconfig(plane.pki / f"{operator.namespace}-{account}.kubeconfig", account,
+                                    {"token": token}, operator.namespace)
     ports = {name: free_port() for name in ("webhook", "health")}
     home = plane.state / "operators" / operator.engine
     shutil.rmtree(home, ignore_errors=True)
@@ -311,4 +300,4 @@ def start(plane: ControlPlane, kubectl: Kubectl, binaries: dict[str, Path], oper
         service = kubectl.get("service", webhook.service, "-n", operator.namespace)
         add_route(plane.routes, f"{service['spec']['clusterIP']}:{webhook.port}", f"{LOOPBACK}:{ports['webhook']}")
     if operator.ready_path:
-        _wait(f"{operator.engine} {operator.ready_path}", lambda: _answers(ports["health"], operator.ready_path), log)
+        _wait(f"{operator.engine} {operator.ready_path}", lambda: answers(ports["health"], operator.ready_path), log)
