@@ -14,10 +14,12 @@ a mount namespace of its own (util-linux `unshare`) with those folders where the
 """
 
 import base64
+import http.client
 import os
 import shlex
 import shutil
 import socket
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -192,6 +194,32 @@ def answers(port: int, path: str) -> bool:
         return False
 
 
+def _webhook_paths(kubectl: Kubectl, namespace: str, service: str) -> list[str]:
+    """The paths the cluster's webhook configurations call on this Service."""
+    configurations = kubectl.items("validatingwebhookconfigurations,mutatingwebhookconfigurations")
+    services = (hook["clientConfig"].get("service") or {} for c in configurations for hook in c.get("webhooks") or [])
+    return sorted({s.get("path", "/") for s in services if (s.get("namespace"), s.get("name")) == (namespace, service)})
+
+
+def _serves_every_path(port: int, ca: bytes, paths: list[str]) -> bool:
+    """Whether the webhook server on 127.0.0.1:<port> has a handler at each path: anything but 404 (an empty review
+    is refused with 200 or 400 by a registered handler; controller-runtime's mux answers 404 for a path not yet
+    registered). The certificate is checked against the rotator's CA, not against the Service's host name."""
+    context = ssl.create_default_context(cadata=ca.decode())
+    context.check_hostname = False
+    for path in paths:
+        connection = http.client.HTTPSConnection(LOOPBACK, port, timeout=2, context=context)
+        try:
+            connection.request("POST", path, body=b"{}", headers={"Content-Type": "application/json"})
+            if connection.getresponse().status == 404:
+                return False
+        except (OSError, http.client.HTTPException):
+            return False
+        finally:
+            connection.close()
+    return True
+
+
 def _filled_secret(kubectl: Kubectl, namespace: str, name: str) -> dict[str, bytes] | None:
     """The Secret's data once the rotator wrote a certificate into it (the chart's may hold empty keys)."""
     data = kubectl.get("secret", name, "-n", namespace).get("data") or {}
@@ -301,3 +329,13 @@ def start(plane: ControlPlane, kubectl: Kubectl, binaries: dict[str, Path], oper
         add_route(plane.routes, f"{service['spec']['clusterIP']}:{webhook.port}", f"{LOOPBACK}:{ports['webhook']}")
     if operator.ready_path:
         _wait(f"{operator.engine} {operator.ready_path}", lambda: answers(ports["health"], operator.ready_path), log)
+    if operator.webhook is not None:
+        # Ready is not yet serving every webhook: the training operator v1.9.4 answers /readyz once its certificate is
+        # there and registers its webhooks afterwards, scheme by scheme, in another goroutine
+        # (cmd/training-operator.v1/main.go setupControllers, setupProbeEndpoints), and controller-runtime answers 404
+        # meanwhile. The kubelet's probe (initialDelaySeconds 10, periodSeconds 15) leaves that window behind before
+        # the pod is Ready; a host process polled every 0.5 s does not, so its paths are waited for here.
+        paths = _webhook_paths(kubectl, operator.namespace, operator.webhook.service)
+        ca = (secrets[operator.webhook.secret].source / "ca.crt").read_bytes()
+        _wait(f"{operator.engine}'s webhook paths {', '.join(paths)}",
+              lambda: _serves_every_path(ports["webhook"], ca, paths), log)
