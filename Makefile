@@ -36,7 +36,7 @@ TOOK = echo "    took $$SECONDS s"
 PROGRESS = sed -n -u -E 's/^(Collecting|Installing collected|Successfully installed)/    &/p' | cut -c1-118
 
 .PHONY: help demo tensorboard preview rehearse test typecheck docs unit bench bench-phases bench-accuracy \
-	watch-picture clean engines cluster-up cluster-down
+	watch-picture clean engines cluster-up cluster-down planted-defects
 .DEFAULT_GOAL := help
 
 CHECKOV_VENV := .venv-checkov
@@ -102,6 +102,10 @@ cluster-up: $(STAMP)
 ## cluster-down: stop every process of every local cluster that make cluster-up started
 cluster-down: $(STAMP)
 	$(BIN)/python -m tests.cluster.local_cluster down
+
+## planted-defects: put back, one at a time, six bugs the cluster tests must catch, and show each test failing
+planted-defects: $(STAMP) engines
+	$(BIN)/python -m tests.cluster.planted_defects
 
 ## typecheck: pyright over all code (part of make test)
 typecheck: $(STAMP)

@@ -214,6 +214,8 @@ class Cluster:
         self.daemon_sets = daemon_sets
         self.nodes: list[Node] = []
         self.findings: list[Finding] = []
+        self.placements: list[tuple[Pod, Node]] = []
+        """Every pod placed and its node, in order, the pods that finished since included."""
 
     def launch(self, source: NodeSource) -> Node | None:
         launched, offer = [n for n in self.nodes if n.source is source], node_offer(source)
@@ -238,16 +240,20 @@ class Cluster:
     def place(self, pod: Pod) -> None:
         fitting = [n for n in self.nodes if n.admits(pod) and _fits(n, pod)]
         if fitting:
-            _take(max(fitting, key=_least_allocated), pod)
+            self._take(max(fitting, key=_least_allocated), pod)
             return
         for source in (s for s in self.sources if admits(s, pod.spec)):
             node = self.launch(source)
             if node is not None and _fits(node, pod):
-                _take(node, pod)
+                self._take(node, pod)
                 return
             if node is not None:  # no engine launches a node the pod does not fit
                 self.nodes.remove(node)
         self.findings.append(Finding("placement", pod.owner, pod.name, self._why_not(pod)))
+
+    def _take(self, node: Node, pod: Pod) -> None:
+        _take(node, pod)
+        self.placements.append((pod, node))
 
     def _why_not(self, pod: Pod) -> str:
         wanted = ", ".join(_amount(name, amount) for name, amount in sorted(pod.requests().items()) if name != "pods")

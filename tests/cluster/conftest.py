@@ -1,6 +1,7 @@
 """The engines, built once per session (a missing Go or a failed build errors every cluster test, never skips it),
 and a local cluster per test that is stopped, by process id, whatever the test did."""
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,17 @@ from tests.cluster.kubectl import Kubectl
 # Another cluster may hold the machine's one slot (control_plane.HOLDER) this long before ours starts: less than
 # pytest's timeout, so that a cluster left running by `make cluster-up` fails the test with the line saying so.
 WAIT_FOR_SLOT_S = 300.0
+WAIT_S = 90.0
+"""How long a test waits for a controller to act: minutes on a machine whose two cores also run other tests."""
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
+    """`check()`'s first truthy result, polled; the test fails naming `what` when it has none after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not (result := check()):
+        assert time.monotonic() < deadline, f"{what}: not after {timeout_s:.0f} s"
+        time.sleep(0.5)
+    return result
 
 
 @dataclass

@@ -10,18 +10,8 @@ import pytest
 
 from eks_ddp.stack import stack_file
 from tests.cluster import local_cluster
-from tests.cluster.conftest import OnEngines
+from tests.cluster.conftest import OnEngines, wait_for
 from tests.cluster.objects import EXIT_CODE
-
-TIMEOUT_S = 60.0
-
-
-def _wait_for(what: str, check: Callable[[], Any]) -> Any:
-    deadline = time.monotonic() + TIMEOUT_S
-    while not (result := check()):
-        assert time.monotonic() < deadline, f"{what}: not after {TIMEOUT_S:.0f} s"
-        time.sleep(0.2)
-    return result
 
 
 @pytest.mark.parametrize("check", ["eks-ddp-efa-check", "eks-ddp-nccl-check"])
@@ -44,7 +34,7 @@ def _crash_once(on: OnEngines, pod: dict[str, Any]) -> None:
     name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
     before = _restarts(pod)
     on.kubectl.run("annotate", "pod", name, "-n", namespace, f"{EXIT_CODE}=1")
-    _wait_for(f"{name} restarted", lambda: _restarts(on.kubectl.get("pod", name, "-n", namespace)) > before)
+    wait_for(f"{name} restarted", lambda: _restarts(on.kubectl.get("pod", name, "-n", namespace)) > before)
 
 
 def _job_condition(on: OnEngines, name: str) -> set[str]:
@@ -67,4 +57,4 @@ def test_the_pytorchjob_survives_its_budget_of_events_and_fails_on_the_next_cras
     time.sleep(2)  # the operator reconciles on the pods' updates
     assert "Failed" not in _job_condition(on, name), f"{name} failed within its budget of {events} events"
     on.kubectl.run("annotate", "pod", pods[0]["metadata"]["name"], "-n", "training", f"{EXIT_CODE}=1")
-    _wait_for(f"{name} Failed", lambda: "Failed" in _job_condition(on, name))
+    wait_for(f"{name} Failed", lambda: "Failed" in _job_condition(on, name))

@@ -4,7 +4,6 @@ and TrainJob through their own webhooks; JobSet makes the Jobs, the real schedul
 group; a failing training pod restarts the JobSet up to the budget the docs promise, and then fails it."""
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,12 +14,11 @@ from eks_ddp.stack import stack_file
 from eks_ddp.workloads import trainjob
 from eks_ddp.workloads.training_pod import TRAINER_LABEL
 from tests.cluster import local_cluster
-from tests.cluster.conftest import OnEngines
+from tests.cluster.conftest import OnEngines, wait_for
 from tests.cluster.kubectl import KubectlError
 
 V2 = {"eks-ddp:trainingOperator": "v2"}
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
-TIMEOUT_S = 90.0
 # The webhook configurations the chart installs, whose caBundle the operators' own rotators inject
 # (github.com/kubeflow/trainer/v2@v2.3.0 cmd/trainer-controller-manager/main.go; sigs.k8s.io/jobset@v0.12.0
 # pkg/util/cert/cert.go).
@@ -28,14 +26,6 @@ WEBHOOKS = {
     "validatingwebhookconfiguration": ("validator.trainer.kubeflow.org", "jobset-validating-webhook-configuration"),
     "mutatingwebhookconfiguration": ("defaulter.trainer.kubeflow.org", "jobset-mutating-webhook-configuration"),
 }
-
-
-def _wait_for(what: str, check: Callable[[], Any], timeout_s: float = TIMEOUT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (result := check()):
-        assert time.monotonic() < deadline, f"{what}: not after {timeout_s:.0f} s"
-        time.sleep(0.5)
-    return result
 
 
 def _job(stack: str) -> dict[str, Any]:
@@ -80,8 +70,8 @@ def test_the_operators_webhooks_admit_the_trainjob_and_jobset_runs_it_on_its_nod
 
     # JobSet makes the Jobs of the TrainJob's JobSet; the real scheduler places every pod on the job's group (KWOK then
     # runs a Job's pod to completion at once: Running or Succeeded).
-    _wait_for(f"JobSet {name}", lambda: on.kubectl.items("jobsets", "-n", namespace))
-    jobs = _wait_for(f"{name}'s Jobs", lambda: on.kubectl.items("jobs", "-n", namespace, "-l", f"{JOBSET_NAME}={name}"))
+    wait_for(f"JobSet {name}", lambda: on.kubectl.items("jobsets", "-n", namespace))
+    jobs = wait_for(f"{name}'s Jobs", lambda: on.kubectl.items("jobs", "-n", namespace, "-l", f"{JOBSET_NAME}={name}"))
     assert {j["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] for j in jobs} == {trainjob.NODE}
 
     def placed() -> list[dict[str, Any]]:
@@ -89,7 +79,7 @@ def test_the_operators_webhooks_admit_the_trainjob_and_jobset_runs_it_on_its_nod
         done = [p for p in pods if p["status"].get("phase") in ("Running", "Succeeded")]
         return done if len(done) >= job.get("replicas", 1) else []
 
-    pods = _wait_for(f"{name}'s pods placed and run", placed)
+    pods = wait_for(f"{name}'s pods placed and run", placed)
     assert all(TRAINER_LABEL.items() <= p["metadata"]["labels"].items() for p in pods)
     group = job.get("nodeGroup") or stack_file.load(stack, stack_file.ROOT, V2)[0]["nodeGroups"][0]["name"]
     assert {on.group_of(p["spec"]["nodeName"]) for p in pods} == {group}
@@ -112,10 +102,10 @@ def test_a_failing_training_pod_restarts_the_jobset_up_to_its_budget_and_then_fa
         found = on.kubectl.get("jobset", name, "-n", namespace)
         return found if "Failed" in _conditions(found) else None
 
-    jobset = _wait_for(f"JobSet {name} Failed", failed_jobset)
+    jobset = wait_for(f"JobSet {name} Failed", failed_jobset)
     failed = _conditions(jobset)["Failed"]
     assert failed["reason"] == "ReachedMaxRestarts", failed
     assert jobset["status"].get("restarts", 0) == budget, f"restarted {jobset['status'].get('restarts', 0)} times"
     # The TrainJob reports the JobSet's verdict (v2.3.0 pkg/runtime/framework/plugins/jobset/jobset.go Status).
-    _wait_for(f"TrainJob {name} Failed",
+    wait_for(f"TrainJob {name} Failed",
               lambda: "Failed" in _conditions(on.kubectl.get("trainjob", name, "-n", namespace)))

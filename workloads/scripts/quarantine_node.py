@@ -13,6 +13,7 @@ import os
 import ssl
 import sys
 import time
+import urllib.error
 import urllib.request
 from typing import Any
 
@@ -25,8 +26,15 @@ def call(url: str, method: str, body: Any = None, kind: str = "application/json"
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url, data=data, method=method, headers=headers)
     context = ssl.create_default_context(cafile=f"{ACCOUNT}/ca.crt")
-    with urllib.request.urlopen(request, context=context, timeout=30) as response:
-        return json.load(response)
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=30) as response:
+            return json.load(response)
+    except urllib.error.HTTPError as error:  # the API server's Status says why (RBAC, the admission policy)
+        try:
+            said = json.load(error).get("message", "")
+        except ValueError:
+            said = ""
+        raise RuntimeError(f"HTTP {error.code} {error.reason}: {said}".rstrip(": ")) from None
 
 
 def taint(url: str, key: str) -> None:

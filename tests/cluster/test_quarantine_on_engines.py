@@ -1,0 +1,103 @@
+"""A bad GPU node quarantined by its own training pod, on the engines themselves: the quarantine container's script
+(workloads/scripts/quarantine_node.py, the text the pod runs) calls the real API server with a token bound to the
+training pod, as its projected volume holds; the stack's RBAC and ValidatingAdmissionPolicy (infra.addons.
+node_quarantine) decide what it may patch, and the controller manager's taint-eviction controller and the training
+operator decide what happens to the pod. The pre-flight itself (DCGM, /dev/infiniband) needs a GPU node: its
+verdict file is written here."""
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from eks_ddp.infra.addons.node_quarantine import TAINT_KEY
+from eks_ddp.workloads.preflight import QUARANTINE_SCRIPT
+from eks_ddp.workloads.training_pod import TRAINER_LABEL
+from tests.cluster.control_plane import LOOPBACK
+from tests.cluster.conftest import OnEngines, wait_for
+
+
+
+
+def _training_pods(on: OnEngines) -> list[dict[str, Any]]:
+    return [p for p in on.pods() if TRAINER_LABEL.items() <= (p["metadata"].get("labels") or {}).items()]
+
+
+def _quarantine(
+    on: OnEngines, pod: dict[str, Any], node: str, home: Path, verdict: str | None = "DCGM diagnostic level 1 failed"
+) -> subprocess.CompletedProcess[str]:
+    """The quarantine container of `pod`, run as the pod runs it (isolated: no site, no repository), told it is on
+    `node`, after a pre-flight that wrote `verdict` (None: one that passed and wrote nothing)."""
+    meta = pod["metadata"]
+    account = home / "account"
+    account.mkdir(parents=True, exist_ok=True)
+    token = on.kubectl.run("create", "token", pod["spec"].get("serviceAccountName", "default"), "-n",
+                           meta["namespace"], "--bound-object-kind=Pod", f"--bound-object-name={meta['name']}",
+                           f"--bound-object-uid={meta['uid']}")
+    (account / "token").write_text(token.strip())
+    root_ca = on.kubectl.get("configmap", "kube-root-ca.crt", "-n", meta["namespace"])  # the projected volume's CA
+    (account / "ca.crt").write_text(root_ca["data"]["ca.crt"])
+    if verdict is not None:
+        (home / "failed").write_text(verdict)
+    environment = {
+        "PATH": os.environ["PATH"],
+        "NODE_NAME": node,
+        "TAINT_KEY": TAINT_KEY,
+        "PREFLIGHT_VERDICT": str(home / "failed"),
+        "QUARANTINE_ACCOUNT": str(account),
+        "KUBERNETES_SERVICE_HOST": LOOPBACK,
+        "KUBERNETES_SERVICE_PORT": str(on.cluster.control_plane.api_port),
+        "WAIT_SECONDS": "0",
+    }
+    return subprocess.run([sys.executable, "-I", "-c", QUARANTINE_SCRIPT], env=environment, capture_output=True,
+                          text=True, timeout=60)
+
+
+def _taints(on: OnEngines, node: str) -> list[dict[str, Any]]:
+    return on.kubectl.get("node", node)["spec"].get("taints") or []
+
+
+def test_a_training_pod_taints_only_its_own_node_and_is_evicted_from_it(
+    cluster: Callable[..., OnEngines], tmp_path: Path
+) -> None:
+    on = cluster("gpu")
+    pods = _training_pods(on)
+    assert pods, "gpu: no training pod"
+    pod = pods[0]
+    own = pod["spec"]["nodeName"]
+    other = next(n["metadata"]["name"] for n in on.kubectl.items("nodes") if n["metadata"]["name"] != own)
+
+    kept = _taints(on, own)
+    passed = _quarantine(on, pod, own, tmp_path / "passed", verdict=None)
+    assert passed.returncode == 0 and not passed.stderr, passed.stderr
+    assert _taints(on, own) == kept
+
+    refused = _quarantine(on, pod, other, tmp_path / "other")
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(f"GPU PREFLIGHT FAILED on node {other}: DCGM diagnostic level 1 failed; "
+                                     "could not taint it (HTTP 422 Unprocessable Entity: "), refused.stderr
+    assert "a training pod may taint only the node it runs on" in refused.stderr, refused.stderr
+    assert refused.stderr.endswith(f"cordon it: kubectl cordon {other}\n"), refused.stderr
+    assert not [t for t in _taints(on, other) if t["key"] == TAINT_KEY]
+
+    tainted = _quarantine(on, pod, own, tmp_path / "own")
+    assert f"tainted {TAINT_KEY}=true:NoExecute" in tainted.stderr, tainted.stderr
+    quarantine = {"key": TAINT_KEY, "value": "true", "effect": "NoExecute"}
+    taints = _taints(on, own)
+    assert [t for t in taints if t["key"] != TAINT_KEY] == kept  # the group's own taints stay
+    assert quarantine in [{k: t.get(k) for k in ("key", "value", "effect")} for t in taints]
+    namespace, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
+
+    def replaced() -> dict[str, Any] | None:
+        found = on.kubectl.items("pods", "-n", namespace, f"--field-selector=metadata.name={name}")
+        return found[0] if found and found[0]["metadata"]["uid"] != uid else None
+
+    replacement = wait_for(f"{name} evicted from {own} and recreated by the training operator", replaced)
+    assert replacement["spec"].get("nodeName") != own
+    assert sum(s.get("restartCount", 0) for s in replacement.get("status", {}).get("containerStatuses") or []) == 0
+    job = on.kubectl.items("pytorchjobs", "-n", namespace)[0]
+    conditions = job.get("status", {}).get("conditions") or []
+    failed = [c for c in conditions if c["type"] == "Failed" and c["status"] == "True"]
+    assert not failed, f"the eviction failed the job: {failed}"
