@@ -58,9 +58,10 @@ COMPONENT = "TrainingPlatform"
 NODE_AGENT = "eks-node-monitoring-agent"
 TRAINING_LABELS = {
     "purpose": "distributed-training",
-    # Pod Security Admission: enforce baseline, because two containers need more than restricted allows (the claim's
-    # root permissions step, with CHOWN and DAC_OVERRIDE, and the GPU pre-flight's DCGM, which runs as root); warn
-    # and audit at restricted, so any other pod that falls short of it is named (workloads/security.py).
+    # Pod Security Admission: enforce baseline, because some containers need more than restricted allows (the claim's
+    # root permissions step, with CHOWN and DAC_OVERRIDE, the GPU pre-flight's DCGM, and the NCCL check's sshd and
+    # mpirun, all root); warn and audit at restricted, so any other pod that falls short of it is named
+    # (workloads/security.py; tests/cluster/test_pod_security_on_engines.py asks the API server itself).
     "pod-security.kubernetes.io/enforce": "baseline",
     "pod-security.kubernetes.io/warn": "restricted",
     "pod-security.kubernetes.io/audit": "restricted",

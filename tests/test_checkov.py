@@ -9,8 +9,8 @@ Every object `make preview` writes is scanned: no check may fail, and each skip 
 - CKV_K8S_14, CKV_K8S_15 and CKV_K8S_43 on the NCCL check's attempt Job, which never runs a pod
   (workloads/nccl_check.py ATTEMPT_SKIPS).
 checkov 3.3.30 reads the containers of Pods, Jobs, Deployments and the like, not those inside PyTorchJob, TrainJob,
-JobSet or MPIJob objects: the training pods get the same contexts (tests/workloads/test_batch_jobs.py) and the
-rehearsal checks them against Pod Security Admission (tests/stack/test_pod_security.py).
+JobSet or MPIJob objects: the training pods get the same contexts (tests/workloads/test_batch_jobs.py) and the API
+server's own Pod Security Admission admits them (tests/cluster/test_pod_security_on_engines.py).
 """
 
 import json

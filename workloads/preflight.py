@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from eks_ddp.infra.addons.node_quarantine import TAINT_KEY
+from eks_ddp.workloads import security
 from eks_ddp.workloads.target import NodeTarget
 
 CONTAINER = "gpu-preflight"
@@ -109,7 +110,7 @@ def init_containers(target: NodeTarget, image: object) -> list[dict[str, Any]]:
             "limits": {"cpu": "1", "memory": "1Gi", **devices},
         },
     }
-    quarantine = {
+    quarantine = security.restricted({
         "name": QUARANTINE,
         "image": image,
         "command": ["python", "-c", QUARANTINE_SCRIPT],
@@ -124,5 +125,5 @@ def init_containers(target: NodeTarget, image: object) -> list[dict[str, Any]]:
             {"name": TOKEN_VOLUME, "mountPath": TOKEN_DIR, "readOnly": True},
         ],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "100m", "memory": "128Mi"}},
-    }
+    })
     return [check, quarantine]

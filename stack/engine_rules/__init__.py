@@ -18,7 +18,6 @@ from eks_ddp.stack.engine_rules.eks import (
 )
 from eks_ddp.stack.engine_rules.karpenter import controller_schedules, efa_on_every_card, node_classes_admitted
 from eks_ddp.stack.engine_rules.network_policy import job_traffic
-from eks_ddp.stack.engine_rules.pod_security import admitted_by_namespace_level
 from eks_ddp.stack.engine_rules.pulumi_kubernetes import (
     checks_gate_training,
     immutable_specs_replaced,
@@ -65,7 +64,6 @@ RULES: tuple[Rule, ...] = (
     node_classes_admitted,
     efa_on_every_card,
     controller_schedules,
-    admitted_by_namespace_level,
     job_traffic,
     waits_for_what_it_names,
 )

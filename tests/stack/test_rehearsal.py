@@ -174,11 +174,6 @@ def _efa_check_not_awaited(runs: list[Registration]) -> None:
     _named(runs, "eks-ddp-efa-check-job")["metadata"]["annotations"] = {"pulumi.com/waitFor": "jsonpath={.metadata}"}
 
 
-def _privileged_trainer(registrations: list[Registration]) -> None:
-    master = _named(registrations, "eks-ddp-train-job")["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
-    master["containers"][0]["securityContext"] = {"privileged": True}
-
-
 def _no_traffic_within_the_namespace(registrations: list[Registration]) -> None:
     registrations[:] = [r for r in registrations if r.name != "eks-ddp-within-namespace"]
 
@@ -198,7 +193,6 @@ DEFECTS: list[tuple[Callable[[list[Registration]], None], str]] = [
         "network-policy: PyTorchJob eks-ddp-train-job spec: its EKS Pod Identity credentials from the node's agent is",
     ),
     (_everything_allowed_in, "network-policy: PyTorchJob eks-ddp-train-job spec: a pod of another namespace reaching"),
-    (_privileged_trainer, "pod-security: PyTorchJob eks-ddp-train-job spec: pytorch: privileged: Namespace"),
     (_training_created_with_the_checks, "fabric-gate: PyTorchJob eks-ddp-train-job dependencies: created without"),
     (_efa_check_not_awaited, "fabric-gate: PyTorchJob eks-ddp-train-job dependencies: the Job eks-ddp-efa-check-job"),
     (_remove_skip_await, "awaits: Job eks-ddp-data-job metadata.annotations: pulumi up waits for the Job to complete"),
