@@ -16,9 +16,8 @@ creates only after an object it awaits to completion (a gating check) are placed
 from dataclasses import dataclass, field
 from typing import Any
 
-from eks_ddp.infra.addons.karpenter_nodes import efa_only_on_card_zero
 from eks_ddp.infra.facts import catalogue
-from eks_ddp.infra.facts.allocatable import NodeLauncher, allocatable, efa_hugepages_mib, without_efa_hugepages
+from eks_ddp.infra.facts.allocatable import NodeLauncher, efa_hugepages_mib
 from eks_ddp.stack.cluster.addons import Workload, addon_workloads
 from eks_ddp.stack.engine_rules.base import (
     EFA_RESOURCE,
@@ -36,6 +35,7 @@ from eks_ddp.stack.engine_rules.base import (
 from eks_ddp.stack.engine_rules.pulumi_kubernetes import awaited_to_completion, phases
 from eks_ddp.stack.engine_rules.scheduling import pod_requests
 from eks_ddp.stack.mocking import Registration
+from eks_ddp.workloads.target import node_allocatable
 from eks_ddp.workloads.training_pod import TRAINER_LABEL
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -82,9 +82,7 @@ def node_offer(source: NodeSource) -> dict[str, float]:
     instance = catalogue.lookup(source.instance_type)
     if instance is None:
         return {}
-    launcher = launcher_of(source)
-    efa_only = efa_only_on_card_zero(source.efa_devices) if launcher == NodeLauncher.KARPENTER else 0
-    node = without_efa_hugepages(allocatable(instance, launcher, efa_only), instance, source.efa_devices > 0)
+    node = node_allocatable(instance, launcher_of(source), source.efa_devices)
     offer = {"cpu": node.millicores, "memory": node.memory_mib, "pods": node.pods}
     extended = {
         EFA_RESOURCE: source.efa_devices,

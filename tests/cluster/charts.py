@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from eks_ddp.stack.mocking import Registration
+from tests.cluster.documents import documents
 from tests.cluster.engines import build
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -212,7 +213,7 @@ def render(
         done = subprocess.run(command, capture_output=True, text=True, env=_helm_env(Path(scratch)))
     if done.returncode:
         raise ChartSourceError(f"{release.name}: helm template {chart_name(release)}: {done.stderr.strip()}")
-    return _documents(done.stdout)
+    return documents(done.stdout)
 
 
 def crds(group: str) -> list[dict[str, Any]]:
@@ -221,10 +222,9 @@ def crds(group: str) -> list[dict[str, Any]]:
     if group not in CRDS:
         raise ChartSourceError(f"no module pinned for the CRDs of {group}: one of {', '.join(sorted(CRDS))}")
     folder, module, path = CRDS[group]
-    documents = []
-    for file in sorted((_module_dir(folder, module) / path).glob("*.yaml")):
-        documents += [d for d in _documents(file.read_text()) if d.get("kind") == "CustomResourceDefinition"]
-    return [d for d in documents if d["spec"]["group"] == group]
+    files = sorted((_module_dir(folder, module) / path).glob("*.yaml"))
+    found = [d for file in files for d in documents(file.read_text())]
+    return [d for d in found if d.get("kind") == "CustomResourceDefinition" and d["spec"]["group"] == group]
 
 
 @functools.cache
@@ -236,19 +236,6 @@ def helm() -> Path:
 @functools.cache
 def _module_dir(folder: str, module: str) -> Path:
     return build.module_dir(folder, module)
-
-
-class _Loader(yaml.CSafeLoader):
-    """PyYAML's safe loader in libyaml (which PyYAML's wheels carry: CRDs take seconds in pure Python), reading a
-    plain `=` as the string Go's YAML reads (YAML 1.1's `value` tag, which PyYAML resolves but cannot construct:
-    prometheus-operator's CRDs list `=` among label-matching operators)."""
-
-
-_Loader.add_constructor("tag:yaml.org,2002:value", yaml.SafeLoader.construct_yaml_str)
-
-
-def _documents(text: str) -> list[dict[str, Any]]:
-    return [document for document in yaml.load_all(text, Loader=_Loader) if document]
 
 
 def _inputs(release: Registration) -> dict[str, Any]:

@@ -50,7 +50,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from eks_ddp.infra.facts import catalogue
 from eks_ddp.infra.facts.allocatable import NodeLauncher
@@ -60,6 +59,7 @@ from eks_ddp.stack.mocking import Registration
 from eks_ddp.workloads.target import KUBERNETES_ARCH
 from tests.cluster import charts, nodes
 from tests.cluster.control_plane import LOOPBACK, ControlPlane, free_port
+from tests.cluster.documents import documents
 from tests.cluster.engines import build
 from tests.cluster.kubectl import FIELD_MANAGER, Kubectl
 from tests.cluster.operators import OperatorError, answers
@@ -255,8 +255,7 @@ def _module(folder: str, module: str) -> Path:
 
 
 def _yaml_documents(paths: Iterable[Path]) -> list[dict[str, Any]]:
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return [d for path in paths for d in yaml.load_all(path.read_text(), Loader=loader) if d]
+    return [d for path in paths for d in documents(path.read_text())]
 
 
 def crds() -> list[dict[str, Any]]:
@@ -342,8 +341,7 @@ def _kwok_rbac(namespace: str, account: str) -> list[dict[str, Any]]:
     )
     if done.returncode:
         raise OperatorError(f"helm template {chart}: {done.stderr.strip()}")
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return [d for d in yaml.load_all(done.stdout, Loader=loader) if d and d.get("kind") in RBAC_KINDS]
+    return [d for d in documents(done.stdout) if d.get("kind") in RBAC_KINDS]
 
 
 def _apply(kubectl: Kubectl, manifests: list[dict[str, Any]]) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from eks_ddp.stack.mocking import Registration
+from tests.cluster.documents import documents
 from tests.cluster.engines import build
 
 KUSTOMIZE = "kubernetes:kustomize/v2:Directory"
@@ -64,10 +65,6 @@ def local_path(address: str) -> Path | None:
     return None
 
 
-def _documents(text: str) -> list[dict[str, Any]]:
-    return [document for document in yaml.safe_load_all(text) if document]
-
-
 def _kustomization_offline(directory: Path, into: Path) -> Path:
     """A copy of our kustomization in `into` whose remote resources are their module-cache folders."""
     kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
@@ -88,14 +85,14 @@ def kustomize(directory: str, kube: Path) -> list[dict[str, Any]]:
         done = subprocess.run([str(kube), "kubectl", "kustomize", str(target)], capture_output=True, text=True)
     if done.returncode:
         raise ManifestSourceError(f"kustomize {directory}: {done.stderr.strip()}")
-    return _documents(done.stdout)
+    return documents(done.stdout)
 
 
 def config_file(address: str) -> list[dict[str, Any]]:
     local = local_path(address)
     if local is None:
         raise ManifestSourceError(f"{address}: no engine folder under tests/cluster/engines ships this file")
-    return _documents(local.read_text())
+    return documents(local.read_text())
 
 
 def render(registration: Registration, kube: Path) -> list[dict[str, Any]] | None:

@@ -264,17 +264,26 @@ def _secret_mounts(deployment: dict[str, Any], home: Path) -> dict[str, _Mount]:
     }
 
 
+def _restarted(command: list[str]) -> str:
+    """A shell loop that runs `command` again a second after it ends, as the kubelet restarts a Deployment's container
+    (restartPolicy Always). The operators end themselves when they lose their lease: mpi-operator v0.8.0 renews it
+    within 5 s (cmd/mpi-operator/app/server.go renewDuration), which a machine busy with other tests can miss. The
+    loop and the process share their process group, which stop_recorded ends."""
+    return (f"while :; do {shlex.join(command)}; echo \"exited $?: restarted in 1 s, as the kubelet would\"; "
+            "sleep 1; done")
+
+
 def _in_pod_view(command: list[str], mounts: list[_Mount]) -> list[str]:
     """`command` in a mount namespace of its own with `mounts` in place, as the kubelet mounts a pod's volumes. /var/run
     is a fresh tmpfs there (a pod has none of the host's); other targets are created on the host as empty folders
-    (mount points), their content never. The process keeps its id: unshare and the shell exec it."""
+    (mount points), their content never. The process is restarted when it ends (`_restarted`)."""
     steps = ["mount -t tmpfs -o mode=0755 tmpfs /var/run"]
     for mount in mounts:
         steps += [f"mkdir -p {shlex.quote(mount.target)}",
                   f"mount --bind {shlex.quote(str(mount.source))} {shlex.quote(mount.target)}"]
         if mount.read_only:
             steps.append(f"mount -o remount,bind,ro {shlex.quote(mount.target)}")
-    steps.append(f"exec {shlex.join(command)}")
+    steps.append(_restarted(command))
     # Unprivileged, a user namespace gives the mount rights (util-linux unshare --map-root-user).
     user = [] if os.geteuid() == 0 else ["--map-root-user"]
     return ["unshare", "--mount", "--propagation", "private", *user, "/bin/sh", "-c", " && ".join(steps)]
@@ -318,6 +327,8 @@ def start(plane: ControlPlane, kubectl: Kubectl, binaries: dict[str, Path], oper
         for mount in secrets.values():
             mount.source.mkdir(parents=True)
         command = _in_pod_view(command, [_Mount(account_dir, SERVICE_ACCOUNT_DIR, True), *secrets.values()])
+    else:
+        command = ["/bin/sh", "-c", _restarted(command)]
     plane.spawn(operator.engine, command, env={"PATH": "/usr/bin:/bin", **operator.env})
     log = plane.logs / f"{operator.engine}.log"
     if operator.webhook is not None:

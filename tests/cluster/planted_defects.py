@@ -10,6 +10,7 @@ k8s.io/autoscaler/cluster-autoscaler), so its RBAC is checked by a table read fr
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -73,8 +74,8 @@ DEFECTS = (
     Defect(
         "side Job competing with training for the GPU nodes",
         "workloads/batch_jobs.py",
-        "    return {**SYSTEM_LABEL, ARCHITECTURE_LABEL: target.node_selector()[ARCHITECTURE_LABEL]}\n",
-        "    return target.node_selector()\n",
+        '        "nodeSelector": side_step_selector(target),\n',
+        '        "nodeSelector": target.node_selector(),\n        "tolerations": target.tolerations(),\n',
         f"{STACK_TEST}[gpu]",
     ),
 )
@@ -96,7 +97,7 @@ def _pytest(tree: Path, tests: list[str]) -> tuple[bool, float, str]:
                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "1000"})
     lines = done.stdout.splitlines()
     why = [line.split(" - ", 1)[-1] for line in lines if line.startswith(("FAILED", "ERROR"))]
-    summary = [line.strip("= ") for line in lines if line.startswith("=") and " in " in line][-1:]
+    summary = [line.strip("= ") for line in lines if re.search(r"\d+ (passed|failed|error)", line)][-1:]
     return done.returncode == 0, time.monotonic() - started, " / ".join(line[:400] for line in [*why, *summary])
 
 

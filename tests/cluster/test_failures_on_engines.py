@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from eks_ddp.stack import stack_file
+from eks_ddp.stack.cluster import failures
 from tests.cluster import local_cluster
 from tests.cluster.conftest import OnEngines, wait_for
 from tests.cluster.objects import EXIT_CODE
@@ -28,13 +29,18 @@ def _restarts(pod: dict[str, Any]) -> int:
     return sum(s.get("restartCount", 0) for s in pod.get("status", {}).get("containerStatuses") or [])
 
 
-def _crash_once(on: OnEngines, pod: dict[str, Any]) -> None:
+def _crash_once(on: OnEngines, job: str, pod: str) -> None:
     """One crash of the pod's containers (exit 1), restarted in place as the kubelet would (our KWOK stage, which
-    takes the annotation off again)."""
-    name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
-    before = _restarts(pod)
-    on.kubectl.run("annotate", "pod", name, "-n", namespace, f"{EXIT_CODE}=1")
-    wait_for(f"{name} restarted", lambda: _restarts(on.kubectl.get("pod", name, "-n", namespace)) > before)
+    takes the annotation off again); the test fails at once, saying so, if the crash failed the job instead."""
+    before = _restarts(on.kubectl.get("pod", pod, "-n", "training"))
+    on.kubectl.run("annotate", "pod", pod, "-n", "training", f"{EXIT_CODE}=1")
+
+    def restarted() -> bool:
+        assert "Failed" not in _job_condition(on, job), f"{job} failed on a crash within its budget"
+        found = on.kubectl.items("pods", "-n", "training", f"--field-selector=metadata.name={pod}")
+        return bool(found) and _restarts(found[0]) > before
+
+    wait_for(f"{pod} restarted", restarted)
 
 
 def _job_condition(on: OnEngines, name: str) -> set[str]:
@@ -53,8 +59,11 @@ def test_the_pytorchjob_survives_its_budget_of_events_and_fails_on_the_next_cras
     events = max(1, int((stack_file.load("dev", stack_file.ROOT, {})[0].get("job") or {}).get("survivesNodeLosses", 1)))
     for _ in range(events):
         for pod in pods:
-            _crash_once(on, on.kubectl.get("pod", pod["metadata"]["name"], "-n", "training"))
+            _crash_once(on, name, pod["metadata"]["name"])
     time.sleep(2)  # the operator reconciles on the pods' updates
     assert "Failed" not in _job_condition(on, name), f"{name} failed within its budget of {events} events"
     on.kubectl.run("annotate", "pod", pods[0]["metadata"]["name"], "-n", "training", f"{EXIT_CODE}=1")
     wait_for(f"{name} Failed", lambda: "Failed" in _job_condition(on, name))
+    # The rehearsal's failure counting (stack.cluster.failures, a fast model) says the same of this job.
+    assert failures.outcome(job, [failures.CRASH] * events) is None
+    assert failures.outcome(job, [failures.CRASH] * (events + 1)) == events + 1

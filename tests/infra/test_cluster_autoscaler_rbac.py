@@ -60,7 +60,8 @@ IMAGE_WATCHES: dict[str, Reads] = {
 
 # The list+watch rules of cluster-autoscaler/charts/cluster-autoscaler templates/clusterrole.yaml with cloudProvider
 # aws, rbac.create and rbac.clusterScoped (the chart's defaults), at tag cluster-autoscaler-chart-<version>. 9.47.0,
-# pinned before, had the same rules but for podtemplates, resource.k8s.io, apps/deployments and autoscaling.x-k8s.io.
+# pinned before, had the same rules but for podtemplates, resource.k8s.io, apps/deployments and autoscaling.x-k8s.io:
+# kept, so that going back to it fails for what it lacks (make planted-defects plants it).
 _CORE = ("nodes", "namespaces", "pods", "services", "replicationcontrollers", "persistentvolumeclaims",
          "persistentvolumes", "configmaps", "podtemplates")
 _STORAGE = ("storageclasses", "csinodes", "csidrivers", "csistoragecapacities", "volumeattachments")
@@ -75,6 +76,11 @@ CHART_CLUSTER_ROLE_READS: dict[str, Reads] = {
          *(("autoscaling.x-k8s.io", r) for r in _AUTOSCALING)]
     ),
 }
+CHART_CLUSTER_ROLE_READS["9.47.0"] = frozenset(
+    (group, resource) for group, resource in CHART_CLUSTER_ROLE_READS["9.59.0"]
+    if group not in ("resource.k8s.io", "autoscaling.x-k8s.io")
+    and (group, resource) not in (("", "podtemplates"), ("apps", "deployments"))
+)
 
 
 def _granted(values: dict[str, Any]) -> Reads:
