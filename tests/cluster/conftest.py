@@ -47,6 +47,7 @@ class OnEngines:
         return local_cluster.node_groups(self.kubectl).get(node, "-")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the xdist_group marks into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests that start a cluster, one after another on one pytest-xdist worker (make test's `--dist loadgroup`):
     one local cluster runs per machine at a time, so a second worker would only wait for the first; `slow`, so that
