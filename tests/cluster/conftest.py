@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from eks_ddp.stack.engine_rules.base import Deployment
+from eks_ddp.workloads.training_pod import TRAINER_LABEL
 from tests.cluster import local_cluster
 from tests.cluster.control_plane import stop_recorded
 from tests.cluster.engines import build
@@ -45,6 +46,22 @@ class OnEngines:
 
     def group_of(self, node: str) -> str:
         return local_cluster.node_groups(self.kubectl).get(node, "-")
+
+    def sent(self, kind: str) -> dict[str, Any]:
+        """The one object of that kind the stack sends, as `pulumi up` would apply it."""
+        (sent,) = [r.sent for r in self.deployment.registrations
+                   if r.type.startswith("kubernetes:") and r.sent.get("kind") == kind]
+        return dict(sent)
+
+
+def training(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The training pods among `pods` (TRAINER_LABEL)."""
+    return [p for p in pods if TRAINER_LABEL.items() <= (p["metadata"].get("labels") or {}).items()]
+
+
+def true_conditions(found: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """An object's conditions that hold, by type."""
+    return {c["type"]: c for c in (found.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the xdist_group marks into the node ids

@@ -11,7 +11,7 @@ import pytest
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.cluster import failures
 from tests.cluster import local_cluster
-from tests.cluster.conftest import OnEngines, wait_for
+from tests.cluster.conftest import OnEngines, true_conditions, wait_for
 from tests.cluster.objects import EXIT_CODE
 
 
@@ -44,8 +44,7 @@ def _crash_once(on: OnEngines, job: str, pod: str) -> None:
 
 
 def _job_condition(on: OnEngines, name: str) -> set[str]:
-    job = on.kubectl.get("pytorchjob", name, "-n", "training")
-    return {c["type"] for c in job.get("status", {}).get("conditions") or [] if c.get("status") == "True"}
+    return set(true_conditions(on.kubectl.get("pytorchjob", name, "-n", "training")))
 
 
 def test_the_pytorchjob_survives_its_budget_of_events_and_fails_on_the_next_crash(

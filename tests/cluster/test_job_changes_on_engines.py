@@ -17,12 +17,6 @@ CHANGE = {"name": "EKS_DDP_CHANGED", "value": "1"}
 """A change to the pods alone: one more environment variable in the training container."""
 
 
-def _sent(on: OnEngines, kind: str) -> dict[str, Any]:
-    (sent,) = [r.sent for r in on.deployment.registrations
-               if r.type.startswith("kubernetes:") and r.sent.get("kind") == kind]
-    return dict(sent)
-
-
 def _with_change(pod: dict[str, Any]) -> dict[str, Any]:
     first, *rest = pod["spec"]["containers"]
     return {**pod, "spec": {**pod["spec"], "containers": [{**first, "env": [*first.get("env", []), CHANGE]}, *rest]}}
@@ -41,7 +35,7 @@ def test_a_changed_pytorchjob_is_accepted_its_pods_stay_as_they_were_and_a_repla
     cluster: Callable[..., OnEngines],
 ) -> None:
     on = cluster("dev")
-    sent = _sent(on, pytorchjob.KIND)
+    sent = on.sent(pytorchjob.KIND)
     namespace, name = sent["metadata"]["namespace"], sent["metadata"]["name"]
     before = {p["metadata"]["uid"] for p in _training_pods(on, namespace)}
     assert before, f"{name}: no training pod"
@@ -67,7 +61,7 @@ def test_a_changed_pytorchjob_is_accepted_its_pods_stay_as_they_were_and_a_repla
 
 def test_a_trainjobs_trainer_cannot_change_in_place(cluster: Callable[..., OnEngines]) -> None:
     on = cluster("dev", {"eks-ddp:trainingOperator": "v2"})
-    sent = _sent(on, "TrainJob")
+    sent = on.sent("TrainJob")
     trainer = sent["spec"]["trainer"]
     changed = {**sent, "spec": {**sent["spec"], "trainer": {**trainer, "env": [*trainer.get("env", []), CHANGE]}}}
     with pytest.raises(KubectlError, match=r"spec\.trainer: Invalid value: .*field is immutable"):

@@ -8,9 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from eks_ddp.stack.engine_rules.base import node_sources
-from eks_ddp.workloads.training_pod import TRAINER_LABEL
 from tests.cluster import nodes
-from tests.cluster.conftest import OnEngines, wait_for
+from tests.cluster.conftest import OnEngines, training, true_conditions, wait_for
 
 PODGC_S = 40 + 20 + 30
 """The pod garbage collector's quarantine and period, and room for the operator and the scheduler."""
@@ -20,9 +19,9 @@ def test_a_lost_nodes_training_pod_runs_again_on_its_replacement_and_the_job_goe
     cluster: Callable[..., OnEngines],
 ) -> None:
     on = cluster("dev")
-    training = [p for p in on.pods() if TRAINER_LABEL.items() <= (p["metadata"].get("labels") or {}).items()]
-    assert training, "dev: no training pod"
-    pod = training[0]
+    pods = training(on.pods())
+    assert pods, "dev: no training pod"
+    pod = pods[0]
     namespace, name, uid, lost = (pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"],
                                   pod["spec"]["nodeName"])
     group = on.group_of(lost)
@@ -39,5 +38,5 @@ def test_a_lost_nodes_training_pod_runs_again_on_its_replacement_and_the_job_goe
     again = wait_for(f"{name} recreated and Running after {lost} was lost", running_again, timeout_s=PODGC_S)
     assert on.group_of(again["spec"]["nodeName"]) == group and again["spec"]["nodeName"] != lost
     job = on.kubectl.items("pytorchjobs", "-n", namespace)[0]
-    conditions = {c["type"] for c in job.get("status", {}).get("conditions") or [] if c["status"] == "True"}
+    conditions = set(true_conditions(job))
     assert "Failed" not in conditions and "Running" in conditions, conditions

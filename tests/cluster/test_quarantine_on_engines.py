@@ -14,15 +14,10 @@ from typing import Any
 
 from eks_ddp.infra.addons.node_quarantine import TAINT_KEY
 from eks_ddp.workloads.preflight import QUARANTINE_SCRIPT
-from eks_ddp.workloads.training_pod import TRAINER_LABEL
 from tests.cluster.control_plane import LOOPBACK
-from tests.cluster.conftest import OnEngines, wait_for
+from tests.cluster.conftest import OnEngines, training, true_conditions, wait_for
 
 
-
-
-def _training_pods(on: OnEngines) -> list[dict[str, Any]]:
-    return [p for p in on.pods() if TRAINER_LABEL.items() <= (p["metadata"].get("labels") or {}).items()]
 
 
 def _quarantine(
@@ -66,7 +61,7 @@ def test_a_training_pod_taints_only_its_own_node_and_is_evicted_from_it(
     cluster: Callable[..., OnEngines], tmp_path: Path
 ) -> None:
     on = cluster("gpu")
-    pods = _training_pods(on)
+    pods = training(on.pods())
     assert pods, "gpu: no training pod"
     pod = pods[0]
     own = pod["spec"]["nodeName"]
@@ -101,6 +96,5 @@ def test_a_training_pod_taints_only_its_own_node_and_is_evicted_from_it(
     assert replacement["spec"].get("nodeName") != own
     assert sum(s.get("restartCount", 0) for s in replacement.get("status", {}).get("containerStatuses") or []) == 0
     job = on.kubectl.items("pytorchjobs", "-n", namespace)[0]
-    conditions = job.get("status", {}).get("conditions") or []
-    failed = [c for c in conditions if c["type"] == "Failed" and c["status"] == "True"]
+    failed = true_conditions(job).get("Failed")
     assert not failed, f"the eviction failed the job: {failed}"

@@ -9,8 +9,7 @@ import pytest
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.config import SYSTEM_GROUP
 from eks_ddp.workloads.batch_jobs import STEP_LABEL
-from eks_ddp.workloads.training_pod import TRAINER_LABEL
-from tests.cluster.conftest import OnEngines
+from tests.cluster.conftest import OnEngines, training
 from tests.cluster.placement_verdicts import engine_groups, model_groups
 
 STACKS = stack_file.stacks(stack_file.ROOT)
@@ -33,9 +32,9 @@ def test_every_pod_is_admitted_and_runs_and_training_runs_on_its_group(
     assert not waiting, "\n".join(waiting)
     values = stack_file.load(stack, stack_file.ROOT, {})[0]
     group = (values.get("job") or {}).get("nodeGroup") or values["nodeGroups"][0]["name"]
-    training = [p for p in pods if TRAINER_LABEL.items() <= (p["metadata"].get("labels") or {}).items()]
-    assert training, f"{stack}: no training pod"
-    assert {on.group_of(p["spec"].get("nodeName", "")) for p in training} == {group}
+    trainers = training(pods)
+    assert trainers, f"{stack}: no training pod"
+    assert {on.group_of(p["spec"].get("nodeName", "")) for p in trainers} == {group}
     side = [p for p in pods if (p["metadata"].get("labels") or {}).get(STEP_LABEL) in SIDE_STEPS]
     if group != SYSTEM_GROUP:  # a job on the system group shares it with everything, as the cpu stack's does
         taken = [p["metadata"]["name"] for p in side if on.group_of(p["spec"].get("nodeName", "")) == group]

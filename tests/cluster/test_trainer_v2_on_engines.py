@@ -15,7 +15,7 @@ from eks_ddp.stack.cluster import failures
 from eks_ddp.workloads import trainjob
 from eks_ddp.workloads.training_pod import TRAINER_LABEL
 from tests.cluster import local_cluster
-from tests.cluster.conftest import OnEngines, wait_for
+from tests.cluster.conftest import OnEngines, true_conditions, wait_for
 from tests.cluster.kubectl import KubectlError
 
 V2 = {"eks-ddp:trainingOperator": "v2"}
@@ -33,17 +33,6 @@ def _job(stack: str) -> dict[str, Any]:
     return stack_file.load(stack, stack_file.ROOT, V2)[0]["job"]
 
 
-def _sent(on: OnEngines, kind: str) -> dict[str, Any]:
-    """The object of that kind the stack sends (one per stack)."""
-    (sent,) = [r.sent for r in on.deployment.registrations
-               if r.type.startswith("kubernetes:") and r.sent.get("kind") == kind]
-    return dict(sent)
-
-
-def _conditions(found: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["type"]: c for c in (found.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
-
-
 @pytest.mark.parametrize("stack", ["dev", "gpu"])
 def test_the_operators_webhooks_admit_the_trainjob_and_jobset_runs_it_on_its_node_group(
     cluster: Callable[..., OnEngines], stack: str
@@ -54,18 +43,18 @@ def test_the_operators_webhooks_admit_the_trainjob_and_jobset_runs_it_on_its_nod
             hooks = on.kubectl.get(kind, name)["webhooks"]
             assert all(h["clientConfig"].get("caBundle") for h in hooks), f"{kind} {name}: no caBundle injected"
     job = _job(stack)
-    namespace = _sent(on, "TrainJob")["metadata"]["namespace"]
+    namespace = on.sent("TrainJob")["metadata"]["namespace"]
     name = job["name"]
-    assert on.kubectl.get("clustertrainingruntime", _sent(on, "ClusterTrainingRuntime")["metadata"]["name"])
+    assert on.kubectl.get("clustertrainingruntime", on.sent("ClusterTrainingRuntime")["metadata"]["name"])
     on.kubectl.get("trainjob", name, "-n", namespace)
 
     # The Trainer's validator is the one answering: it refuses what our model says it refuses.
-    refused = _sent(on, "TrainJob")
+    refused = on.sent("TrainJob")
     refused["metadata"] = {**refused["metadata"], "name": f"{name}-refused"}
     refused["spec"] = {**refused["spec"], "trainer": {**refused["spec"]["trainer"],
                                                       "env": [{"name": "PET_NNODES", "value": "1"}]}}
-    assert trainjob.admission_errors(refused, _sent(on, "ClusterTrainingRuntime"))
-    assert not trainjob.admission_errors(_sent(on, "TrainJob"), _sent(on, "ClusterTrainingRuntime"))
+    assert trainjob.admission_errors(refused, on.sent("ClusterTrainingRuntime"))
+    assert not trainjob.admission_errors(on.sent("TrainJob"), on.sent("ClusterTrainingRuntime"))
     with pytest.raises(KubectlError, match="validator.trainjob.trainer.kubeflow.org.*must not have reserved envs"):
         on.kubectl.run("create", "--dry-run=server", "-f", "-", stdin=json.dumps(refused))
 
@@ -90,25 +79,25 @@ def test_a_failing_training_pod_restarts_the_jobset_up_to_its_budget_and_then_fa
     cluster: Callable[..., OnEngines], engines: dict[str, Path]
 ) -> None:
     on = cluster("dev", V2, deploy=False)
-    runtime = _sent(on, "ClusterTrainingRuntime")
+    runtime = on.sent("ClusterTrainingRuntime")
     # Every incarnation of the training pods ends with exit code 1 (restartPolicy Never: the pod fails, and with
     # backoffLimit 0 its Job), annotated through the runtime's pod template as the Trainer copies it into the JobSet.
     local_cluster.deploy(on.cluster, on.deployment, engines, exit_codes={runtime["metadata"]["name"]: 1})
-    namespace, name = _sent(on, "TrainJob")["metadata"]["namespace"], _job("dev")["name"]
+    namespace, name = on.sent("TrainJob")["metadata"]["namespace"], _job("dev")["name"]
     # The promise (Pulumi.yaml, eks-ddp:job): survivesNodeLosses events, default 1; the runtime carries it.
     budget = max(1, int(_job("dev").get("survivesNodeLosses", 1)))
     assert runtime["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"] == budget
 
     def failed_jobset() -> dict[str, Any] | None:
         found = on.kubectl.get("jobset", name, "-n", namespace)
-        return found if "Failed" in _conditions(found) else None
+        return found if "Failed" in true_conditions(found) else None
 
     jobset = wait_for(f"JobSet {name} Failed", failed_jobset)
-    failed = _conditions(jobset)["Failed"]
+    failed = true_conditions(jobset)["Failed"]
     assert failed["reason"] == "ReachedMaxRestarts", failed
     assert jobset["status"].get("restarts", 0) == budget, f"restarted {jobset['status'].get('restarts', 0)} times"
     # The rehearsal's failure counting (stack.cluster.failures, a fast model) says the same of this runtime.
     assert failures.outcome(runtime, [failures.CRASH] * (budget + 1)) == budget + 1
     # The TrainJob reports the JobSet's verdict (v2.3.0 pkg/runtime/framework/plugins/jobset/jobset.go Status).
     wait_for(f"TrainJob {name} Failed",
-              lambda: "Failed" in _conditions(on.kubectl.get("trainjob", name, "-n", namespace)))
+              lambda: "Failed" in true_conditions(on.kubectl.get("trainjob", name, "-n", namespace)))
