@@ -51,12 +51,13 @@ verdict="$VERDICT_DIR/failed"
 rm -f "$verdict"
 fail() { echo "GPU PREFLIGHT FAILED on node $NODE_NAME: $1" >&2; echo "$1" >"$verdict"; exit 0; }
 nv-hostengine >/dev/null 2>&1 || true
-dcgmi diag -r 1 >/tmp/dcgm-diag.txt 2>&1
+report=$(mktemp)  # its own file: two checks on one machine (or one test host) never read each other's report
+dcgmi diag -r 1 >"$report" 2>&1
 status=$?
 diag="DCGM diagnostic level 1"
 if [ "$status" -ne 0 ]; then
-  cat /tmp/dcgm-diag.txt >&2
-  ran=$(grep -c '^Successfully ran diagnostic for group' /tmp/dcgm-diag.txt)
+  cat "$report" >&2
+  ran=$(grep -c '^Successfully ran diagnostic for group' "$report")
   case "$status:$ran" in  # DCGM_ST_NVVS_ERROR or DCGM_ST_NVVS_ISOLATE_ERROR, after a run that printed its results
     226:[1-9]*|205:[1-9]*) fail "DCGM diagnostic level 1 failed (above)" ;;
   esac

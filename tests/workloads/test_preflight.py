@@ -3,6 +3,7 @@ under bash with stand-ins for `dcgmi`, `nv-hostengine` and the EFA devices the p
 
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,23 +69,30 @@ NO_RESULTS = (RAN.format(result="Skip"), 242)
 NO_NVVS = ("Error: Unable to complete diagnostic for group 0. Return: (-52) : The NVVS binary was not found", 204)
 
 
-def _run(tmp_path: Path, diag: tuple[str, int] | None, devices: int, expected: int) -> subprocess.CompletedProcess[str]:
-    """The script under bash; `diag` is what the stand-in `dcgmi` prints and exits with (None: no `dcgmi` at all)."""
+def _environment(tmp_path: Path, diag: tuple[str, int] | None, devices: int, expected: int,
+                 delay_s: float = 0) -> dict[str, str]:
+    """The script's environment; `diag` is what the stand-in `dcgmi` prints and exits with, `delay_s` after printing
+    (None: no `dcgmi` at all)."""
     bin_dir, dev, verdict = tmp_path / "bin", tmp_path / "infiniband", tmp_path / "preflight"
     for folder in (bin_dir, dev, verdict):
         folder.mkdir(parents=True)
     if diag is not None:
         output, status = diag
         (tmp_path / "dcgmi.out").write_text(output + "\n")
-        (bin_dir / "dcgmi").write_text(f"#!/bin/sh\ncat '{tmp_path / 'dcgmi.out'}'\nexit {status}\n")
+        (bin_dir / "dcgmi").write_text(f"#!/bin/sh\ncat '{tmp_path / 'dcgmi.out'}'\nsleep {delay_s}\nexit {status}\n")
     (bin_dir / "nv-hostengine").write_text("#!/bin/sh\nexit 0\n")
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
     for index in range(devices):
         (dev / f"uverbs{index}").touch()
     (dev / "rdma_cm").touch()  # not an EFA device
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "NODE_NAME": "ip-10-0-1-23", "EFA_EXPECTED": str(expected),
-           "EFA_DEVICES_DIR": str(dev), "VERDICT_DIR": str(verdict)}
+    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "NODE_NAME": "ip-10-0-1-23", "EFA_EXPECTED": str(expected),
+            "EFA_DEVICES_DIR": str(dev), "VERDICT_DIR": str(verdict)}
+
+
+def _run(tmp_path: Path, diag: tuple[str, int] | None, devices: int, expected: int) -> subprocess.CompletedProcess[str]:
+    """The script under bash, to its end."""
+    env = _environment(tmp_path, diag, devices, expected)
     return subprocess.run([BASH, "-c", preflight.SCRIPT], env=env, capture_output=True, text=True, timeout=30)
 
 
@@ -107,6 +115,20 @@ def test_the_preflight_passes_a_healthy_node_and_leaves_a_verdict_on_a_bad_one(t
     assert missing.returncode == 0
     assert missing.stderr.strip() == "GPU PREFLIGHT FAILED on node ip-10-0-1-23: 3 EFA devices, the pod was given 4"
     assert (tmp_path / "c" / "preflight" / "failed").read_text().strip() == "3 EFA devices, the pod was given 4"
+
+
+@pytest.mark.skipif(not Path(BASH).exists(), reason="no bash here to run the pre-flight script")
+def test_two_checks_at_once_read_their_own_reports(tmp_path: Path) -> None:
+    """A failed diagnostic still fails while another check's diagnostic, which could not run, writes its report in
+    the meantime (two checks on one test host; a shared report file turned the failure into a warning)."""
+    slow = _environment(tmp_path / "failing", GPU_FAILED, 4, 4, delay_s=1.5)
+    failing = subprocess.Popen([BASH, "-c", preflight.SCRIPT], env=slow, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)  # its dcgmi has printed its report and still runs
+    other = _environment(tmp_path / "other", NO_PLUGINS, 4, 4)
+    subprocess.run([BASH, "-c", preflight.SCRIPT], env=other, capture_output=True, text=True, timeout=30, check=True)
+    _, stderr = failing.communicate(timeout=30)
+    failed = "GPU PREFLIGHT FAILED on node ip-10-0-1-23: DCGM diagnostic level 1 failed (above)"
+    assert stderr.splitlines()[-1] == failed
 
 
 @pytest.mark.skipif(not Path(BASH).exists(), reason="no bash here to run the pre-flight script")
