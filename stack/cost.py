@@ -1,12 +1,14 @@
 """What a program's resources cost per hour while its job runs, from the catalogue's list prices.
 
-Read from what the program registers, not from eks-ddp's config, so a user's own program is priced the same way:
-EKS control planes, NAT gateways, FSx for Lustre (a file system, or a claim on an FSx StorageClass), and each node
-source's nodes: a managed group at its desired size, or more where the cluster rehearsal (stack.cluster.placement)
-needs more for the program's pods, which the Cluster Autoscaler would add; a Karpenter NodePool at the nodes those
-pods need, since it keeps none idle. On-demand, us-east-1, USD, as Karpenter's generated table had them on
-infra.facts.catalogue.PRICES_AS_OF (not re-read from the AWS price list here; other regions differ): verify before
-quoting. Data transfer, storage I/O, S3 and CloudWatch usage are not included.
+Read from what the program registers, not from eks-ddp's config, so a user's own program is priced the same way: EKS
+control planes, NAT gateways, FSx for Lustre (a file system, or a claim on an FSx StorageClass), and each node
+source's nodes: a managed group at its desired size, or more where the training pods need more, which the Cluster
+Autoscaler would add; a Karpenter NodePool at the nodes the training pods need, since it keeps none idle. A training
+pod takes a node of its own (workloads.target sizes it to the node's room), on the first source that admits it; the
+cluster tests check that count against the nodes Karpenter itself launches (tests/cluster/test_karpenter.py).
+On-demand, us-east-1, USD, as Karpenter's generated table had them on infra.facts.catalogue.PRICES_AS_OF (not re-read
+from the AWS price list here; other regions differ): verify before quoting. Data transfer, storage I/O, S3 and
+CloudWatch usage are not included.
 """
 
 from collections import Counter
@@ -15,8 +17,15 @@ from typing import Any
 
 from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.infra.facts.instance_facts import offline
-from eks_ddp.stack.cluster.placement import Cluster, launcher_of, placed
-from eks_ddp.stack.engine_rules.base import Deployment, NodeSource, located
+from eks_ddp.stack.engine_rules.base import (
+    Deployment,
+    NodeSource,
+    admits,
+    launcher_of,
+    located,
+    node_sources,
+    training_templates,
+)
 
 HOURS_PER_MONTH = 730
 EKS_CONTROL_PLANE_HOURLY = 0.10  # standard support
@@ -51,17 +60,27 @@ def estimate(deployment: Deployment) -> list[Line]:
     that says so and counts as 0."""
     clusters = sum(len(deployment.of_type(type_)) for type_ in CONTROL_PLANES)
     lines = [Line("EKS control plane", clusters, EKS_CONTROL_PLANE_HOURLY)] if clusters else []
-    lines += _nodes(deployment, placed(deployment))
+    lines += _nodes(deployment)
     gateways = len(deployment.of_type("aws:ec2/natGateway:NatGateway"))
     lines += [Line("NAT gateways", gateways, NAT_GATEWAY_HOURLY)] if gateways else []
     return lines + _fsx(deployment)
 
 
-def _nodes(deployment: Deployment, cluster: Cluster) -> list[Line]:
-    launched = Counter(node.source.registration.urn for node in cluster.nodes)
+def training_nodes(deployment: Deployment) -> Counter[str]:
+    """Nodes each source (by urn) holds for the training pods: one per pod, on the first source that admits it."""
+    sources, needed = node_sources(deployment), Counter[str]()
+    for template, count in training_templates(deployment):
+        source = next((s for s in sources if admits(s, template.get("spec", {}))), None)
+        if source is not None:
+            needed[source.registration.urn] += count
+    return needed
+
+
+def _nodes(deployment: Deployment) -> list[Line]:
+    needed = training_nodes(deployment)
     lines = []
-    for source in cluster.sources:
-        count, how = _node_count(source, launched[source.registration.urn])
+    for source in node_sources(deployment):
+        count, how = _node_count(source, needed[source.registration.urn])
         price = offline(source.instance_type).hourly_usd
         item = f"{located(source.registration)} ({source.instance_type}, {how})"
         lines.append(Line(item, count, price or 0.0, price is not None))

@@ -26,8 +26,6 @@ from pulumi.output import Unknown
 
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.stack import project_config, stack_file
-from eks_ddp.stack.cluster.failures import rehearse_bad_node
-from eks_ddp.stack.cluster.placement import rehearse_placement
 from eks_ddp.stack.config import SYSTEM_GROUP, ConfigError, parse
 from eks_ddp.stack.engine_rules import RULES, Deployment, check, unapplied_pod_changes, waits_for_what_it_names
 from eks_ddp.stack.mocked import run_under_mocks
@@ -75,14 +73,14 @@ def findings_of(
     today: date,
     changed: list[Registration] | None = None,
 ) -> list[str]:
-    """The rules, idempotence (two runs), the updates (a run whose pods alone changed, where there is one), and the
-    cluster rehearsal with a bad GPU node, over what a program registered."""
+    """The rules, idempotence (two runs) and the updates (a run whose pods alone changed, where there is one), over
+    what a program registered. Where the pods land and what a bad node does, the engines decide: `make cluster-up`."""
     deployment = Deployment(first, region, DEPLOYER_ROLE_ARN, today, read_network_cards())
     findings = [str(finding) for finding in check(deployment)] + differences(first, second)
     if changed is not None:
         after = replace(deployment, registrations=changed)
         findings += [str(finding) for finding in unapplied_pod_changes(deployment, after)]
-    return findings + [str(finding) for finding in [*rehearse_placement(deployment), *rehearse_bad_node(deployment)]]
+    return findings
 
 
 Variant = tuple[tuple[str, str], ...]
@@ -163,7 +161,7 @@ def rehearse(
         changed = program.run(stack, {**override, **pods_changed}) if ours else None
     region = program.region(stack, override)
     findings = findings_of(first, second, region, today or date.today(), changed)
-    return findings + placement_elsewhere(program, stack, values, override, warnings) if ours else findings
+    return findings + dependencies_elsewhere(program, stack, values, override, warnings) if ours else findings
 
 
 def rehearse_values(
@@ -176,7 +174,7 @@ def rehearse_values(
     return findings_of(first, second, config.region, today or date.today(), changed)
 
 
-# Every autoscaler and operator a stack file could switch to: the cluster rehearsal places every pod under each.
+# Every autoscaler and operator a stack file could switch to: what each adds must wait for what it names.
 VARIANTS = [
     {"autoscaler": autoscaler, "trainingOperator": operator}
     for autoscaler in ("cluster-autoscaler", "karpenter")
@@ -184,11 +182,11 @@ VARIANTS = [
 ]
 
 
-def placement_elsewhere(
+def dependencies_elsewhere(
     program: Program, stack: str, values: dict[str, Any], override: dict[str, str], warnings: Warnings | None = None
 ) -> list[str]:
-    """The cluster rehearsal (stack.cluster.placement) and the dependency rule (what each variant adds must wait for
-    what it names) of a stack file under every other VARIANT it can take (an elastic job runs only under v1, so its
+    """The dependency rule (what each variant adds, Karpenter's resources for one, must wait for what it names) of a
+    stack file under every other VARIANT it can take (an elastic job runs only under v1, so its
     other operators are not rehearsed); rehearse checks it as written."""
     findings: list[str] = []
     written = written_variant(values)
@@ -202,8 +200,7 @@ def placement_elsewhere(
             registrations = program.run(stack, {**override, **keys})
         label = ", ".join(f"{key} {value}" for key, value in variant.items())
         deployment = Deployment(registrations, region, DEPLOYER_ROLE_ARN, date.today())
-        placed = [*rehearse_placement(deployment), *waits_for_what_it_names(deployment)]  # Karpenter adds resources
-        findings += [f"[{label}] {finding}" for finding in placed]
+        findings += [f"[{label}] {finding}" for finding in waits_for_what_it_names(deployment)]
     return findings
 
 
@@ -254,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         for stack in args.stack or []:
             if program.stacks():  # a program without stack files runs with no config under any name
                 stack_file.stack_path(stack, program.directory)
-        steps = "updates, placement under 6 variants" if configured_by_eks_ddp(program) else "placement"
+        steps = ", updates, dependencies under 6 variants" if configured_by_eks_ddp(program) else ""
     except (FileNotFoundError, StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -273,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
             warned.setdefault(message, []).append((stack, warnings.where(message)))
         status = status or (f"{len(findings)} broken rule(s)" if findings else "every rule holds")
         summaries.append(
-            f"{program.project} {stack}: {len(RULES)} rules, idempotence, {steps} and a bad GPU node, {status} "
+            f"{program.project} {stack}: {len(RULES)} rules, idempotence{steps}, {status} "
             f"({time.perf_counter() - started:.1f} s)"
         )
         broken += bool(findings)

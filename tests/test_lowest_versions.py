@@ -44,5 +44,5 @@ def test_the_stacks_rehearse_with_every_sdk_at_its_lowest_version(tmp_path: Path
     assert set(pin.lower() for pin in lowest()) <= set(installed), installed
     for stack in ("dev", "gpu"):
         rehearsal = _run([str(python), "-m", "eks_ddp.stack.rehearsal", "--program", str(ROOT), "--stack", stack], tmp_path)
-        assert f"eks-ddp {stack}: 21 rules, idempotence, updates, placement under 6 variants" in rehearsal.stderr
+        assert f"eks-ddp {stack}: 17 rules, idempotence, updates, dependencies under 6 variants" in rehearsal.stderr
         assert "every rule holds" in rehearsal.stderr

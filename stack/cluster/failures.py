@@ -11,24 +11,23 @@ applied with the controller's comparison:
   JobSet while its restart count is below `failurePolicy.maxRestarts`, and fails it once the count has reached it.
 
 A bad GPU node (the pre-flight fails) costs what a node loss costs: the pod taints its node NoExecute
-(workloads/scripts/quarantine_node.py) and is evicted, its controller recreates it, the other pods' torchrun restart.
-`bad_node` follows the evicted pods through the cluster rehearsal to where they go next. A spot interruption costs
+(workloads/scripts/quarantine_node.py) and is evicted, its controller recreates it, the other pods' torchrun restart;
+where the pods go next the engines decide (tests/cluster/test_quarantine_on_engines.py). A spot interruption costs
 what a node loss costs too; `spot_drain` says whether the pods get their SIGTERM checkpoint first.
+
+A fast model kept for the docs' promises: tests/cluster/test_failures_on_engines.py and test_trainer_v2_on_engines.py
+check `outcome` against the training operator and JobSet themselves.
 """
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eks_ddp.infra.addons.node_quarantine import TAINT_KEY
-from eks_ddp.stack.cluster.placement import Cluster, Node, object_pods, placed
-from eks_ddp.stack.engine_rules.base import Deployment, Finding
-from eks_ddp.workloads.preflight import QUARANTINE
+from eks_ddp.stack.engine_rules.base import Deployment, training_templates
 
 NODE_LOSS, CRASH, BAD_NODE, SPOT = "node loss", "process crash", "bad GPU node", "spot interruption"
 SPOT_NOTICE_SECONDS = 120
 """EC2's interruption warning comes two minutes before a Spot instance is reclaimed."""
-QUARANTINE_TAINT = {"key": TAINT_KEY, "value": "true", "effect": "NO_EXECUTE"}
 
 
 def restarts_per_event(replicas: int) -> int:
@@ -68,53 +67,6 @@ def outcome(manifest: dict[str, Any], events: Sequence[str]) -> int | None:
 
 
 @dataclass(frozen=True)
-class BadNode:
-    node: str
-    """The node whose pre-flight failed."""
-    moved: dict[str, str]
-    """Each evicted pod (`owner name`) and the node it runs on next, or why it waits."""
-    returned: list[str]
-    """Training pods on the bad node afterwards (not evicted, or placed there again): what the quarantine prevents."""
-
-
-def _checked(cluster: Cluster) -> Node | None:
-    """The node of the first training pod whose pre-flight can quarantine it."""
-    for node in cluster.nodes:
-        for pod in node.pods:
-            if pod.training and any(c["name"] == QUARANTINE for c in pod.spec.get("initContainers", [])):
-                return node
-    return None
-
-
-def bad_node(deployment: Deployment) -> BadNode | None:
-    """The first node of a training pod with a pre-flight turns out bad: where its pods go (None without one)."""
-    cluster = placed(deployment)
-    node = _checked(cluster)
-    if node is None:
-        return None
-    evicted = cluster.taint(node, QUARANTINE_TAINT)
-    findings = len(cluster.findings)
-    for pod in sorted(evicted, key=lambda p: p.training):
-        cluster.place(pod)
-    waiting = {f.key: f.problem for f in cluster.findings[findings:]}
-    moved = {}
-    for pod in evicted:
-        now = cluster.node_of(pod)
-        moved[f"{pod.owner} {pod.name}"] = now.name if now else f"Pending: {waiting.get(pod.name, '?')}"
-    returned = [f"{pod.owner} {pod.name}" for pod in node.pods if pod.training]
-    return BadNode(node.name, moved, returned)
-
-
-def rehearse_bad_node(deployment: Deployment) -> list[Finding]:
-    """A finding for each pod that would be placed on the quarantined node again."""
-    outcome = bad_node(deployment)
-    if outcome is None:
-        return []
-    problem = f"runs on {outcome.node} after its pre-flight failed"
-    return [Finding("failures", pod, "bad GPU node", problem) for pod in outcome.returned]
-
-
-@dataclass(frozen=True)
 class SpotDrain:
     drained: bool
     """Karpenter reads the interruption queue and drains the node: the pods get SIGTERM before the reclaim."""
@@ -133,8 +85,7 @@ def spot_drain(deployment: Deployment) -> SpotDrain:
     ]
     drained = any((r.inputs.get("values") or {}).get("settings", {}).get("interruptionQueue") for r in charts)
     grace = [
-        int(spec.get("terminationGracePeriodSeconds", 30))
-        for r in deployment.kubernetes_objects()
-        for spec in (p.spec for p in object_pods(deployment, r, 0) if p.training)
+        int(template.get("spec", {}).get("terminationGracePeriodSeconds", 30))
+        for template, _ in training_templates(deployment)
     ]
     return SpotDrain(drained, max(grace, default=30))

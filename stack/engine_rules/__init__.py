@@ -16,7 +16,7 @@ from eks_ddp.stack.engine_rules.eks import (
     managed_node_group_launch_templates,
     no_access_entry_for_the_deployer,
 )
-from eks_ddp.stack.engine_rules.karpenter import controller_schedules, efa_on_every_card, node_classes_admitted
+from eks_ddp.stack.engine_rules.karpenter import controller_schedules, efa_on_every_card
 from eks_ddp.stack.engine_rules.network_policy import job_traffic
 from eks_ddp.stack.engine_rules.pulumi_kubernetes import (
     checks_gate_training,
@@ -26,9 +26,6 @@ from eks_ddp.stack.engine_rules.pulumi_kubernetes import (
 )
 from eks_ddp.stack.engine_rules.scheduling import (
     crds_have_one_owner,
-    efa_device_plugin_schedules,
-    gpu_exporter_schedules,
-    nvidia_device_plugin_schedules,
     pods_fit_node_templates,
     shared_volume_ownership,
 )
@@ -51,9 +48,6 @@ RULES: tuple[Rule, ...] = (
     immutable_specs_replaced,
     managed_node_group_launch_templates,
     efa_interfaces_per_network_card,
-    efa_device_plugin_schedules,
-    nvidia_device_plugin_schedules,
-    gpu_exporter_schedules,
     crds_have_one_owner,
     kubernetes_version_in_standard_support,
     pods_fit_node_templates,
@@ -61,7 +55,6 @@ RULES: tuple[Rule, ...] = (
     images_in_stack_region,
     no_access_entry_for_the_deployer,
     efa_ami_releases,
-    node_classes_admitted,
     efa_on_every_card,
     controller_schedules,
     job_traffic,

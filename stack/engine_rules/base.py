@@ -7,8 +7,10 @@ from typing import Any
 
 from eks_ddp.infra.aws.efa_node_group import KUBERNETES_EFFECT, TaintEffect
 from eks_ddp.infra.facts import catalogue
+from eks_ddp.infra.facts.allocatable import NodeLauncher, efa_hugepages_mib
 from eks_ddp.stack.mocking import Registration
-from eks_ddp.workloads.target import KUBERNETES_ARCH
+from eks_ddp.workloads.target import KUBERNETES_ARCH, node_allocatable
+from eks_ddp.workloads.training_pod import TRAINER_LABEL
 
 K8S_PREFIX = "kubernetes:"
 ARCHITECTURE = {"ARM_64": "arm64", "x86_64": "amd64"}
@@ -281,3 +283,48 @@ def node_sources(deployment: Deployment) -> list[NodeSource]:
         *(_managed(deployment, g) for g in deployment.of_type("aws:eks/nodeGroup:NodeGroup")),
         *(_karpenter(deployment, p) for p in deployment.of_type("kubernetes:karpenter.sh/v1:NodePool")),
     ]
+
+
+def launcher_of(source: NodeSource) -> NodeLauncher:
+    karpenter = source.registration.type.startswith("kubernetes:karpenter.sh")
+    return NodeLauncher.KARPENTER if karpenter else NodeLauncher.MANAGED_NODE_GROUP
+
+
+def node_offer(source: NodeSource) -> dict[str, float]:
+    """One new node's allocatable as its kubelet reports it: CPU in millicores, memory in MiB, pods, EFA devices,
+    GPUs. A model of the EKS AMI's bootstrap (infra.facts.allocatable), which no engine here can run; the local
+    cluster's KWOK nodes and Karpenter's instance types are built from it."""
+    instance = catalogue.lookup(source.instance_type)
+    if instance is None:
+        return {}
+    node = node_allocatable(instance, launcher_of(source), source.efa_devices)
+    offer = {"cpu": node.millicores, "memory": node.memory_mib, "pods": node.pods}
+    extended = {
+        EFA_RESOURCE: source.efa_devices,
+        GPU_RESOURCE: instance.gpus,
+        NEURON_RESOURCE: instance.neuron_devices,
+        "hugepages-2Mi": efa_hugepages_mib(instance) * 2**20 if source.efa_devices else 0,  # bytes, as pods ask
+    }
+    return {**offer, **{name: count for name, count in extended.items() if count}}
+
+
+def replicated_templates(deployment: Deployment, registration: Registration) -> list[tuple[dict[str, Any], int]]:
+    """Each pod template of a Job, an operator's job or a TrainJob, with how many pods its controller makes of it
+    (a TrainJob's: its runtime's at its numNodes, which replaces their parallelism: trainer v2.3.0 jobset.go)."""
+    kind, spec = registration.inputs.get("kind"), registration.inputs.get("spec", {})
+    if kind == "TrainJob":
+        nodes = int(spec.get("trainer", {}).get("numNodes", 1))
+        return [(template, nodes) for template in pod_templates(runtime_of(deployment, registration))]
+    if kind == "Job":
+        return [(spec.get("template", {}), int(spec.get("parallelism", 1)))]
+    replica_specs = [value for key, value in spec.items() if key.endswith("ReplicaSpecs")]  # pytorch, mpi, ...
+    return [(replica.get("template", {}), int(replica.get("replicas", 1))) for specs in replica_specs
+            for replica in specs.values()]
+
+
+def training_templates(deployment: Deployment) -> Iterator[tuple[dict[str, Any], int]]:
+    """The pod templates of the training pods (TRAINER_LABEL) and their counts."""
+    for registration in deployment.kubernetes_objects():
+        for template, count in replicated_templates(deployment, registration):
+            if TRAINER_LABEL.items() <= (template.get("metadata", {}).get("labels") or {}).items():
+                yield template, count

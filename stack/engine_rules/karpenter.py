@@ -1,28 +1,13 @@
-"""What Karpenter and its chart do with what a stack registers: node classes, node pools, the controller."""
+"""What Karpenter and its chart do with what a stack registers: EFA on a node class's cards, the controller's nodes.
+
+What its CRDs' CEL rules admit the API server itself decides (tests/cluster/test_karpenter_admission_on_engines.py)."""
 
 from collections.abc import Iterator
 
-from eks_ddp.infra.addons.karpenter_nodes import interface_errors, label_errors
 from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
 from eks_ddp.stack.engine_rules.base import Deployment, Finding, located
 
 NODE_CLASS, NODE_POOL = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "kubernetes:karpenter.sh/v1:NodePool"
-
-
-def node_classes_admitted(deployment: Deployment) -> Iterator[Finding]:
-    """The API server refuses a node class or pool its CRD's CEL rules reject (jsonschema does not run CEL).
-
-    Source: aws/karpenter-provider-aws v1.14.1, charts/karpenter/crds/karpenter.k8s.aws_ec2nodeclasses.yaml
-    (networkInterfaces: a primary `interface` at card 0 device 0, no card/device pair twice, one `efa-only` per
-    card) and karpenter.sh_nodepools.yaml (template labels outside Karpenter's own domains).
-    """
-    for node_class in deployment.of_type(NODE_CLASS):
-        for problem in interface_errors(node_class.inputs.get("spec", {}).get("networkInterfaces") or []):
-            yield Finding("karpenter-admission", located(node_class), "spec.networkInterfaces", problem)
-    for pool in deployment.of_type(NODE_POOL):
-        labels = pool.inputs.get("spec", {}).get("template", {}).get("metadata", {}).get("labels") or {}
-        for problem in label_errors(labels):
-            yield Finding("karpenter-admission", located(pool), "spec.template.metadata.labels", problem)
 
 
 def efa_on_every_card(deployment: Deployment) -> Iterator[Finding]:

@@ -1,4 +1,7 @@
-"""What Kubernetes, the charts and the Cluster Autoscaler schedule: device plugins, CRDs, pods, volumes."""
+"""What Kubernetes, the charts and the Cluster Autoscaler schedule: CRDs, pods on Karpenter's node templates, volumes.
+
+Whether the device plugins and the DCGM exporter reach every node of their groups the scheduler decides, on the
+engines themselves (tests/cluster/test_stacks_on_engines.py)."""
 
 from collections.abc import Iterator
 from typing import Any
@@ -19,124 +22,6 @@ from eks_ddp.stack.engine_rules.base import (
 from eks_ddp.stack.mocking import Registration
 
 CORE_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
-
-
-def efa_device_plugin_schedules(deployment: Deployment) -> Iterator[Finding]:
-    """The EFA device plugin runs only where its chart's node affinity, selector and tolerations allow.
-
-    Source: aws/eks-charts stable/aws-efa-k8s-device-plugin v0.5.30, templates/daemonset.yaml:
-    `supportedInstanceLabels` becomes a required node affinity (`node.kubernetes.io/instance-type`
-    In the list); without the plugin no pod ever gets `vpc.amazonaws.com/efa`.
-    """
-    releases = [
-        r
-        for r in deployment.of_type("kubernetes:helm.sh/v3:Release")
-        if r.inputs.get("chart") == "aws-efa-k8s-device-plugin"
-    ]
-    for nodes in node_sources(deployment):
-        if not nodes.efa_devices:
-            continue
-        where = located(nodes.registration)
-        if not releases:
-            yield Finding(
-                "efa-device-plugin", where, "instanceTypes", "no EFA device plugin: no pod gets vpc.amazonaws.com/efa"
-            )
-        for release in releases:
-            values = release.inputs.get("values", {})
-            supported = (values.get("supportedInstanceLabels") or {}).get("values")
-            if supported is None:
-                yield Finding(
-                    "efa-device-plugin",
-                    located(release),
-                    "values.supportedInstanceLabels",
-                    f"the chart's own list decides whether {nodes.instance_type} gets "
-                    "the plugin (v0.5.8's lacks c7gn.metal and c8g); set it from the catalogue",
-                )
-            elif nodes.instance_type not in supported:
-                yield Finding(
-                    "efa-device-plugin",
-                    where,
-                    "instanceTypes",
-                    f"{nodes.instance_type} is not in the plugin's supportedInstanceLabels",
-                )
-            selector = values.get("nodeSelector") or {}
-            if any(nodes.labels.get(key) != value for key, value in selector.items()):
-                yield Finding(
-                    "efa-device-plugin", where, "labels", f"the plugin's nodeSelector {selector} does not match"
-                )
-            if not tolerated(nodes.taints, values.get("tolerations") or []):
-                yield Finding("efa-device-plugin", where, "taints", "the plugin does not tolerate the group's taints")
-
-
-# NVIDIA/k8s-device-plugin v0.20.0 deployments/helm/nvidia-device-plugin/values.yaml: the default required
-# node affinity (any one term), kept unless a release's values replace `affinity`.
-NVIDIA_PLUGIN_AFFINITY = (
-    {"feature.node.kubernetes.io/pci-10de.present": "true"},
-    {"feature.node.kubernetes.io/cpu-model.vendor_id": "NVIDIA"},
-    {"nvidia.com/gpu.present": "true"},
-)
-
-
-def nvidia_device_plugin_schedules(deployment: Deployment) -> Iterator[Finding]:
-    """Without the NVIDIA device plugin on a GPU node no pod gets `nvidia.com/gpu`: GPU pods stay Pending
-    while the autoscaler keeps adding nodes for them.
-
-    Source: the chart's templates/daemonset-device-plugin.yml (v0.20.0) puts `nodeSelector`, `affinity` and
-    `tolerations` from its values on the DaemonSet; the EKS AL2023 NVIDIA AMIs ship no plugin of their own.
-    """
-    charts = deployment.of_type("kubernetes:helm.sh/v3:Release")
-    releases = [r for r in charts if r.inputs.get("chart") == "nvidia-device-plugin"]
-    for nodes in node_sources(deployment):
-        if not nodes.nvidia:
-            continue
-        labels, where = nodes.labels, located(nodes.registration)
-        if not releases:
-            yield Finding(
-                "nvidia-device-plugin", where, "amiType", "no NVIDIA device plugin: no pod gets nvidia.com/gpu"
-            )
-        for release in releases:
-            values = release.inputs.get("values", {})
-            selector = values.get("nodeSelector") or {}
-            terms = [
-                {e["key"]: e["values"][0] for e in term.get("matchExpressions", [])}
-                for term in (values.get("affinity") or {})
-                .get("nodeAffinity", {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution", {})
-                .get("nodeSelectorTerms", [])
-            ] or NVIDIA_PLUGIN_AFFINITY
-            if any(labels.get(key) != value for key, value in selector.items()) or not any(
-                all(labels.get(key) == value for key, value in term.items()) for term in terms
-            ):
-                yield Finding(
-                    "nvidia-device-plugin",
-                    where,
-                    "labels",
-                    f"the plugin's nodeSelector {selector} or node affinity does not match the group's labels",
-                )
-            if not tolerated(nodes.taints, values.get("tolerations") or []):
-                yield Finding(
-                    "nvidia-device-plugin", where, "taints", "the plugin does not tolerate the group's taints"
-                )
-
-
-def gpu_exporter_schedules(deployment: Deployment) -> Iterator[Finding]:
-    """The DCGM exporter reports only the GPU nodes its DaemonSet reaches: its chart's `nodeSelector` and
-    `tolerations` must admit every GPU group (NVIDIA/dcgm-exporter 4.8.2, deployment/templates/daemonset.yaml;
-    its default tolerations admit only control-plane nodes)."""
-    charts = deployment.of_type("kubernetes:helm.sh/v3:Release")
-    for release in (r for r in charts if r.inputs.get("chart") == "dcgm-exporter"):
-        values = release.inputs.get("values", {})
-        selector, tolerations = values.get("nodeSelector") or {}, values.get("tolerations") or []
-        for nodes in node_sources(deployment):
-            if nodes.nvidia and (
-                any(nodes.labels.get(k) != v for k, v in selector.items()) or not tolerated(nodes.taints, tolerations)
-            ):
-                yield Finding(
-                    "gpu-exporter",
-                    located(nodes.registration),
-                    "labels/taints",
-                    f"{located(release)} does not reach its nodes: no GPU metrics from them",
-                )
 
 
 # The CRDs each pinned operator install applies (read from the releases): kubeflow/trainer v1.9.4

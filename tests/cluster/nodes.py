@@ -10,7 +10,7 @@ from typing import Any
 
 from eks_ddp.infra.facts import catalogue
 from eks_ddp.infra.facts.allocatable import NodeLauncher, memory_capacity_mib
-from eks_ddp.stack.cluster.placement import launcher_of, node_offer
+from eks_ddp.stack.engine_rules.base import launcher_of, node_offer
 from eks_ddp.stack.engine_rules.base import NodeSource
 
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}

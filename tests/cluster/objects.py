@@ -4,8 +4,8 @@ The objects are the manifests the program sends (a registration's `sent` inputs,
 `pulumi up` creates a resource once every resource it depends on exists, and, for the ones pulumi-kubernetes awaits
 (stack.engine_rules.pulumi_kubernetes.awaited_to_completion), has ended; a component stands for every resource under
 it, and a child waits for what its ancestors wait for. Charts and managed add-ons are one resource under the mocks:
-until their charts are rendered from the Go module cache, their workloads are stood in by the pods stack.cluster.addons
-reads from the pinned charts (requests, node selectors, tolerations), each named in the cluster's output.
+where no Go module ships their chart, their workloads are stood in by the pods tests.cluster.addon_pods reads from
+the pinned charts (requests, node selectors, tolerations), each named in the cluster's output.
 """
 
 from collections import defaultdict
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from eks_ddp.stack.cluster.addons import EKS_ADDON, HELM_RELEASE, KUSTOMIZE, YAML_FILE, Workload, addon_workloads
+from tests.cluster.addon_pods import EKS_ADDON, HELM_RELEASE, KUSTOMIZE, YAML_FILE, Workload, addon_workloads
 from eks_ddp.stack.engine_rules.base import Deployment, located
 from eks_ddp.stack.engine_rules.pulumi_kubernetes import awaited_to_completion
 from eks_ddp.stack.mocking import Registration

@@ -114,22 +114,12 @@ def _sixteen_interfaces_on_p5e(runs: list[Registration]) -> None:
     template["networkInterfaces"] = template["networkInterfaces"][:16]
 
 
-def _chart_default_instance_list(runs: list[Registration]) -> None:
-    del _named(runs, "eks-ddp-efa-device-plugin-chart")["values"]["supportedInstanceLabels"]
 
 
-def _list_without_c8g(runs: list[Registration]) -> None:
-    labels = _named(runs, "eks-ddp-efa-device-plugin-chart")["values"]["supportedInstanceLabels"]
-    labels["values"] = [name for name in labels["values"] if not name.startswith("c8g")]
 
 
-def _no_nvidia_device_plugin(runs: list[Registration]) -> None:
-    runs.remove(next(r for r in runs if r.name == "eks-ddp-nvidia-device-plugin-chart"))
 
 
-def _nvidia_plugin_with_the_charts_tolerations_only(runs: list[Registration]) -> None:
-    values = _named(runs, "eks-ddp-nvidia-device-plugin-chart")["values"]
-    values["tolerations"] = [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
 
 
 def _training_operator_with_mpijob_v1(runs: list[Registration]) -> None:
@@ -213,13 +203,6 @@ DEFECTS: list[tuple[Callable[[list[Registration]], None], str]] = [
         _sixteen_interfaces_on_p5e,
         "efa-interfaces: NodeGroup eks-ddp-gpus-nodes launchTemplate.networkInterfaces: 16 EFA",
     ),
-    (
-        _chart_default_instance_list,
-        "efa-device-plugin: Release eks-ddp-efa-device-plugin-chart values.supportedInstanceLabels",
-    ),
-    (_list_without_c8g, "efa-device-plugin: NodeGroup eks-ddp-workers-nodes instanceTypes: c8g.48xlarge is not in"),
-    (_no_nvidia_device_plugin, "nvidia-device-plugin: NodeGroup eks-ddp-gpus-nodes amiType: no NVIDIA device plugin"),
-    (_nvidia_plugin_with_the_charts_tolerations_only, "nvidia-device-plugin: NodeGroup eks-ddp-gpus-nodes taints:"),
     (
         _training_operator_with_mpijob_v1,
         "crd-owner: ConfigFile eks-ddp-mpi-operator-manifests file: mpijobs.kubeflow.org",

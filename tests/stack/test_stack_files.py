@@ -297,22 +297,3 @@ def test_the_trainium_stack_runs_the_users_neuron_code_on_every_device_and_efa_i
         r.inputs["tag"]["key"]: r.inputs["tag"]["value"] for r in registrations if r.type == "aws:autoscaling/tag:Tag"
     }
     assert tags["k8s.io/cluster-autoscaler/node-template/resources/aws.amazon.com/neuron"] == "16"
-
-
-def test_without_the_neuron_device_plugin_the_trainium_pods_stay_pending() -> None:
-    """A node advertises `aws.amazon.com/neuron` only where the plugin's DaemonSet runs: the cluster rehearsal
-    places the pods with it and leaves them Pending without it."""
-    from datetime import date
-
-    from eks_ddp.stack.cluster.placement import placed, rehearse_placement
-    from eks_ddp.stack.engine_rules import Deployment
-
-    registrations = _run("trainium")
-    deployment = Deployment(registrations, "us-east-1", "arn:aws:iam::123456789012:role/deployer", date(2026, 11, 24))
-    assert rehearse_placement(deployment) == []
-    trainium = [node for node in placed(deployment).nodes if "trainium" in node.name]
-    daemons = {pod.name for node in trainium for pod in node.pods if pod.daemon}
-    assert len(trainium) == 2 and {"neuron-device-plugin", "eks-node-monitoring-agent"} <= daemons  # its Neuron monitor
-    without = [r for r in registrations if r.name != "eks-ddp-neuron-device-plugin-chart"]
-    findings = rehearse_placement(Deployment(without, "us-east-1", deployment.deployer_arn, deployment.today))
-    assert findings and all("16 aws.amazon.com/neuron short" in f.problem for f in findings), findings

@@ -1,4 +1,4 @@
-"""stack.cluster.addons: the pods each add-on would run are the pinned charts' own, with the stack's values in them.
+"""tests.cluster.addon_pods: the pods each add-on would run are the pinned charts' own, with the stack's values in them.
 
 Every shipped stack file and the variants (Karpenter, Trainer v2, CloudWatch) are rendered under mocks once; the
 tables' merging of values (Helm's, an add-on's configurationValues) and their version checks are tested on single
@@ -14,7 +14,7 @@ import pytest
 
 from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
 from eks_ddp.stack import stack_file
-from eks_ddp.stack.cluster.addons import AddonTableError, Workload, addon_workloads
+from tests.cluster.addon_pods import AddonTableError, Workload, addon_workloads
 from eks_ddp.stack.config import parse
 from eks_ddp.stack.engine_rules.base import Deployment, admits, node_sources, tolerated
 from eks_ddp.stack.mocked import run_under_mocks

@@ -1,4 +1,5 @@
-"""Every pod the stack's add-ons run, read from the pinned upstream charts and manifests, with our values applied.
+"""The pods each add-on of a stack runs, read from its pinned upstream chart or manifest, with our values applied:
+the local cluster's stand-ins for the charts and EKS managed add-ons that no Go module ships (the cloud boundary).
 
 Under Pulumi's mocks a Helm release, an EKS managed add-on or a kustomize/yaml install is one resource: the pods its
 chart or manifest creates never exist, yet they take room on nodes and their DaemonSets land on training nodes. Each
@@ -6,7 +7,8 @@ chart was read at the version the stack pins, and what its templates make of its
 table: the chart's own values (only what scheduling reads) and, per workload, which of them its template reads.
 `addon_workloads` merges a release's `values` (an add-on's `configurationValues`) over the chart's as Helm does and
 renders each workload's pod. A pin that moves away from its table, or an add-on without one, raises AddonTableError:
-the new version's templates must be read first.
+the new version's templates must be read first. Where a Go module ships the chart, Helm itself renders it
+(tests/cluster/charts.py) and its table is not used by the cluster.
 
 Workload names assume the release is named after its chart, as infra.addons.helm.release names every release.
 """
@@ -1016,7 +1018,7 @@ def render(chart: Chart, values: Values, owner: str) -> list[Workload]:
 
 def _stale(owner: str, chart: Chart, version: str) -> AddonTableError:
     return AddonTableError(
-        f"{owner}: {chart.name} {version} is installed but stack/cluster/addons.py was read at {chart.version} "
+        f"{owner}: {chart.name} {version} is installed but tests/cluster/addon_pods.py was read at {chart.version} "
         f"({chart.source}): read the new version's templates and update its table"
     )
 
