@@ -45,8 +45,8 @@ class NodeTarget:
 
 # Daemon sets on every training node: aws-node, kube-proxy, eks-pod-identity-agent, the node monitoring agent, the
 # CSI node plugins, the EFA and NVIDIA device plugins, the exporters; their requests rounded up. GPU nodes run more
-# (the DCGM exporter, and with CloudWatch its agent, GPU exporter and fluent-bit: 720m on p4de, measured by the
-# cluster rehearsal, stack.cluster), which reports a group where the daemon sets need more than this.
+# (the DCGM exporter, and with CloudWatch its agent, GPU exporter and fluent-bit: 720m on p4de): the local cluster's
+# scheduler leaves a training pod Pending where the daemon sets need more than this (tests/cluster).
 DAEMON_SETS_MILLICORES, GPU_DAEMON_SETS_MILLICORES, DAEMON_SETS_MIB = 400, 1000, 768
 
 

@@ -438,7 +438,8 @@ def pod_template(job: TrainingJob, target: NodeTarget, container: str) -> dict[s
 
 
 TRAINER_LABEL = {"app.kubernetes.io/name": "eks-ddp-trainer"}
-"""What every training pod carries, whichever operator runs it (the cluster rehearsal tells them by it)."""
+"""What every training pod carries, whichever operator runs it (the preview's cost and the cluster tests tell them by
+it)."""
 
 
 def pod_labels(job: TrainingJob) -> dict[str, str]:

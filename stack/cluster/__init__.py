@@ -1,1 +1,1 @@
-"""The cluster rehearsal: every pod the stack creates, add-ons included, placed together on the nodes it can have."""
+"""What a job's controller does with failures: the restart budgets, counted as the docs promise."""
