@@ -11,11 +11,14 @@ OLD_PYTHON = $(shell version=$$($(PYTHON) --version 2>&1) || { echo "not a comma
 	printf '%s\n' $(MIN_PYTHON) "$$(echo $$version | cut -d' ' -f2)" | sort -V -C || echo "$$version")
 , := ,
 VENV := .venv
-# pip keeps no cache here (the package index sends no caching headers): the set-up keeps the wheels it downloads in
-# WHEELS, outside the clone, and installs from there alone, so a second clone on the same machine downloads only
-# what changed (torch 2.13.0 and its CUDA libraries: 2.9 GB).
-WHEELS ?= $(HOME)/.cache/eks-ddp/wheels
 BIN := $(VENV)/bin
+# uv installs the set-up's packages: from its cache (~/.cache/uv, shared by every clone on the machine) by hard link,
+# downloading only what is not there yet. pip kept no cache here (the package index sends no caching headers) and
+# unpacked torch's 2.9 GB on every set-up: 2 min where uv takes seconds. Pinned, as the installer of everything else.
+UV_VERSION := 0.9.30
+UV := $(BIN)/uv
+# The system's certificate store for the package index, as pip is configured here.
+export UV_NATIVE_TLS := 1
 STAMP := $(VENV)/.installed-eks-ddp
 # Which Pulumi.<stack>.yaml `make demo` and `make preview` read: make preview STACK=gpu
 STACK ?= dev
@@ -34,6 +37,9 @@ SHELL := /bin/bash
 STEP = @echo "==> $(1)"; SECONDS=0
 TOOK = echo "    took $$SECONDS s"
 PROGRESS = sed -n -u -E 's/^(Collecting|Installing collected|Successfully installed)/    &/p' | cut -c1-118
+# `uv pip install` into the environment $(1): its summary ("Prepared": what it downloaded), or all it said if it failed.
+UV_INSTALL = out=$$($(UV) pip install --python $(1) $(2) 2>&1) || { echo "$$out"; exit 1; }; \
+	echo "$$out" | sed -n -E 's/^(Resolved|Prepared|Installed|Uninstalled) /    &/p'
 
 .PHONY: help demo tensorboard preview rehearse test typecheck docs unit bench bench-phases bench-accuracy \
 	watch-picture clean engines cluster-up cluster-down planted-defects
@@ -42,27 +48,24 @@ PROGRESS = sed -n -u -E 's/^(Collecting|Installing collected|Successfully instal
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
-$(STAMP): pyproject.toml requirements.txt requirements-dev.txt trainer/requirements.txt
+# Set up again whenever what decides it changes, this file (uv's pin) included: seconds with uv's cache warm.
+$(STAMP): Makefile pyproject.toml requirements.txt requirements-dev.txt trainer/requirements.txt
 	$(if $(OLD_PYTHON),$(error PYTHON=$(PYTHON) is $(OLD_PYTHON); the set-up needs Python $(MIN_PYTHON) or later \
 		(tarfile's extraction filters): give another, e.g. make PYTHON=python3.12))
-	$(call STEP,[1/4] a virtual environment in $(VENV) from $(PYTHON) ($(shell $(PYTHON) --version 2>&1)))
+	$(call STEP,[1/3] a virtual environment in $(VENV) from $(PYTHON) ($(shell $(PYTHON) --version 2>&1)))
 	@$(PYTHON) -m venv $(VENV); $(TOOK)
-	$(call STEP,[2/4] the newest pip$(,) from the package index pip is configured with)
-	@$(BIN)/python -m pip install --upgrade pip | $(PROGRESS); $(TOOK)
-	$(call STEP,[3/4] the wheels of the Pulumi SDKs (requirements.txt)$(,) the trainer (torch 2.13.0) and the test tools \
-		not yet in $(WHEELS))
-	@$(BIN)/python -m pip download --progress-bar off --dest $(WHEELS) -r requirements.txt '.[trainer,dev]' \
-		| sed -n -u -E 's/^Saved .*\/(.*)/    downloaded \1/p'; echo "    $$(du -sh $(WHEELS) | cut -f1) in $(WHEELS)"; $(TOOK)
-	$(call STEP,[4/4] install them from $(WHEELS) alone$(,) and eks-ddp itself (editable))
-	@$(BIN)/python -m pip install --progress-bar off --no-index --find-links $(WHEELS) -r requirements.txt \
-		-e '.[trainer,dev]' | $(PROGRESS); $(TOOK)
+	$(call STEP,[2/3] uv $(UV_VERSION) in it$(,) from the package index pip is configured with)
+	@$(BIN)/python -m pip install --progress-bar off uv==$(UV_VERSION) | $(PROGRESS); $(TOOK)
+	$(call STEP,[3/3] the Pulumi SDKs (requirements.txt)$(,) the trainer (torch 2.13.0)$(,) the test tools and eks-ddp \
+		itself (editable)$(,) by uv from its cache and the index)
+	@$(call UV_INSTALL,$(BIN)/python,-r requirements.txt -e '.[trainer$(,)dev]'); $(TOOK)
 	@touch $@
 
 # checkov in its own environment (its pins would downgrade boto3 and others in .venv); tests/test_checkov.py runs it.
-$(CHECKOV_STAMP): requirements-checkov.txt
+$(CHECKOV_STAMP): requirements-checkov.txt $(STAMP)
 	$(call STEP,checkov (requirements-checkov.txt) in $(CHECKOV_VENV)$(,) for the security checks of the manifests)
-	@$(PYTHON) -m venv $(CHECKOV_VENV) && $(CHECKOV_VENV)/bin/python -m pip install --progress-bar off \
-		-r requirements-checkov.txt | $(PROGRESS); $(TOOK)
+	@$(PYTHON) -m venv --without-pip $(CHECKOV_VENV) && $(call UV_INSTALL,$(CHECKOV_VENV)/bin/python,\
+		-r requirements-checkov.txt); $(TOOK)
 	@touch $@
 
 ## help: this list of targets (what a plain `make` prints)
