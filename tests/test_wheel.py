@@ -54,6 +54,11 @@ def users_project(tmp_path: Path) -> Path:
     return project
 
 
+# The set-up's installer (Makefile), from the package index and the machine's uv cache: what the wheel's metadata asks
+# for is resolved afresh; the cache only spares downloading torch's 2.9 GB again.
+UV = [str(ROOT / ".venv" / "bin" / "uv"), "pip"]
+
+
 def fresh_environment(tmp_path: Path) -> Path:
     environment = tmp_path / "venv"
     venv.EnvBuilder().create(environment)
@@ -63,9 +68,7 @@ def fresh_environment(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_the_installed_wheel_runs_a_users_own_program_previews_and_rehearses_it(tmp_path: Path) -> None:
     wheel, project, python = build_wheel(tmp_path), users_project(tmp_path), fresh_environment(tmp_path)
-    # The set-up's installer (Makefile: uv), from the package index and the machine's uv cache: what the wheel's
-    # metadata asks for is resolved afresh; the cache only spares downloading torch's 2.9 GB again.
-    install = [str(ROOT / ".venv" / "bin" / "uv"), "pip", "install", "--quiet", "--python", str(python)]
+    install = [*UV, "install", "--quiet", "--python", str(python)]
     _run([*install, str(wheel)], tmp_path)
     _run([str(python), "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is not None)"], tmp_path)
 
