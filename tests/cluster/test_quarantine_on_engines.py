@@ -2,9 +2,11 @@
 (workloads/scripts/quarantine_node.py, the text the pod runs) calls the real API server with a token bound to the
 training pod, as its projected volume holds; the stack's RBAC and ValidatingAdmissionPolicy (infra.addons.
 node_quarantine) decide what it may patch, and the controller manager's taint-eviction controller and the training
-operator decide what happens to the pod. The pre-flight itself (DCGM, /dev/infiniband) needs a GPU node: its
-verdict file is written here."""
+operator decide what happens to the pod; whatever else the pod's token asks of a node (another taint, a label,
+unschedulable), and a token naming no node, the policy refuses. The pre-flight itself (DCGM, /dev/infiniband) needs a
+GPU node: its verdict file is written here."""
 
+import json
 import os
 import subprocess
 import sys
@@ -16,8 +18,35 @@ from eks_ddp.infra.addons.node_quarantine import TAINT_KEY
 from eks_ddp.workloads.preflight import QUARANTINE_SCRIPT
 from tests.cluster.control_plane import LOOPBACK
 from tests.cluster.conftest import OnEngines, training, true_conditions, wait_for
+from tests.cluster.kubectl import Kubectl, KubectlError
+
+OWN_NODE_ONLY = "a training pod may taint only the node it runs on"
+TAINT_ONLY = f"a training pod may change only its node's {TAINT_KEY} taint"
 
 
+def _token(on: OnEngines, pod: dict[str, Any], bound: bool = True) -> str:
+    """A token of the pod's service account: bound to the pod (as its projected volume holds, naming its node), or a
+    plain one (`kubectl create token` without an object: no node in it)."""
+    meta = pod["metadata"]
+    binding = ["--bound-object-kind=Pod", f"--bound-object-name={meta['name']}",
+               f"--bound-object-uid={meta['uid']}"] if bound else []
+    return on.kubectl.run("create", "token", pod["spec"].get("serviceAccountName", "default"), "-n",
+                          meta["namespace"], *binding).strip()
+
+
+def _as_pod(on: OnEngines, token: str, home: Path) -> Kubectl:
+    home.mkdir(parents=True, exist_ok=True)
+    plane = on.cluster.control_plane
+    return Kubectl(on.kubectl.binary, plane.write_kubeconfig(home / "kubeconfig", "pod", {"token": token}))
+
+
+def _refusal(kubectl: Kubectl, node: str, patch: list[dict[str, Any]]) -> str:
+    """Why the API server refuses the JSON patch of the node, or "" when it applies it."""
+    try:
+        kubectl.run("patch", "node", node, "--type=json", f"--patch={json.dumps(patch)}")
+    except KubectlError as error:
+        return str(error)
+    return ""
 
 
 def _quarantine(
@@ -25,14 +54,10 @@ def _quarantine(
 ) -> subprocess.CompletedProcess[str]:
     """The quarantine container of `pod`, run as the pod runs it (isolated: no site, no repository), told it is on
     `node`, after a pre-flight that wrote `verdict` (None: one that passed and wrote nothing)."""
-    meta = pod["metadata"]
     account = home / "account"
     account.mkdir(parents=True, exist_ok=True)
-    token = on.kubectl.run("create", "token", pod["spec"].get("serviceAccountName", "default"), "-n",
-                           meta["namespace"], "--bound-object-kind=Pod", f"--bound-object-name={meta['name']}",
-                           f"--bound-object-uid={meta['uid']}")
-    (account / "token").write_text(token.strip())
-    root_ca = on.kubectl.get("configmap", "kube-root-ca.crt", "-n", meta["namespace"])  # the projected volume's CA
+    (account / "token").write_text(_token(on, pod))
+    root_ca = on.kubectl.get("configmap", "kube-root-ca.crt", "-n", pod["metadata"]["namespace"])  # the volume's CA
     (account / "ca.crt").write_text(root_ca["data"]["ca.crt"])
     if verdict is not None:
         (home / "failed").write_text(verdict)
@@ -76,13 +101,31 @@ def test_a_training_pod_taints_only_its_own_node_and_is_evicted_from_it(
     assert refused.returncode == 1
     assert refused.stderr.startswith(f"GPU PREFLIGHT FAILED on node {other}: DCGM diagnostic level 1 failed; "
                                      "could not taint it (HTTP 422 Unprocessable Entity: "), refused.stderr
-    assert "a training pod may taint only the node it runs on" in refused.stderr, refused.stderr
+    assert OWN_NODE_ONLY in refused.stderr, refused.stderr
     assert refused.stderr.endswith(f"cordon it: kubectl cordon {other}\n"), refused.stderr
     assert not [t for t in _taints(on, other) if t["key"] == TAINT_KEY]
 
+    # Whatever else the pod's token asks of its own node, the policy refuses; a token naming no node gets nothing.
+    as_pod = _as_pod(on, _token(on, pod), tmp_path / "pod")
+    quarantine = {"key": TAINT_KEY, "value": "true", "effect": "NoExecute"}
+    everything = on.kubectl.get("node", own)["spec"].get("taints") or []
+    for what, patch, why in [
+        ("another taint removed", [{"op": "replace", "path": "/spec/taints", "value": [quarantine]}], TAINT_ONLY),
+        ("another taint added",
+         [{"op": "add", "path": "/spec/taints/-", "value": {"key": "x", "effect": "NoSchedule"}}], TAINT_ONLY),
+        ("a label", [{"op": "add", "path": "/metadata/labels/eks-ddp~1x", "value": "y"}], TAINT_ONLY),
+        ("unschedulable", [{"op": "add", "path": "/spec/unschedulable", "value": True}], TAINT_ONLY),
+    ]:
+        assert why in _refusal(as_pod, own, patch), what
+    plain = _as_pod(on, _token(on, pod, bound=False), tmp_path / "plain")
+    add = [{"op": "replace", "path": "/spec/taints", "value": [*everything, quarantine]}]
+    assert OWN_NODE_ONLY in _refusal(plain, own, add), "a token without a node name"
+    assert _refusal(on.kubectl, own, [{"op": "add", "path": "/metadata/labels/eks-ddp~1x", "value": "y"}]) == "", (
+        "the policy matches the training pods' account alone")
+    assert _taints(on, own) == kept
+
     tainted = _quarantine(on, pod, own, tmp_path / "own")
     assert f"tainted {TAINT_KEY}=true:NoExecute" in tainted.stderr, tainted.stderr
-    quarantine = {"key": TAINT_KEY, "value": "true", "effect": "NoExecute"}
     taints = _taints(on, own)
     assert [t for t in taints if t["key"] != TAINT_KEY] == kept  # the group's own taints stay
     assert quarantine in [{k: t.get(k) for k in ("key", "value", "effect")} for t in taints]
