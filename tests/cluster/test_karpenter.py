@@ -15,8 +15,8 @@ from eks_ddp.infra.facts import catalogue
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.cost import training_nodes
 from eks_ddp.stack.engine_rules.base import Deployment, NodeSource, node_offer, quantity
-from eks_ddp.workloads.training_pod import TRAINER_LABEL
 from tests.cluster import karpenter, local_cluster
+from tests.cluster.conftest import training, wait_for
 from tests.cluster.control_plane import stop_recorded
 from tests.cluster.engines import build
 
@@ -132,33 +132,23 @@ def _condition(pod: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in pod.get("status", {}).get("conditions") or [] if c["type"] == kind), {})
 
 
-def _until(what: str, check: Callable[[], bool], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.5)
-
-
 def _assert_scaled_from_zero(on: OnKarpenter) -> None:
     values = stack_file.load(on.stack, stack_file.ROOT, {})[0]
     group = (values.get("job") or {}).get("nodeGroup") or values["nodeGroups"][0]["name"]
     pool = on.pool_of_group(group)
     replicas = int((values.get("job") or {}).get("replicas", 1))
 
-    def training_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [p for p in pods if TRAINER_LABEL.items() <= (p["metadata"].get("labels") or {}).items()]
-
     # The operator creates the pods a moment after deploy returns: settle only once they exist.
-    _until(f"{on.stack}: {replicas} training pods",
-           lambda: len(training_pods(on.kubectl.items("pods", "-A"))) >= replicas, 60)
+    wait_for(f"{on.stack}: {replicas} training pods", lambda: len(training(on.kubectl.items("pods", "-A"))) >= replicas,
+             60)
     pods = local_cluster.settle(on.kubectl)
-    training = training_pods(pods)
-    assert all(p["status"].get("phase") == "Running" for p in training), [p["metadata"]["name"] for p in training]
+    trainers = training(pods)
+    assert all(p["status"].get("phase") == "Running" for p in trainers), [p["metadata"]["name"] for p in trainers]
 
     launched = {n["metadata"]["name"]: n for n in on.nodes(pool)}
-    assert {p["spec"]["nodeName"] for p in training} <= set(launched), "training pods on nodes Karpenter launched"
+    assert {p["spec"]["nodeName"] for p in trainers} <= set(launched), "training pods on nodes Karpenter launched"
     waits = {p["metadata"]["name"]: (_time(_condition(p, "PodScheduled")["lastTransitionTime"])
-                                     - _time(p["metadata"]["creationTimestamp"])).total_seconds() for p in training}
+                                     - _time(p["metadata"]["creationTimestamp"])).total_seconds() for p in trainers}
     assert max(waits.values()) <= SCALE_UP_S, f"seconds from Pending to placed: {waits}"
 
     offer = node_offer(pool)
@@ -180,7 +170,7 @@ def _assert_scaled_from_zero(on: OnKarpenter) -> None:
         return all(quantity(n["status"]["capacity"]["cpu"]) == facts.vcpus
                    and quantity(n["status"]["allocatable"]["cpu"]) * 1000 == offer["cpu"] for n in current)
 
-    _until("each Karpenter node reports its instance's capacity and allocatable", as_the_kubelet_reports)
+    wait_for("each Karpenter node reports its instance's capacity and allocatable", as_the_kubelet_reports)
     # Karpenter believes a new node holds vCPUs - 100m (the kwok provider's overhead), the node reports node_offer's:
     # what it launched for must fit both, or the result would depend on the difference.
     claims = on.kubectl.items("nodeclaims", "-l", f"{karpenter.NODEPOOL_LABEL}={pool.labels[karpenter.NODEPOOL_LABEL]}")
@@ -189,7 +179,7 @@ def _assert_scaled_from_zero(on: OnKarpenter) -> None:
         asked = quantity(claim["spec"]["resources"]["requests"]["cpu"]) * 1000
         assert asked <= min(believed, offer["cpu"]), f"{claim['metadata']['name']} asks {asked:.0f}m"
     name = pool.labels[karpenter.NODEPOOL_LABEL]
-    _until(f"NodePool {name} counts whole instances",
+    wait_for(f"NodePool {name} counts whole instances",
            lambda: quantity(on.kubectl.get("nodepool", name).get("status", {}).get("resources", {}).get("cpu", 0))
            == facts.vcpus * len(on.nodes(pool)))
 
@@ -249,16 +239,15 @@ def test_dev_node_pool_cpu_limit_stops_karpenter_at_whole_instances(on_karpenter
     limit = int(quantity(pool.registration.inputs["spec"]["limits"]["cpu"]) // facts.vcpus)
 
     def training_running() -> bool:
-        pods = [p for p in on.kubectl.items("pods", "-n", "training")
-                if TRAINER_LABEL.items() <= (p["metadata"].get("labels") or {}).items()]
+        pods = training(on.kubectl.items("pods", "-n", "training"))
         return len(pods) >= 2 and all(p["status"].get("phase") == "Running" for p in pods)
 
-    _until("the training pods on their nodes first", training_running, 60)
+    wait_for("the training pods on their nodes first", training_running, 60)
     before = len(on.nodes(pool))
     on.kubectl.apply([_spread_pod(f"spread-a-{i}", "workers") for i in range(3)])
-    _until("the first wave's nodes", lambda: len(on.nodes(pool)) == before + 3, 60)
+    wait_for("the first wave's nodes", lambda: len(on.nodes(pool)) == before + 3, 60)
     on.kubectl.apply([_spread_pod(f"spread-b-{i}", "workers") for i in range(10)])
-    _until("Karpenter to reach the limit", lambda: len(on.nodes(pool)) >= limit, 60)
+    wait_for("Karpenter to reach the limit", lambda: len(on.nodes(pool)) >= limit, 60)
     time.sleep(15)  # more than a batch window (BATCH_MAX_DURATION 10 s): a node beyond the limit would be here by now
     assert len(on.nodes(pool)) == limit
     pending = [p for p in on.kubectl.items("pods", "-l", "eks-ddp.local/test=spread")
