@@ -8,7 +8,7 @@ table: the chart's own values (only what scheduling reads) and, per workload, wh
 `addon_workloads` merges a release's `values` (an add-on's `configurationValues`) over the chart's as Helm does and
 renders each workload's pod. A pin that moves away from its table, or an add-on without one, raises AddonTableError:
 the new version's templates must be read first. Where a Go module ships the chart, Helm itself renders it
-(tests/cluster/charts.py) and its table is not used by the cluster.
+(tests/cluster/charts.py), and manifests are applied as they are (tests/cluster/manifests.py): they have no table.
 
 Workload names assume the release is named after its chart, as infra.addons.helm.release names every release.
 """
@@ -17,11 +17,11 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from eks_ddp.stack.engine_rules.base import Deployment, located
 from eks_ddp.stack.mocking import Registration
+from tests.cluster import charts
 
 Values = Mapping[str, Any]
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -145,37 +145,6 @@ CLUSTER_AUTOSCALER = Chart(
         ),
     ),
 )
-
-KARPENTER_POD = {"app.kubernetes.io/name": "karpenter", "app.kubernetes.io/instance": "karpenter"}
-# The label selectors are the ones its _helpers.tpl (patchAffinity, patchTopologySpreadConstraints) adds.
-KARPENTER = Chart(
-    "karpenter",
-    "1.14.1",
-    "aws/karpenter-provider-aws charts/karpenter 1.14.1 (commit 1d927085d, the v1.14.1 chart): values.yaml, "
-    "templates/deployment.yaml, templates/_helpers.tpl",
-    {
-        "replicas": 2,
-        "nodeSelector": LINUX,
-        "tolerations": [CRITICAL_ADDONS],
-        "affinity": {
-            **_required({"key": "karpenter.sh/nodepool", "operator": "DoesNotExist"}),
-            "podAntiAffinity": {
-                REQUIRED: [{"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": KARPENTER_POD}}]
-            },
-        },
-        "topologySpreadConstraints": [
-            {
-                "maxSkew": 1,
-                "topologyKey": "topology.kubernetes.io/zone",
-                "whenUnsatisfiable": "DoNotSchedule",
-                "labelSelector": {"matchLabels": KARPENTER_POD},
-            }
-        ],
-        "controller": {"resources": {}},
-    },
-    (Template("karpenter", "Deployment", (Container("controller", ("controller.resources",)),), replicas="replicas"),),
-)
-
 
 def _efa_plugin_affinity(values: Values) -> dict[str, Any]:
     """templates/daemonset.yaml: one required term per `supportedInstanceLabels.keys` entry (In its `values`), the
@@ -330,22 +299,6 @@ DCGM_EXPORTER = Chart(
         "affinity": {},
     },
     (Template("dcgm-exporter", "DaemonSet", (Container("exporter", ("resources",)),)),),
-)
-
-METRICS_SERVER = Chart(
-    "metrics-server",
-    "3.12.2",
-    "kubernetes-sigs/metrics-server charts/metrics-server 3.12.2 (tag metrics-server-helm-chart-3.12.2): values.yaml, "
-    "templates/deployment.yaml (the addon-resizer container only with addonResizer.enabled)",
-    {
-        "replicas": 1,
-        "resources": _requests("100m", "200Mi"),
-        "nodeSelector": {},
-        "tolerations": [],
-        "affinity": {},
-        "topologySpreadConstraints": [],
-    },
-    (Template("metrics-server", "Deployment", (Container("metrics-server", ("resources",)),), replicas="replicas"),),
 )
 
 NODE_EXPORTER_VALUES = {
@@ -602,60 +555,18 @@ EFS_CSI_DRIVER = Chart(
     ),
 )
 
-KUBEFLOW_TRAINER = Chart(
-    "kubeflow-trainer",
-    "2.3.0",
-    "kubeflow/trainer charts/kubeflow-trainer 2.3.0 (tag v2.3.0): values.yaml, templates/manager/deployment.yaml "
-    "(the runtimes' installer Job only with runtimes enabled)",
-    {
-        "manager": {"replicas": 1, "resources": {}, "nodeSelector": {}, "affinity": {}, "tolerations": []},
-        "jobset": {
-            "install": True,
-            "controller": {
-                "replicas": 1,
-                "resources": _requests("500m", "128Mi"),
-                "nodeSelector": {},
-                "affinity": {},
-                "tolerations": [],
-            },
-        },
-    },
-    (
-        Template(
-            "kubeflow-trainer-controller-manager",
-            "Deployment",
-            (Container("manager", ("manager.resources",)),),
-            at="manager",
-            replicas="manager.replicas",
-        ),
-        Template(
-            "jobset-controller",
-            "Deployment",
-            (Container("controller", ("jobset.controller.resources",)),),
-            at="jobset.controller",
-            replicas="jobset.controller.replicas",
-            when="jobset.install",
-            source="kubernetes-sigs/jobset charts/jobset 0.12.0 (tag v0.12.0): values.yaml, "
-            "templates/controller/deployment.yaml",
-        ),
-    ),
-)
-
 CHARTS = {
     chart.name: chart
     for chart in (
         CLUSTER_AUTOSCALER,
-        KARPENTER,
         EFA_DEVICE_PLUGIN,
         NVIDIA_DEVICE_PLUGIN,
         NEURON_DEVICE_PLUGIN,
         DCGM_EXPORTER,
-        METRICS_SERVER,
         KUBE_PROMETHEUS_STACK,
         NODE_EXPORTER,
         FSX_CSI_DRIVER,
         EFS_CSI_DRIVER,
-        KUBEFLOW_TRAINER,
     )
 }
 
@@ -910,30 +821,6 @@ ADDONS = {
     for addon in (VPC_CNI, KUBE_PROXY, COREDNS, POD_IDENTITY_AGENT, NODE_MONITORING_AGENT, CLOUDWATCH_OBSERVABILITY)
 }
 
-# --- Manifests applied as they are (kustomize, yaml), found by the release tag in what the stack points at --------
-
-TRAINING_OPERATOR = Chart(
-    "training-operator",
-    "v1.9.4",
-    "kubeflow/trainer manifests/overlays/standalone (tag v1.9.4): base/deployment.yaml",
-    {},
-    (Template("training-operator", "Deployment", (Container("training-operator"),), replicas=1),),
-)
-
-MPI_OPERATOR = Chart(
-    "mpi-operator",
-    "v0.8.0",
-    "kubeflow/mpi-operator deploy/v2beta1/mpi-operator.yaml (tag v0.8.0)",
-    {},
-    (Template("mpi-operator", "Deployment", (Container("mpi-operator"),), replicas=1),),
-)
-
-MANIFESTS = (
-    (re.compile(r"github\.com/kubeflow/trainer\.git/manifests/overlays/standalone\?ref=(v[\d.]+)"), TRAINING_OPERATOR),
-    (re.compile(r"kubeflow/mpi-operator/(v[\d.]+)/deploy/v2beta1/mpi-operator\.yaml"), MPI_OPERATOR),
-)
-
-
 def _get(values: Values, path: str) -> Any:
     """The value at a dotted path (None where it is missing); "" is the whole."""
     found: Any = values
@@ -1052,31 +939,21 @@ def _eks_addon(registration: Registration, owner: str) -> tuple[Chart, Values]:
     return chart, json.loads(configuration) if configuration else {}
 
 
-def _manifest(registration: Registration, owner: str) -> tuple[Chart, Values]:
-    """The manifest a kustomize directory or yaml file installs, by the release tag in its location (a local
-    kustomization: in the resources it builds on)."""
-    where = str(registration.inputs.get("directory") or registration.inputs.get("file") or "")
-    # A relative directory is the program's (infra.addons.training_operator._stable_path), as pulumi-kubernetes reads it.
-    kustomization = Path(where) / "kustomization.yaml"
-    text = kustomization.read_text() if kustomization.is_file() else where
-    for pattern, chart in MANIFESTS:
-        found = pattern.search(text)
-        if found:
-            if found.group(1) != chart.version:
-                raise _stale(owner, chart, found.group(1))
-            return chart, {}
-    raise AddonTableError(f"{owner}: no table for the manifest at {where}: read it and add one")
+INSTALLERS = {HELM_RELEASE: _helm_release, EKS_ADDON: _eks_addon}
 
 
-INSTALLERS = {HELM_RELEASE: _helm_release, EKS_ADDON: _eks_addon, KUSTOMIZE: _manifest, YAML_FILE: _manifest}
+def stood_in(registration: Registration) -> bool:
+    """A chart or EKS add-on the local cluster stands in: not one Helm renders from a Go module (tests.cluster.charts)
+    nor a manifest (tests.cluster.manifests renders every kustomization and yaml file)."""
+    return registration.type in INSTALLERS and charts.chart_name(registration) not in charts.CHARTS
 
 
 def addon_workloads(deployment: Deployment) -> list[Workload]:
-    """Every add-on pod the stack's registrations install, with the values the stack passes applied."""
+    """Every pod of the add-ons the local cluster stands in, with the values the stack passes applied."""
     workloads = []
     for registration in sorted(deployment.registrations, key=lambda r: r.name):
         installer = INSTALLERS.get(registration.type)
-        if installer is not None:
+        if installer is not None and stood_in(registration):
             owner = located(registration)
             workloads += render(*installer(registration, owner), owner)
     return workloads

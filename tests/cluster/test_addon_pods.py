@@ -21,7 +21,8 @@ from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.stack.mocking import Registration
 
 TODAY = date(2026, 11, 22)
-SYSTEM = {"cluster-autoscaler-aws-cluster-autoscaler", "metrics-server", "training-operator"}
+# What the local cluster stands in: not metrics-server, the operators or Karpenter, which it runs from their modules.
+SYSTEM = {"cluster-autoscaler-aws-cluster-autoscaler"}
 CLUSTER = {"aws-node", "kube-proxy", "eks-pod-identity-agent", "coredns", "eks-node-monitoring-agent", "dcgm-server"}
 PROMETHEUS = {
     "kube-prometheus-stack-operator",
@@ -34,7 +35,7 @@ PROMETHEUS = {
 FSX = {"fsx-csi-controller", "fsx-csi-node"}
 EFS = {"efs-csi-controller", "efs-csi-node"}
 EFA = {"aws-efa-k8s-device-plugin"}
-GPU = {"nvidia-device-plugin", "nvidia-device-plugin-mps-control-daemon", "dcgm-exporter", "mpi-operator"}
+GPU = {"nvidia-device-plugin", "nvidia-device-plugin-mps-control-daemon", "dcgm-exporter"}
 CLOUDWATCH = {
     "amazon-cloudwatch-observability-controller-manager",
     "cloudwatch-agent",
@@ -124,7 +125,7 @@ def test_gpu_daemon_sets_land_on_the_tainted_gpu_nodes() -> None:
 def test_our_node_selector_reaches_the_controllers_beside_the_charts_own() -> None:
     workloads = _workloads("dev")
     on_system = PROMETHEUS - {"kube-prometheus-stack-prometheus-node-exporter"}
-    for name in on_system | {"cluster-autoscaler-aws-cluster-autoscaler", "metrics-server", "fsx-csi-controller"}:
+    for name in on_system | {"cluster-autoscaler-aws-cluster-autoscaler", "fsx-csi-controller"}:
         assert _named(workloads, name).pod["nodeSelector"].items() >= SYSTEM_LABEL.items(), name
     assert _named(workloads, "fsx-csi-controller").pod["nodeSelector"] == {"kubernetes.io/os": "linux", **SYSTEM_LABEL}
     assert _named(workloads, "fsx-csi-node").pod["tolerations"] == [{"operator": "Exists"}]  # tolerateAllTaints
@@ -135,47 +136,25 @@ def test_our_node_selector_reaches_the_controllers_beside_the_charts_own() -> No
 
 
 def test_karpenter_trainer_v2_and_cloudwatch_bring_their_pods_instead() -> None:
+    """Karpenter and the Trainer run from their modules' charts; without the Cluster Autoscaler, Prometheus and the
+    v1 operators, what is stood in is the EKS add-ons, the device plugins, FSx and CloudWatch."""
     workloads = _workloads("gpu", autoscaler="karpenter", trainingOperator="v2", monitoring="cloudwatch")
-    names = {w.name for w in workloads}
-    assert names == (CLUSTER | EFA | FSX | GPU | CLOUDWATCH | {"metrics-server"}) | {
-        "karpenter",
-        "kubeflow-trainer-controller-manager",
-        "jobset-controller",
-    }
-    karpenter = _named(workloads, "karpenter")
-    assert karpenter.replicas == 2 and karpenter.pod["nodeSelector"] == {"kubernetes.io/os": "linux", **SYSTEM_LABEL}
-    affinity = karpenter.pod["affinity"]
-    assert affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == (
-        "kubernetes.io/hostname"
-    )
-    assert [c["whenUnsatisfiable"] for c in karpenter.pod["topologySpreadConstraints"]] == ["DoNotSchedule"]
-    jobset = _named(workloads, "jobset-controller")
-    assert jobset.pod["nodeSelector"] == SYSTEM_LABEL
-    assert jobset.pod["containers"][0]["resources"]["requests"] == {"cpu": "500m", "memory": "128Mi"}
+    assert {w.name for w in workloads} == CLUSTER | EFA | FSX | GPU | CLOUDWATCH
     cloudwatch_dcgm = next(w for w in workloads if w.name == "dcgm-exporter" and w.owner.startswith("Addon"))
     assert cloudwatch_dcgm.pod["tolerations"] == [{"operator": "Exists"}]
     assert cloudwatch_dcgm.pod["containers"][0]["resources"]["requests"] == {"cpu": "250m", "memory": "128Mi"}
 
 
-def test_karpenter_runs_one_controller_per_system_node() -> None:
-    assert _named(_workloads("own-code", autoscaler="karpenter"), "karpenter").replicas == 1  # one m5.large
-
-
 def test_helm_merges_maps_replaces_lists_and_drops_nulls() -> None:
-    (server,) = _render(
-        _release(
-            "metrics-server",
-            "3.12.2",
-            {"resources": {"requests": {"cpu": "50m"}}, "tolerations": [{"operator": "Exists"}], "replicas": 3.0},
-        )
-    )
-    assert server.pod["containers"][0]["resources"]["requests"] == {"cpu": "50m", "memory": "200Mi"}
-    assert server.pod["tolerations"] == [{"operator": "Exists"}] and server.replicas == 3
-    (karpenter,) = _render(_release("oci://public.ecr.aws/karpenter/karpenter", "1.14.1", {"nodeSelector": None}))
-    assert karpenter.pod["nodeSelector"] == {}
     controller, node = _render(_release("aws-fsx-csi-driver", "1.11.0", {"node": {"tolerateAllTaints": False}}))
     assert controller.replicas == 2 and node.kind == "DaemonSet"
     assert [t.get("key") for t in node.pod["tolerations"]] == [None, "fsx.csi.aws.com/agent-not-ready"]
+
+
+def test_what_the_cluster_runs_from_a_module_is_not_stood_in() -> None:
+    """Helm renders these charts from their Go modules (tests.cluster.charts), so the cluster runs their own pods."""
+    assert _render(_release("metrics-server", "3.12.2", {}), _release("oci://public.ecr.aws/karpenter/karpenter",
+                                                                      "1.14.1", {})) == []
 
 
 def test_an_addons_configuration_values_reach_its_pods() -> None:
@@ -196,17 +175,8 @@ def test_an_addons_configuration_values_reach_its_pods() -> None:
 @pytest.mark.parametrize(
     ("registration", "pinned"),
     [
-        (_release("metrics-server", "3.13.0", {}), "metrics-server 3.13.0"),
-        (_release("oci://ghcr.io/kubeflow/charts/kubeflow-trainer", "2.4.0", {}), "kubeflow-trainer 2.4.0"),
+        (_release("aws-fsx-csi-driver", "1.12.0", {}), "aws-fsx-csi-driver 1.12.0"),
         (_addon("vpc-cni", addonVersion="v1.20.4-eksbuild.1"), "vpc-cni v1.20.4-eksbuild.1"),
-        (
-            _registration(
-                "kubernetes:kustomize/v2:Directory",
-                "operator",
-                directory="github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=v1.9.5",
-            ),
-            "training-operator v1.9.5",
-        ),
     ],
 )
 def test_a_version_the_table_was_not_read_at_raises(registration: Registration, pinned: str) -> None:
@@ -219,7 +189,6 @@ def test_a_version_the_table_was_not_read_at_raises(registration: Registration, 
     [
         _release("aws-load-balancer-controller", "1.13.0", {}),
         _addon("aws-ebs-csi-driver"),
-        _registration("kubernetes:yaml/v2:ConfigFile", "cert-manager", file="https://example.com/cert-manager.yaml"),
         _release("aws-efa-k8s-device-plugin", "v0.5.30", {}),  # the chart's own 303-type list is not kept
     ],
 )
