@@ -89,8 +89,9 @@ def test_a_failing_training_pod_restarts_the_jobset_up_to_its_budget_and_then_fa
     assert runtime["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"] == budget
 
     def failed_jobset() -> dict[str, Any] | None:
-        found = on.kubectl.get("jobset", name, "-n", namespace)
-        return found if "Failed" in true_conditions(found) else None
+        """The JobSet once Failed (the Trainer creates it a moment after the TrainJob: none yet is not failed)."""
+        found = on.kubectl.items("jobsets", "-n", namespace, f"--field-selector=metadata.name={name}")
+        return found[0] if found and "Failed" in true_conditions(found[0]) else None
 
     jobset = wait_for(f"JobSet {name} Failed", failed_jobset)
     failed = true_conditions(jobset)["Failed"]
