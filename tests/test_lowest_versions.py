@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_wheel import ROOT, UV, _run, build_wheel, fresh_environment
+from tests.test_wheel import FRESH, ROOT, UV, _run, build_wheel, fresh_environment
 
 
 def lowest() -> list[str]:
@@ -37,10 +37,12 @@ def test_the_stacks_rehearse_with_every_sdk_at_its_lowest_version(tmp_path: Path
     wheel, python = build_wheel(tmp_path), fresh_environment(tmp_path)
     constraints = tmp_path / "lowest.txt"
     constraints.write_text("\n".join(lowest()) + "\n")
-    _run([*UV, "install", "--quiet", "--python", str(python), str(wheel), "-c", str(constraints)], tmp_path)
-    installed = _run([*UV, "freeze", "--python", str(python)], tmp_path).stdout.lower().replace("_", "-").split()
+    _run([*UV, "install", "--quiet", "--python", str(python), str(wheel), "-c", str(constraints)], tmp_path, env=FRESH)
+    frozen = _run([*UV, "freeze", "--python", str(python)], tmp_path, env=FRESH).stdout
+    installed = frozen.lower().replace("_", "-").split()
     assert set(pin.lower() for pin in lowest()) <= set(installed), installed
     for stack in ("dev", "gpu"):
-        rehearsal = _run([str(python), "-m", "eks_ddp.stack.rehearsal", "--program", str(ROOT), "--stack", stack], tmp_path)
+        rehearse = [str(python), "-m", "eks_ddp.stack.rehearsal", "--program", str(ROOT), "--stack", stack]
+        rehearsal = _run(rehearse, tmp_path, env=FRESH)
         assert f"eks-ddp {stack}: 17 rules, idempotence, updates, dependencies under 6 variants" in rehearsal.stderr
         assert "every rule holds" in rehearsal.stderr

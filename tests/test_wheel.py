@@ -6,6 +6,7 @@ examples/own_program that has its own `infra/`, `stack/` and `policy/` packages,
 """
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -28,8 +29,10 @@ PROBE = (
 )
 
 
-def _run(command: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+def _run(
+    command: list[str], cwd: Path, timeout: int = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"{command}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
     return done
 
@@ -37,7 +40,9 @@ def _run(command: list[str], cwd: Path, timeout: int = 600) -> subprocess.Comple
 def build_wheel(tmp_path: Path) -> Path:
     """The wheel of a clean copy (the checkout's build/ leftovers would be packed too)."""
     source, wheels = tmp_path / "source", tmp_path / "wheels"
-    ignored = shutil.ignore_patterns(".venv", "build", "*.egg-info", "runs", ".git", "__pycache__", ".pytest_cache")
+    ignored = shutil.ignore_patterns(
+        ".venv", ".venv-checkov", "build", "*.egg-info", "runs", ".git", "__pycache__", ".pytest_cache"
+    )  # .gitignore's environments and outputs: copying .venv-checkov's 19,000 files alone took 2 to 7 CPU-s
     shutil.copytree(ROOT, source, ignore=ignored)
     pip = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check"]
     _run([*pip, "wheel", "--no-deps", "--no-build-isolation", str(source), "-w", str(wheels)], tmp_path)
@@ -57,6 +62,12 @@ def users_project(tmp_path: Path) -> Path:
 # The set-up's installer (Makefile), from the package index and the machine's uv cache: what the wheel's metadata asks
 # for is resolved afresh; the cache only spares downloading torch's 2.9 GB again.
 UV = [str(ROOT / ".venv" / "bin" / "uv"), "pip"]
+FRESH = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+FRESH["UV_COMPILE_BYTECODE"] = "0"
+"""The environment of what installs into the fresh environment and runs from it: each module compiled once, on its
+first import, and kept there, as Python does by default. `make test` exports UV_COMPILE_BYTECODE for its own set-up,
+which here compiled every module of torch and the Pulumi SDKs at install (55 of this test's 65 CPU-s), and this
+machine sets PYTHONDONTWRITEBYTECODE, which would have every command compile its imports again (6 CPU-s for `train`)."""
 
 
 def fresh_environment(tmp_path: Path) -> Path:
@@ -69,10 +80,11 @@ def fresh_environment(tmp_path: Path) -> Path:
 def test_the_installed_wheel_runs_a_users_own_program_previews_and_rehearses_it(tmp_path: Path) -> None:
     wheel, project, python = build_wheel(tmp_path), users_project(tmp_path), fresh_environment(tmp_path)
     install = [*UV, "install", "--quiet", "--python", str(python)]
-    _run([*install, str(wheel)], tmp_path)
-    _run([str(python), "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is not None)"], tmp_path)
+    _run([*install, str(wheel)], tmp_path, env=FRESH)
+    no_torch = "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is not None)"
+    _run([str(python), "-c", no_torch], tmp_path, env=FRESH)
 
-    installed = json.loads(_run([str(python), "-c", PROBE], project).stdout)
+    installed = json.loads(_run([str(python), "-c", PROBE], project, env=FRESH).stdout)
     checkout = json.loads(_run([str(ROOT / ".venv" / "bin" / "python"), "-c", PROBE], project).stdout)
     assert installed["package"].startswith(str(python.parent.parent)) and checkout["package"].startswith(str(ROOT))
     assert all(path.startswith(str(project)) for path in installed["own"])  # the project's own packages, not ours
@@ -81,15 +93,17 @@ def test_the_installed_wheel_runs_a_users_own_program_previews_and_rehearses_it(
     assert ["kubernetes:core/v1:ConfigMap", "research-monitoring-dashboard-training"] in installed["registered"]
 
     manifests = tmp_path / "manifests"
-    preview = _run([str(python), "-m", "eks_ddp.stack.preview", "--stack", "prod", "--manifests", str(manifests)], project)
+    preview_command = [str(python), "-m", "eks_ddp.stack.preview", "--stack", "prod", "--manifests", str(manifests)]
+    preview = _run(preview_command, project, env=FRESH)
     assert "Program research-training, stack prod:" in preview.stdout and "55.949  total" in preview.stdout
     assert (manifests / "trainjob-training-llm.yaml").is_file()
-    rehearsal = _run([str(python), "-m", "eks_ddp.stack.rehearsal"], project)
+    rehearsal = _run([str(python), "-m", "eks_ddp.stack.rehearsal"], project, env=FRESH)
     assert "research-training prod: 17 rules, idempotence, every rule holds" in rehearsal.stderr
 
-    _run([*install, f"{wheel}[trainer]"], tmp_path, timeout=900)
-    _run([str(python), "-c", "import torch; assert torch.__version__.startswith('2.13.0')"], tmp_path)
+    _run([*install, f"{wheel}[trainer]"], tmp_path, timeout=900, env=FRESH)
+    _run([str(python), "-c", "import torch; assert torch.__version__.startswith('2.13.0')"], tmp_path, env=FRESH)
     # The installed trainer trains on its own data files (digits' split is package data), outside the repository.
     trained = tmp_path / "trained"
-    train = _run([str(python), "-m", "eks_ddp.trainer", "train", "--epochs", "1", "--output-dir", str(trained)], tmp_path)
+    train_command = [str(python), "-m", "eks_ddp.trainer", "train", "--epochs", "1", "--output-dir", str(trained)]
+    train = _run(train_command, tmp_path, env=FRESH)
     assert "test accuracy" in train.stdout and json.loads((trained / "summary.json").read_text())["dataset"] == "digits"
