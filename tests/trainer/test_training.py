@@ -14,6 +14,8 @@ import pytest
 from tests.conftest import ROOT, read_summary, run_trainer, trainer_command, trainer_env
 
 pytestmark = pytest.mark.slow
+ON_THE_TWO_RANK_RUN = pytest.mark.xdist_group("test_training.two_rank_run")
+"""On the worker that has the run: `make test`'s workers (--dist loadgroup) would each train their own copy."""
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +26,7 @@ def two_rank_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return output
 
 
+@ON_THE_TWO_RANK_RUN
 def test_two_ranks_reach_97_percent_on_digits(two_rank_run: Path) -> None:
     summary = read_summary(two_rank_run)
     assert summary["world_size"] == 2
@@ -33,6 +36,7 @@ def test_two_ranks_reach_97_percent_on_digits(two_rank_run: Path) -> None:
     assert [record["epoch"] for record in summary["history"]] == list(range(1, 11))
 
 
+@ON_THE_TWO_RANK_RUN
 def test_outputs_are_complete(two_rank_run: Path) -> None:
     assert (two_rank_run / "training-curves.png").read_bytes().startswith(b"\x89PNG")
     lines = [json.loads(line) for line in (two_rank_run / "metrics.jsonl").read_text().splitlines()]
@@ -45,6 +49,7 @@ def test_outputs_are_complete(two_rank_run: Path) -> None:
     assert model["metadata"]["classes"] == [str(digit) for digit in range(10)] and model["metadata"]["epochs"] == 10
 
 
+@ON_THE_TWO_RANK_RUN
 def test_evaluate_reports_per_class_accuracy_like_the_workshop(two_rank_run: Path) -> None:
     report = two_rank_run / "evaluation.json"
     result = run_trainer(["evaluate", "--model-file", str(two_rank_run / "model.pt"), "--json", str(report)])
@@ -70,6 +75,7 @@ def test_mnist_subset_trains_through_the_idx_path(mnist_subset: Path, tmp_path: 
     assert read_summary(tmp_path)["test_accuracy"] > 0.95
 
 
+@ON_THE_TWO_RANK_RUN
 def test_rerun_after_completion_resumes_and_trains_nothing(two_rank_run: Path, tmp_path: Path) -> None:
     output = tmp_path / "again"
     args = ["train", "--epochs", "10", "--output-dir", str(output), "--checkpoint-dir", str(two_rank_run / "checkpoints"), "--run-name", str(two_rank_run.resolve())]
