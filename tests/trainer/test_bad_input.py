@@ -117,6 +117,10 @@ def test_checkpoint_dir_shared_by_two_jobs_is_refused(tmp_path: Path) -> None:
     assert {path.name: path.read_bytes() for path in checkpoints.iterdir()} == before
 
 
+ON_THE_FINISHED_RUN = pytest.mark.xdist_group("test_bad_input.finished_run")
+"""On the worker that has the run: `make test`'s workers (--dist loadgroup) would each train their own copy."""
+
+
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     output = tmp_path_factory.mktemp("finished")
@@ -129,6 +133,7 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ("flag", "value", "recorded"),
     [("--seed", "1", "0"), ("--lr", "0.01", "0.003"), ("--epochs", "2", "1"), ("--batch-size", "32", "64")],
 )
+@ON_THE_FINISHED_RUN
 def test_a_resume_with_other_hyperparameters_is_refused(
     finished_run: Path, flag: str, value: str, recorded: str
 ) -> None:
@@ -158,6 +163,7 @@ def test_a_resume_with_other_hyperparameters_is_refused(
     assert {path.name: path.read_bytes() for path in checkpoints.iterdir()} == before
 
 
+@ON_THE_FINISHED_RUN
 def test_evaluating_the_model_of_another_run_is_refused(finished_run: Path) -> None:
     """After a re-deploy, the evaluation must not score the previous run's model.pt."""
     model = finished_run / "model.pt"
