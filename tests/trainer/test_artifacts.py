@@ -21,7 +21,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from eks_ddp.trainer.artifacts import ArtifactStore, Location
 from eks_ddp.trainer.checkpoint import CheckpointManager
 from eks_ddp.trainer.errors import UsageError
-from tests.conftest import free_port, read_summary, run_trainer
+from tests.conftest import Result, free_port, read_summary, run_trainer
 from tests.trainer.launch import start, wait_for_checkpoint
 
 pytestmark = pytest.mark.slow
@@ -39,8 +39,8 @@ def endpoint() -> Iterator[str]:
     server.stop()
 
 
-@pytest.fixture
-def s3(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+def _bucket_at(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A client of the bucket, which exists, and the environment that points the trainer at it."""
     credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
     credentials["AWS_DEFAULT_REGION"] = "us-east-1"
     for name, value in {"AWS_ENDPOINT_URL": endpoint, **credentials}.items():
@@ -49,6 +49,28 @@ def s3(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     if BUCKET not in [bucket["Name"] for bucket in client.list_buckets()["Buckets"]]:
         client.create_bucket(Bucket=BUCKET)
     return client
+
+
+@pytest.fixture
+def s3(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    return _bucket_at(endpoint, monkeypatch)
+
+
+UPLOADED = "jobs/a"
+"""The prefix of the run `uploaded` trains."""
+ON_THE_UPLOADED_RUN = pytest.mark.xdist_group("test_artifacts.uploaded")
+"""On the worker that has the run: `make test`'s workers (--dist loadgroup) would each train their own copy."""
+
+
+@pytest.fixture(scope="module")
+def uploaded(endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Result]:
+    """A 2-rank run with --artifact-uri s3://BUCKET/UPLOADED, trained once: the tests of what it uploads and of the
+    evaluation that reads its model from the bucket (and only adds its report there) share it."""
+    out = tmp_path_factory.mktemp("uploaded") / "run"
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _bucket_at(endpoint, monkeypatch)
+        uri = f"s3://{BUCKET}/{UPLOADED}"
+        return out, run_trainer([*ARGS, "--output-dir", str(out), "--artifact-uri", uri], nproc=2)
 
 
 def _keys(s3: Any, prefix: str) -> set[str]:
@@ -68,17 +90,17 @@ def _logged_steps(s3: Any, prefix: str, scratch: Path) -> tuple[list[int], list[
     return [json.loads(line)["step"] for line in lines], [event.step for event in events.Scalars("train/loss")]
 
 
-def test_a_run_uploads_its_results_and_checkpoints(s3: Any, tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    result = run_trainer([*ARGS, "--output-dir", str(out), "--artifact-uri", f"s3://{BUCKET}/jobs/a"], nproc=2)
+@ON_THE_UPLOADED_RUN
+def test_a_run_uploads_its_results_and_checkpoints(s3: Any, uploaded: tuple[Path, Result]) -> None:
+    out, result = uploaded
     assert result.returncode == 0, result.stderr
-    keys = _keys(s3, "jobs/a")
+    keys = _keys(s3, UPLOADED)
     assert {"model.pt", "summary.json", "metrics.jsonl", "training-curves.png"} <= keys
     assert any(key.startswith("tensorboard/events.out.tfevents.") for key in keys)
     steps = sorted(key for key in keys if key.startswith("checkpoints/") and key.endswith(".json"))
     assert steps and all(key.removesuffix(".json") + ".pt" in keys for key in steps)
     for name in ("model.pt", "summary.json"):
-        assert s3.get_object(Bucket=BUCKET, Key=f"jobs/a/{name}")["Body"].read() == (out / name).read_bytes()
+        assert s3.get_object(Bucket=BUCKET, Key=f"{UPLOADED}/{name}")["Body"].read() == (out / name).read_bytes()
     assert "could not upload" not in result.stderr and "S3 is unreachable" not in result.stderr
 
 
@@ -250,16 +272,18 @@ def test_a_bad_artifact_uri_is_one_line_naming_the_flag() -> None:
     assert Location.parse("s3://models/jobs/a/", "--artifact-uri").key("model.pt") == "jobs/a/model.pt"
 
 
-def test_evaluate_reads_the_model_from_s3_and_puts_its_report_next_to_it(s3: Any, tmp_path: Path) -> None:
+@ON_THE_UPLOADED_RUN
+def test_evaluate_reads_the_model_from_s3_and_puts_its_report_next_to_it(
+    s3: Any, uploaded: tuple[Path, Result], tmp_path: Path
+) -> None:
     """The storage-less EvaluationJob: no shared volume, the run's model from the bucket, the report back to it."""
-    out = tmp_path / "run"
-    trained = run_trainer([*ARGS, "--output-dir", str(out), "--artifact-uri", f"s3://{BUCKET}/runs/e"], nproc=2)
+    trained = uploaded[1]
     assert trained.returncode == 0, trained.stderr
     scratch = tmp_path / "scratch"
     args = ["evaluate", "--model-file", str(scratch / "model.pt"), "--json", str(scratch / "evaluation.json")]
-    evaluated = run_trainer([*args, "--model-uri", f"s3://{BUCKET}/runs/e/model.pt", "--wait-minutes", "1"])
+    evaluated = run_trainer([*args, "--model-uri", f"s3://{BUCKET}/{UPLOADED}/model.pt", "--wait-minutes", "1"])
     assert evaluated.returncode == 0, evaluated.stderr
-    assert {"evaluation.json", "confusion-matrix.png"} <= _keys(s3, "runs/e")
+    assert {"evaluation.json", "confusion-matrix.png"} <= _keys(s3, UPLOADED)
     missing = run_trainer([*args, "--model-uri", f"s3://{BUCKET}/runs/none/model.pt"])
     assert missing.returncode == 2
     assert missing.stderr.strip().splitlines()[-1] == (
