@@ -1,5 +1,6 @@
 """The engines, built once per session (a missing Go or a failed build errors every cluster test, never skips it),
-and a local cluster per test that is stopped, by process id, whatever the test did."""
+and the session's one control plane, reset for each test (tests.cluster.shared_plane) and stopped, by process id,
+whatever the tests did."""
 
 import time
 from collections.abc import Callable, Iterator
@@ -12,9 +13,9 @@ import pytest
 from eks_ddp.stack.engine_rules.base import Deployment
 from eks_ddp.workloads.training_pod import TRAINER_LABEL
 from tests.cluster import local_cluster
-from tests.cluster.control_plane import stop_recorded
 from tests.cluster.engines import build
 from tests.cluster.kubectl import Kubectl
+from tests.cluster.shared_plane import SharedPlane
 
 # Another cluster may hold the machine's one slot (control_plane.HOLDER) this long before ours starts: less than
 # pytest's timeout, so that a cluster left running by `make cluster-up` fails the test with the line saying so.
@@ -70,7 +71,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     one local cluster runs per machine at a time, so a second worker would only wait for the first; `slow`, so that
     their lane starts first (tests/conftest.py)."""
     for item in items:
-        if "cluster" in getattr(item, "fixturenames", ()):
+        if "shared_plane" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("local-cluster"))
             item.add_marker(pytest.mark.slow)
 
@@ -80,19 +81,25 @@ def engines() -> dict[str, Path]:
     return build.build_all(local_cluster.ENGINES)
 
 
+@pytest.fixture(scope="session")
+def shared_plane(engines: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedPlane]:
+    """The control plane the session's cluster tests share, stopped, by process id, at its end."""
+    plane = SharedPlane(engines, tmp_path_factory.mktemp("local-cluster"), WAIT_FOR_SLOT_S)
+    yield plane
+    plane.close()
+
+
 @pytest.fixture
-def cluster(engines: dict[str, Path], tmp_path: Path) -> Iterator[Callable[..., OnEngines]]:
-    """`cluster(stack, override)`: that stack started on its own local cluster, its objects applied."""
-    started: list[Path] = []
+def cluster(engines: dict[str, Path], shared_plane: SharedPlane) -> Iterator[Callable[..., OnEngines]]:
+    """`cluster(stack, override)`: that stack on the session's control plane, reset for it, its objects applied."""
 
     def start(stack: str, override: dict[str, str] | None = None, deploy: bool = True) -> OnEngines:
         deployment = local_cluster.deployment_of(stack, dict(override or {}))
-        running = local_cluster.start(stack, engines, runs=tmp_path, wait_s=WAIT_FOR_SLOT_S)
-        started.append(running.state)
+        steps = local_cluster.steps_of(deployment, engines)
+        running = shared_plane.take(stack, local_cluster.installed_crds(steps))
         if deploy:
-            local_cluster.deploy(running, deployment, engines)
+            local_cluster.deploy(running, deployment, engines, steps)
         return OnEngines(running, deployment)
 
     yield start
-    for state in started:
-        stop_recorded(state)
+    shared_plane.release()

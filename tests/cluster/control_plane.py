@@ -18,6 +18,7 @@ import sys
 import socket
 import subprocess
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,8 @@ READY_TIMEOUT_S = 60.0
 # One local cluster per machine: the MPI operator's health port (:8080) is fixed in its source (cmd/mpi-operator/app
 # server.go at v0.8.0). This file names the state folder of the one running.
 CLAIMER = "claimer"
+# What a cluster keeps running between the tests that share it (tests.cluster.shared_plane): its storage and API.
+API_PROCESSES = ("etcd", "egress-proxy", "kube-apiserver")
 HOLDER = Path(os.environ.get("EKS_DDP_CLUSTER_HOLDER", Path.home() / ".cache" / "eks-ddp" / "local-cluster"))
 
 
@@ -91,6 +94,11 @@ class ControlPlane:
     def start(self, kwok_stages: list[Path], wait_s: float = 0.0) -> None:
         """Every component, each once the one it needs answers; the admin kubeconfig at `self.kubeconfig`. Another
         local cluster still running is waited for up to `wait_s`, then refused."""
+        self.start_api(wait_s)
+        self.start_controllers(kwok_stages)
+
+    def start_api(self, wait_s: float = 0.0) -> None:
+        """etcd and the API server (API_PROCESSES), ready; the controllers not yet (`start_controllers`)."""
         claim(self.state, wait_s)
         for folder in (self.pki, self.logs):
             folder.mkdir(parents=True, exist_ok=True)
@@ -105,6 +113,9 @@ class ControlPlane:
         for identity in (ADMIN, SCHEDULER, CONTROLLER_MANAGER, KWOK):
             self._write_kubeconfig(ca, identity)
         self._wait_for("kube-apiserver /readyz", self._ready, "kube-apiserver")
+
+    def start_controllers(self, kwok_stages: list[Path]) -> None:
+        """The scheduler, the controller manager and KWOK, against the running API server."""
         self.spawn("kube-scheduler", [str(self.kube), "kube-scheduler", *self._component_flags(SCHEDULER)])
         self.spawn(
             "kube-controller-manager",
@@ -134,6 +145,11 @@ class ControlPlane:
 
     def stop(self) -> None:
         stop_recorded(self.state)
+
+    def stop_all_but_api(self) -> list[str]:
+        """Ends every process but etcd and the API server (the controllers, operators, Karpenter): nothing acts on the
+        cluster's objects any more, and the machine's claim on the cluster stays."""
+        return stop_recorded(self.state, keep=API_PROCESSES)
 
     def _certificates(self) -> trustme.CA:
         ca = trustme.CA(organization_name="eks-ddp local cluster")
@@ -271,7 +287,7 @@ def running_cluster() -> Path | None:
     if not HOLDER.exists():
         return None
     state = Path(HOLDER.read_text().strip())
-    return state if _any_alive(state) else None
+    return state if any_alive(state) else None
 
 
 def claim(state: Path, wait_s: float) -> None:
@@ -296,18 +312,21 @@ def claim(state: Path, wait_s: float) -> None:
             time.sleep(1)
 
 
-def _any_alive(state: Path) -> bool:
+def any_alive(state: Path) -> bool:
     pids = state / "pids"
     return pids.exists() and any(_alive(int(line.split()[0])) for line in pids.read_text().splitlines() if line)
 
 
-def stop_recorded(state: Path, grace_s: float = 2.0) -> list[str]:
-    """Ends every process `state/pids` records (SIGTERM, then SIGKILL after `grace_s`); the names of those that ran."""
+def stop_recorded(state: Path, grace_s: float = 2.0, keep: Collection[str] = ()) -> list[str]:
+    """Ends every process `state/pids` records but those named in `keep` (SIGTERM, then SIGKILL after `grace_s`); the
+    names of those that ran. With nothing kept the record goes, and with it the claim on the machine's cluster."""
     pids_file = state / "pids"
     if not pids_file.exists():
         return []
-    records = [line.split(maxsplit=1) for line in pids_file.read_text().splitlines() if line.strip()]
-    running = [(int(pid), name) for pid, name in records if name != CLAIMER and _alive(int(pid))]
+    records = [tuple(line.split(maxsplit=1)) for line in pids_file.read_text().splitlines() if line.strip()]
+    kept = [(pid, name) for pid, name in records if keep and (name in keep or name == CLAIMER)]
+    running = [(int(pid), name) for pid, name in records
+               if (pid, name) not in kept and name != CLAIMER and _alive(int(pid))]
     for pid, _ in running:
         os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
@@ -316,7 +335,10 @@ def stop_recorded(state: Path, grace_s: float = 2.0) -> list[str]:
     for pid, _ in running:
         if _alive(pid):
             os.killpg(pid, signal.SIGKILL)
-    pids_file.unlink()
+    if kept:
+        pids_file.write_text("".join(f"{pid} {name}\n" for pid, name in kept))
+    else:
+        pids_file.unlink()
     return [name for _, name in running]
 
 

@@ -58,6 +58,7 @@ from eks_ddp.stack.engine_rules.base import Deployment, NodeSource, node_sources
 from eks_ddp.stack.mocking import Registration
 from eks_ddp.workloads.target import KUBERNETES_ARCH
 from tests.cluster import charts, nodes
+from tests.cluster import crds as custom_resources
 from tests.cluster.control_plane import LOOPBACK, ControlPlane, free_port
 from tests.cluster.documents import documents
 from tests.cluster.engines import build
@@ -269,10 +270,6 @@ def crds() -> list[dict[str, Any]]:
     return [d for d in _yaml_documents([*aws, *kwok]) if d.get("kind") == "CustomResourceDefinition"]
 
 
-def crd_names() -> list[str]:
-    return [crd["metadata"]["name"] for crd in crds()]
-
-
 # ---- The process --------------------------------------------------------------------------------------------------
 
 
@@ -399,8 +396,7 @@ def start(plane: ControlPlane, kubectl: Kubectl, binary: Path, deployment: Deplo
     if _running(plane, ENGINE):
         return
     started = time.monotonic()
-    _apply(kubectl, crds())
-    kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{name}" for name in crd_names()))
+    custom_resources.install(kubectl, crds())
     chart = chart_deployment(deployment)
     namespace = chart["metadata"].get("namespace") or str(release(deployment).inputs.get("namespace") or "default")
     pod = chart["spec"]["template"]["spec"]

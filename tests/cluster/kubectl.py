@@ -1,10 +1,13 @@
 """kubectl (the control-plane binary's own) against one cluster: server-side apply, reads as JSON, waits."""
 
+import functools
 import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.cluster.api import Api
 
 FIELD_MANAGER = "pulumi-kubernetes"
 """The manager `pulumi up` applies as (pulumi-kubernetes v4 server-side apply), so later applies own the same fields."""
@@ -18,6 +21,11 @@ class KubectlError(Exception):
 class Kubectl:
     binary: Path
     kubeconfig: Path
+
+    @functools.cached_property
+    def api(self) -> Api:
+        """The same API server, as the same user, without a process per request (tests.cluster.api)."""
+        return Api(self.kubeconfig)
 
     def run(self, *args: str, stdin: str | None = None, timeout: float = 120) -> str:
         command = [str(self.binary), "kubectl", f"--kubeconfig={self.kubeconfig}", *args]

@@ -22,9 +22,11 @@ from eks_ddp.stack.engine_rules.base import Deployment, located, node_sources
 from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.stack.programs import Program
 from eks_ddp.stack.project_config import StackFileError
-from tests.cluster import charts, karpenter, manifests, nodes, objects, operators, volumes
+from tests.cluster import charts, crds as custom_resources, karpenter, manifests, nodes, objects, operators, volumes
+from tests.cluster.api import ApiError
 from tests.cluster.control_plane import ControlPlane, ControlPlaneError, running_cluster, stop_recorded
 from tests.cluster.engines import build
+from tests.cluster.crds import CrdError
 from tests.cluster.engines.build import BuildError
 from tests.cluster.kubectl import Kubectl, KubectlError
 
@@ -66,28 +68,34 @@ def deployment_of(stack: str, override: dict[str, str]) -> Deployment:
     return Deployment(program.run(stack, override), program.region(stack, override), DEPLOYER_ROLE_ARN, date.today())
 
 
-def _stage_files(kwok_module: Path) -> list[Path]:
-    files: list[Path] = []
+def kwok_stages() -> list[Path]:
+    """KWOK_STAGES from the kwok module, then ours."""
+    module, files = build.module_dir("kwok", "sigs.k8s.io/kwok"), []
     for stage in KWOK_STAGES:
-        path = kwok_module / "kustomize" / "stage" / stage
+        path = module / "kustomize" / "stage" / stage
         files += sorted(p for p in path.glob("*.yaml") if p.name != "kustomization.yaml") if path.is_dir() else [path]
     return files + sorted(OWN_STAGES.glob("*.yaml"))
 
 
-def start(stack: str, binaries: dict[str, Path], runs: Path = RUNS, wait_s: float = 0.0) -> LocalCluster:
-    """A fresh control plane for `stack` under runs/<stack> (one left running there is stopped first; one running
-    elsewhere is waited for up to `wait_s`)."""
-    state = runs / stack
+def new_plane(state: Path, binaries: dict[str, Path]) -> ControlPlane:
+    """A control plane (not started) with its state in `state`: one left running there is stopped first, and what an
+    earlier one stored there goes."""
     stop_recorded(state)
     if state.exists():
         for leftover in ("etcd", "pki", "logs"):
             shutil.rmtree(state / leftover, ignore_errors=True)
     state.mkdir(parents=True, exist_ok=True)
-    plane = ControlPlane(state, binaries["kube"], binaries["kwok"])
+    return ControlPlane(state, binaries["kube"], binaries["kwok"])
+
+
+def start(stack: str, binaries: dict[str, Path], runs: Path = RUNS, wait_s: float = 0.0) -> LocalCluster:
+    """A fresh control plane for `stack` under runs/<stack> (one left running there is stopped first; one running
+    elsewhere is waited for up to `wait_s`)."""
+    plane = new_plane(runs / stack, binaries)
     try:
-        plane.start(_stage_files(build.module_dir("kwok", "sigs.k8s.io/kwok")), wait_s)
+        plane.start(kwok_stages(), wait_s)
     except BaseException:
-        stop_recorded(state)  # what did start, and the claim on the machine's one cluster
+        stop_recorded(plane.state)  # what did start, and the claim on the machine's one cluster
         raise
     return LocalCluster(stack, plane, Kubectl(binaries["kube"], plane.kubeconfig))
 
@@ -95,7 +103,7 @@ def start(stack: str, binaries: dict[str, Path], runs: Path = RUNS, wait_s: floa
 def _ended(kubectl: Kubectl, manifest: dict[str, Any]) -> str | None:
     """None while a gate runs; "" once it succeeded; why it failed once it failed."""
     meta = manifest["metadata"]
-    found = kubectl.get(manifest["kind"].lower(), meta["name"], "-n", meta.get("namespace", "default"))
+    found = kubectl.api.read(manifest["apiVersion"], manifest["kind"], meta["name"], meta.get("namespace", "default"))
     conditions = {c["type"]: c for c in found.get("status", {}).get("conditions") or [] if c.get("status") == "True"}
     if "Failed" in conditions:
         failed = conditions["Failed"]
@@ -137,29 +145,43 @@ def _renderer(deployment: Deployment, kube: Path, kubernetes_version: str) -> ob
     return render
 
 
-def _established(kubectl: Kubectl) -> set[str]:
-    """The CRDs the API server serves."""
-    return {
-        crd["metadata"]["name"]
-        for crd in kubectl.items("crds")
-        if any(c["type"] == "Established" and c["status"] == "True" for c in (crd.get("status") or {}).get("conditions")
-               or [])
-    }
+Kind = tuple[str, str]
+"""An API group and a kind: what a manifest's apiVersion and kind ask the API server to serve."""
 
 
-def _cluster_scoped_kinds(kubectl: Kubectl) -> set[str]:
-    """Kinds without a namespace, as discovery lists them (KIND is the last column)."""
-    listed = kubectl.run("api-resources", "--namespaced=false", "--no-headers")
-    return {line.split()[-1] for line in listed.splitlines()}
+def _kind(manifest: dict[str, Any]) -> Kind:
+    return str(manifest.get("apiVersion", "")).rpartition("/")[0], str(manifest.get("kind", ""))
+
+
+def _crd_kinds(manifests: list[dict[str, Any]]) -> set[Kind]:
+    return {(m["spec"]["group"], m["spec"]["names"]["kind"]) for m in manifests
+            if m.get("kind") == "CustomResourceDefinition"}
+
+
+def _discovery(kubectl: Kubectl) -> tuple[set[str], set[Kind]]:
+    """Kinds without a namespace, and the kinds the API server serves but for those of its CRDs: what a fresh
+    cluster serves before `pulumi up` installs any."""
+    resources, custom = kubectl.api.resources(), set(custom_resources.held(kubectl))
+    built_in = {(r.group, r.kind) for r in resources if f"{r.name}.{r.group}" not in custom}
+    return {r.kind for r in resources if not r.namespaced}, built_in
 
 
 @dataclass
 class _Known:
-    """What deploy knows of the cluster without asking it again: kinds without a namespace (asked again after CRDs)
-    and the namespaces that exist."""
+    """What deploy knows of the cluster without asking it again: kinds without a namespace (asked again after CRDs),
+    the kinds served (the built-in ones and those of the CRDs this deploy applied) and the namespaces that exist."""
 
     scoped: set[str]
+    served: set[Kind]
     namespaces: set[str]
+
+    def refuse_unserved(self, step: objects.Step, manifests: list[dict[str, Any]]) -> None:
+        """What a fresh API server answers an object of a kind no CRD applied so far serves (kubectl: "no matches
+        for kind"), even where a cluster shared with an earlier test kept that CRD (tests.cluster.shared_plane)."""
+        for manifest in manifests:
+            if _kind(manifest) not in self.served:
+                raise DeployError(f"{located(step.registration)}: no matches for kind {manifest['kind']} in version "
+                                  f"{manifest.get('apiVersion')}: its CRD is not installed before it")
 
 
 def _install(
@@ -170,13 +192,9 @@ def _install(
     its operators started."""
     crds = [m for m in step.manifests if m.get("kind") == "CustomResourceDefinition"]
     if crds:
-        cluster.kubectl.apply(crds)
-        names, deadline = {m["metadata"]["name"] for m in crds}, time.monotonic() + GATE_TIMEOUT_S
-        while names - _established(cluster.kubectl):
-            if time.monotonic() > deadline:
-                raise DeployError(f"CRDs {', '.join(sorted(names - _established(cluster.kubectl)))}: not Established")
-            time.sleep(0.2)
-        known.scoped = _cluster_scoped_kinds(cluster.kubectl)
+        custom_resources.install(cluster.kubectl, crds)
+        known.scoped, _ = _discovery(cluster.kubectl)
+        known.served |= _crd_kinds(crds)
     release_namespace = str(step.registration.sent.get("namespace") or "default")
     rest = [
         m if m["kind"] in known.scoped or m["metadata"].get("namespace")
@@ -187,6 +205,7 @@ def _install(
     own = {m["metadata"]["name"] for m in rest if m["kind"] == "Namespace"}
     missing = sorted({str(m["metadata"]["namespace"]) for m in rest if m["metadata"].get("namespace")}
                      - known.namespaces - own)
+    known.refuse_unserved(step, rest)
     cluster.kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in missing]
                           + rest)
     known.namespaces |= own | set(missing)
@@ -194,6 +213,7 @@ def _install(
         operators.start(cluster.control_plane, cluster.kubectl, binaries, operator, operator_deployment)
     if karpenter.is_release(step.registration):
         karpenter.start(cluster.control_plane, cluster.kubectl, binaries[karpenter.ENGINE], deployment)
+        known.served |= _crd_kinds(karpenter.crds())
 
 
 def _with_faults(step: objects.Step, exit_codes: dict[str, int]) -> objects.Step:
@@ -204,21 +224,32 @@ def _with_faults(step: objects.Step, exit_codes: dict[str, int]) -> objects.Step
     return replace(step, manifests=manifests_)
 
 
-def deploy(
-    cluster: LocalCluster, deployment: Deployment, binaries: dict[str, Path], exit_codes: dict[str, int] | None = None
-) -> list[str]:
-    """Nodes and volumes, then the stack's objects in creation order; the add-ons that were stood in. `exit_codes`:
-    objects (by name) whose pods end with that code, faults a test injects. Plain objects between two installs or
-    gates go in one apply (kubectl applies a list in order)."""
-    cluster.kubectl.apply(nodes.nodes(node_sources(deployment)) + volumes.stand_in_volumes(deployment))
+def steps_of(deployment: Deployment, binaries: dict[str, Path],
+             exit_codes: dict[str, int] | None = None) -> list[objects.Step]:
+    """What deploy applies, step by step (objects.creation_order), as the local cluster runs it: `exit_codes` are
+    objects (by name) whose pods end with that code, faults a test injects; EC2NodeClasses get their KWOKNodeClass."""
     render = _renderer(deployment, binaries["kube"], build.version(build.Engine.read(build.HERE / "kube")))
-    steps = [
+    return [
         replace(marked, manifests=karpenter.for_kwok(marked.manifests))  # EC2NodeClass: the cloud boundary
         for marked in (_with_faults(step, exit_codes or {}) for step in objects.creation_order(deployment, render))
     ]
+
+
+def installed_crds(steps: list[objects.Step]) -> list[dict[str, Any]]:
+    """The CRDs deploying `steps` installs (Karpenter's process installs its own and the KWOKNodeClass)."""
+    crds = [m for step in steps for m in step.manifests if m.get("kind") == "CustomResourceDefinition"]
+    return crds + (karpenter.crds() if any(karpenter.is_release(step.registration) for step in steps) else [])
+
+
+def deploy(cluster: LocalCluster, deployment: Deployment, binaries: dict[str, Path],
+           steps: list[objects.Step] | None = None) -> list[str]:
+    """Nodes and volumes, then the stack's objects in creation order (`steps`, else steps_of the deployment); the
+    add-ons that were stood in. Plain objects between two installs or gates go in one apply (kubectl applies a list
+    in order)."""
+    steps = steps_of(deployment, binaries) if steps is None else steps
+    cluster.kubectl.apply(nodes.nodes(node_sources(deployment)) + volumes.stand_in_volumes(deployment))
     by_urn = {step.registration.urn: step for step in steps}
-    known = _Known(_cluster_scoped_kinds(cluster.kubectl),
-                   {n["metadata"]["name"] for n in cluster.kubectl.items("namespaces")})
+    known = _Known(*_discovery(cluster.kubectl), {n["metadata"]["name"] for n in cluster.kubectl.items("namespaces")})
     batch: list[dict[str, Any]] = []
     for step in steps:
         install = step.registration.type in objects.INSTALLS
@@ -230,6 +261,7 @@ def deploy(
         if install:
             _install(cluster, step, binaries, known, deployment)
         else:
+            known.refuse_unserved(step, step.manifests)
             batch += step.manifests
             known.namespaces |= {m["metadata"]["name"] for m in step.manifests if m["kind"] == "Namespace"}
     if batch:
@@ -246,7 +278,7 @@ def settle(kubectl: Kubectl, timeout_s: float = SETTLE_TIMEOUT_S) -> list[dict[s
     moment after the job), or when the time ran out: what the table shows."""
     deadline, seen, since = time.monotonic() + timeout_s, set(), time.monotonic()
     while True:
-        pods = kubectl.items("pods", "--all-namespaces")
+        pods = kubectl.api.items("/api/v1/pods")
         names = {(p["metadata"]["namespace"], p["metadata"]["name"], p.get("status", {}).get("phase")) for p in pods}
         if names != seen:
             seen, since = names, time.monotonic()
@@ -327,8 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         up(args.stack, _override(args.config))
-    except (BuildError, ControlPlaneError, DeployError, KubectlError, StackFileError, FileNotFoundError,
-            manifests.ManifestSourceError, operators.OperatorError) as error:
+    except (ApiError, BuildError, ControlPlaneError, CrdError, DeployError, KubectlError, StackFileError,
+            FileNotFoundError, manifests.ManifestSourceError, operators.OperatorError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     return 0

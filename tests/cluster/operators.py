@@ -222,7 +222,7 @@ def _serves_every_path(port: int, ca: bytes, paths: list[str]) -> bool:
 
 def _filled_secret(kubectl: Kubectl, namespace: str, name: str) -> dict[str, bytes] | None:
     """The Secret's data once the rotator wrote a certificate into it (the chart's may hold empty keys)."""
-    data = kubectl.get("secret", name, "-n", namespace).get("data") or {}
+    data = kubectl.api.read("v1", "Secret", name, namespace).get("data") or {}
     if not data.get("tls.crt"):
         return None
     return {key: base64.b64decode(value) for key, value in data.items()}

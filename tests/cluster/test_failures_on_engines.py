@@ -21,7 +21,8 @@ def test_a_failing_fabric_check_stops_training(
 ) -> None:
     on = cluster("gpu", deploy=False)
     with pytest.raises(local_cluster.DeployError, match=f"{check} failed"):
-        local_cluster.deploy(on.cluster, on.deployment, engines, exit_codes={check: 1})
+        local_cluster.deploy(on.cluster, on.deployment, engines,
+                             local_cluster.steps_of(on.deployment, engines, {check: 1}))
     assert not on.kubectl.items("pytorchjobs", "--all-namespaces")
 
 

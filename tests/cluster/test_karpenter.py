@@ -17,11 +17,9 @@ from eks_ddp.stack.cost import training_nodes
 from eks_ddp.stack.engine_rules.base import Deployment, NodeSource, node_offer, quantity
 from tests.cluster import karpenter, local_cluster
 from tests.cluster.conftest import training, wait_for
-from tests.cluster.control_plane import stop_recorded
-from tests.cluster.engines import build
+from tests.cluster.shared_plane import SharedPlane
 
 KARPENTER = {"eks-ddp:autoscaler": "karpenter", "eks-ddp:monitoring": "none"}
-WAIT_FOR_SLOT_S = 900.0
 SCALE_UP_S = 30.0
 """How long a Pending pod may wait for its Karpenter node here (measured: 1 to 3 s from pod to Running node)."""
 SIDE_STEP = "eks-ddp/step"
@@ -100,28 +98,23 @@ class OnKarpenter:
 
 
 @pytest.fixture(scope="module")
-def on_karpenter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], OnKarpenter]]:
-    """`on_karpenter(stack)`: the stack deployed under autoscaler=karpenter, one cluster per stack for this module
-    (the machine holds one local cluster: asking for another stack stops the previous one)."""
-    binaries = build.build_all(local_cluster.ENGINES)
-    runs = tmp_path_factory.mktemp("karpenter")
+def on_karpenter(engines: dict[str, Path], shared_plane: SharedPlane) -> Iterator[Callable[[str], OnKarpenter]]:
+    """`on_karpenter(stack)`: the stack deployed under autoscaler=karpenter on the session's control plane, for as
+    long as this module asks for the same stack (another stack resets the plane for it)."""
     current: dict[str, OnKarpenter] = {}
 
     def get(stack: str) -> OnKarpenter:
-        if stack in current:
-            return current[stack]
-        for running in current.values():
-            stop_recorded(running.cluster.state)
-        current.clear()
-        deployment = local_cluster.deployment_of(stack, KARPENTER)
-        cluster = local_cluster.start(stack, binaries, runs=runs, wait_s=WAIT_FOR_SLOT_S)
-        current[stack] = OnKarpenter(stack, deployment, cluster)
-        local_cluster.deploy(cluster, deployment, binaries)
+        if stack not in current:
+            current.clear()
+            deployment = local_cluster.deployment_of(stack, KARPENTER)
+            steps = local_cluster.steps_of(deployment, engines)
+            cluster = shared_plane.take(stack, local_cluster.installed_crds(steps))
+            current[stack] = OnKarpenter(stack, deployment, cluster)
+            local_cluster.deploy(cluster, deployment, engines, steps)
         return current[stack]
 
     yield get
-    for running in current.values():
-        stop_recorded(running.cluster.state)
+    shared_plane.release()
 
 
 def _time(stamp: str) -> datetime:
@@ -192,17 +185,6 @@ def _assert_scaled_from_zero(on: OnKarpenter) -> None:
     assert len(on.nodes(pool)) == training_nodes(on.deployment)[pool.registration.urn]
 
 
-ON_ENGINES = (pytest.mark.xdist_group("local-cluster"), pytest.mark.slow)
-"""As tests/cluster/conftest.py marks the tests that start a cluster: one after another, on one worker."""
-
-
-def _on_engines(test: Callable[..., None]) -> Callable[..., None]:
-    for mark in ON_ENGINES:
-        test = mark(test)
-    return test
-
-
-@_on_engines
 def test_dev_training_pods_pending_on_an_empty_node_pool_get_nodes_from_karpenter(
     on_karpenter: Callable[[str], OnKarpenter],
 ) -> None:
@@ -226,7 +208,6 @@ def _spread_pod(name: str, group: str) -> dict[str, Any]:
     }
 
 
-@_on_engines
 def test_dev_node_pool_cpu_limit_stops_karpenter_at_whole_instances(on_karpenter: Callable[[str], OnKarpenter]) -> None:
     """limits.cpu 384 of c7g.16xlarge (64 vCPUs) is 6 nodes on EC2. Small pods that each need a node of their own
     arrive in two waves, so the second batch counts the nodes that exist by their capacity: with the kwok provider's
@@ -255,7 +236,6 @@ def test_dev_node_pool_cpu_limit_stops_karpenter_at_whole_instances(on_karpenter
     assert len(pending) == 13 - (limit - before)
 
 
-@_on_engines
 def test_gpu_training_pods_pending_on_an_empty_node_pool_get_nodes_from_karpenter(
     on_karpenter: Callable[[str], OnKarpenter],
 ) -> None:

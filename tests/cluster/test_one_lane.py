@@ -12,7 +12,11 @@ CONFTEST = """import pytest
 from tests.cluster.conftest import pytest_collection_modifyitems  # noqa: F401 (the hook under test)
 
 @pytest.fixture
-def cluster():
+def shared_plane():
+    return None
+
+@pytest.fixture
+def cluster(shared_plane):
     return None
 """
 TESTS = """def test_a(cluster): pass

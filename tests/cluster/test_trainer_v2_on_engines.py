@@ -82,7 +82,8 @@ def test_a_failing_training_pod_restarts_the_jobset_up_to_its_budget_and_then_fa
     runtime = on.sent("ClusterTrainingRuntime")
     # Every incarnation of the training pods ends with exit code 1 (restartPolicy Never: the pod fails, and with
     # backoffLimit 0 its Job), annotated through the runtime's pod template as the Trainer copies it into the JobSet.
-    local_cluster.deploy(on.cluster, on.deployment, engines, exit_codes={runtime["metadata"]["name"]: 1})
+    local_cluster.deploy(on.cluster, on.deployment, engines,
+                         local_cluster.steps_of(on.deployment, engines, {runtime["metadata"]["name"]: 1}))
     namespace, name = on.sent("TrainJob")["metadata"]["namespace"], _job("dev")["name"]
     # The promise (Pulumi.yaml, eks-ddp:job): survivesNodeLosses events, default 1; the runtime carries it.
     budget = max(1, int(_job("dev").get("survivesNodeLosses", 1)))
