@@ -10,8 +10,11 @@ from benchmarks import accuracy
 pytestmark = pytest.mark.slow
 
 
-def test_benchmark_writes_both_loops_side_by_side(tmp_path: Path) -> None:
+def test_benchmark_writes_both_loops_side_by_side(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     output = tmp_path / "bench.json"
+    # One thread a rank, as torchrun sets it for each of the benchmark's default 2 ranks: its one rank here would
+    # otherwise run two on this machine's two cores and spin them against the other tests.
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     tiny = ["--nproc", "1", "--mnist-images", "2000", "--mnist-epochs", "1"]  # one rank: the harness, not the speed
     results = accuracy.main(["--output", str(output), *tiny])
     assert json.loads(output.read_text()) == results
