@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, read_summary, run_trainer, trainer_command, trainer_env
+from tests.conftest import ROOT, Result, read_summary, run_trainer, trainer_command, trainer_env
 
 pytestmark = pytest.mark.slow
 ON_THE_TWO_RANK_RUN = pytest.mark.xdist_group("test_training.two_rank_run")
@@ -62,10 +62,22 @@ def test_evaluate_reports_per_class_accuracy_like_the_workshop(two_rank_run: Pat
     assert (two_rank_run / "confusion-matrix.png").read_bytes().startswith(b"\x89PNG")
 
 
-def test_single_process_without_torchrun(tmp_path: Path) -> None:
-    result = run_trainer(["train", "--epochs", "2", "--output-dir", str(tmp_path)])
+ON_THE_ONE_PROCESS_RUN = pytest.mark.xdist_group("test_training.one_process_run")
+"""On the worker that has the run: `make test`'s workers (--dist loadgroup) would each train their own copy."""
+
+
+@pytest.fixture(scope="module")
+def one_process_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Result]:
+    """A 2-epoch run in one process, its stderr a pipe: the single-process test and the progress bar's other half."""
+    output = tmp_path_factory.mktemp("one-process")
+    return output, run_trainer(["train", "--epochs", "2", "--output-dir", str(output)])
+
+
+@ON_THE_ONE_PROCESS_RUN
+def test_single_process_without_torchrun(one_process_run: tuple[Path, Result]) -> None:
+    output, result = one_process_run
     assert result.returncode == 0, result.stderr
-    summary = read_summary(tmp_path)
+    summary = read_summary(output)
     assert summary["world_size"] == 1 and summary["test_accuracy"] > 0.8
 
 
@@ -93,7 +105,10 @@ def test_compile_flag_trains(tmp_path: Path) -> None:
     assert read_summary(tmp_path)["test_accuracy"] > 0.8
 
 
-def test_progress_bar_on_a_terminal_and_log_lines_otherwise(tmp_path: Path) -> None:
+@ON_THE_ONE_PROCESS_RUN
+def test_progress_bar_on_a_terminal_and_log_lines_otherwise(
+    tmp_path: Path, one_process_run: tuple[Path, Result]
+) -> None:
     args = ["train", "--epochs", "1", "--output-dir", str(tmp_path)]
     controller, terminal = pty.openpty()
     fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a real terminal has a width
@@ -114,8 +129,8 @@ def test_progress_bar_on_a_terminal_and_log_lines_otherwise(tmp_path: Path) -> N
     assert "epoch 1/1:" in shown and "img/s" in shown and "\r" in shown  # a tqdm bar redrawn in place
     assert "step 10 loss" not in shown
 
-    piped = run_trainer([*args[:-1], str(tmp_path / "piped")])
-    assert "epoch 1/1 step 10 loss" in piped.stderr and "\r" not in piped.stderr
+    piped = one_process_run[1]
+    assert "epoch 1/2 step 10 loss" in piped.stderr and "\r" not in piped.stderr
 
 
 def test_evaluate_regenerates_the_synthetic_data_the_model_saw(tmp_path: Path) -> None:
