@@ -18,6 +18,7 @@ METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v
 """Lists of object metadata only: a CRD's 4 MB of schema stays on the server."""
 DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 """Aggregated discovery (GA since Kubernetes 1.30): every group's resources in one answer."""
+DISCOVERY_LAG_S = 5.0
 TOO_MANY_RETRIES = 30
 """Times a request answered 429 (Too Many Requests) is sent again, a second apart."""
 
@@ -32,7 +33,7 @@ class ApiError(Exception):
 
 @dataclass(frozen=True)
 class Resource:
-    """A resource as discovery lists it (a group's preferred version)."""
+    """A resource in one version of its group, as discovery lists it."""
 
     group: str
     version: str
@@ -48,6 +49,14 @@ class Resource:
         return f"{prefix}{inside}/{self.name}" + (f"/{quote(name)}" if name else "")
 
 
+def _message(answer: bytes) -> str:
+    """A Status answer's message, whole (an admission webhook's or a CEL rule's reason is in it), else the text."""
+    try:
+        return str(json.loads(answer).get("message") or answer.decode())
+    except (ValueError, AttributeError):
+        return answer.decode(errors="replace")
+
+
 class Api:
     """One keep-alive connection to the kubeconfig's API server."""
 
@@ -60,8 +69,9 @@ class Api:
         if "client-certificate" in user:
             self.context.load_cert_chain(user["client-certificate"], user["client-key"])
         self.headers = {"Authorization": f"Bearer {user['token']}"} if "token" in user else {}
+        self.namespace = config["contexts"][0]["context"].get("namespace") or "default"
         self._connection: http.client.HTTPSConnection | None = None
-        self._by_kind: dict[tuple[str, str], Resource] = {}
+        self._by_kind: dict[tuple[str, str, str], Resource] = {}
 
     def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
                 accept: str = "application/json") -> Any:
@@ -75,7 +85,7 @@ class Api:
             time.sleep(1)
             status, data = self._send(method, path, payload, headers)
         if status >= 400:
-            raise ApiError(status, f"{method} {path}: {status} {data.decode(errors='replace')[:300]}")
+            raise ApiError(status, f"{method} {path}: {status} {_message(data)}")
         return json.loads(data) if data else None
 
     def _send(self, method: str, path: str, payload: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
@@ -93,19 +103,18 @@ class Api:
         return response.status, response.read()
 
     def resources(self) -> list[Resource]:
-        """Every resource the API server serves (subresources left out), from aggregated discovery."""
+        """Every resource the API server serves, in each version it serves (subresources left out), from aggregated
+        discovery: a group's versions may serve different kinds (kubeflow.org: PyTorchJob in v1, MPIJob in
+        v2beta1)."""
         found = []
         for root in ("/api", "/apis"):
             for group in self.request("GET", root, accept=DISCOVERY).get("items") or []:
-                versions = group.get("versions") or []
-                if not versions:
-                    continue
-                preferred = versions[0]  # discovery lists them in order of preference
-                for resource in preferred.get("resources") or []:
-                    found.append(Resource(
-                        group.get("metadata", {}).get("name", ""), preferred["version"], resource["resource"],
-                        resource.get("responseKind", {}).get("kind", ""), resource.get("scope") == "Namespaced",
-                        frozenset(resource.get("verbs") or [])))
+                for version in group.get("versions") or []:
+                    for resource in version.get("resources") or []:
+                        found.append(Resource(
+                            group.get("metadata", {}).get("name", ""), version["version"], resource["resource"],
+                            resource.get("responseKind", {}).get("kind", ""), resource.get("scope") == "Namespaced",
+                            frozenset(resource.get("verbs") or [])))
         return found
 
     def metadata(self, resource: Resource) -> list[dict[str, Any]]:
@@ -114,13 +123,25 @@ class Api:
         return [item["metadata"] for item in listed.get("items") or []]  # an empty list's items are null
 
     def resource(self, api_version: str, kind: str) -> Resource:
-        """The resource serving `kind` of `api_version`'s group (discovery asked again for one not seen before)."""
-        key = (api_version.rpartition("/")[0], kind)
-        if key not in self._by_kind:
-            self._by_kind = {(r.group, r.kind): r for r in self.resources()}
-        if key not in self._by_kind:
-            raise ApiError(404, f"no matches for kind {kind} in version {api_version}")
+        """The resource serving `kind` of `api_version`'s group; discovery is asked again for one not seen before, for
+        a few seconds (it serves a CRD's kind a moment after the CRD is established)."""
+        group, _, version = api_version.rpartition("/")
+        key, deadline = (group, version, kind), time.monotonic() + DISCOVERY_LAG_S
+        while key not in self._by_kind:
+            self._by_kind = {(r.group, r.version, r.kind): r for r in self.resources()}
+            if key not in self._by_kind and time.monotonic() > deadline:
+                raise ApiError(404, f"no matches for kind {kind} in version {api_version}")
+            time.sleep(0.2 if key not in self._by_kind else 0)
         return self._by_kind[key]
+
+    def apply(self, manifest: dict[str, Any], manager: str) -> dict[str, Any]:
+        """Server-side apply of one object, its conflicts forced and unknown fields refused (kubectl apply
+        --server-side --force-conflicts, whose validation is strict), as `manager`; the object as the server holds
+        it. Without a namespace, a namespaced object goes to the kubeconfig's."""
+        meta, resource = manifest["metadata"], self.resource(manifest["apiVersion"], manifest["kind"])
+        path = resource.path(meta.get("namespace") or self.namespace, meta["name"])
+        query = f"fieldManager={quote(manager)}&force=true&fieldValidation=Strict"
+        return self.request("PATCH", f"{path}?{query}", manifest, "application/apply-patch+yaml")
 
     def read(self, api_version: str, kind: str, name: str, namespace: str = "") -> dict[str, Any]:
         """One object, whole."""

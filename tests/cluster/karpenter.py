@@ -62,7 +62,7 @@ from tests.cluster import crds as custom_resources
 from tests.cluster.control_plane import LOOPBACK, ControlPlane, free_port
 from tests.cluster.documents import documents
 from tests.cluster.engines import build
-from tests.cluster.kubectl import FIELD_MANAGER, Kubectl
+from tests.cluster.kubectl import Kubectl
 from tests.cluster.operators import OperatorError, answers
 
 ENGINE = "karpenter"
@@ -341,18 +341,6 @@ def _kwok_rbac(namespace: str, account: str) -> list[dict[str, Any]]:
     return [d for d in documents(done.stdout) if d.get("kind") in RBAC_KINDS]
 
 
-def _apply(kubectl: Kubectl, manifests: list[dict[str, Any]]) -> None:
-    """Server-side apply as the harness applies, one namespace at a time (kubectl refuses objects of a namespace other
-    than the one it is given)."""
-    by_namespace: dict[str, list[dict[str, Any]]] = {}
-    for manifest in manifests:
-        by_namespace.setdefault(manifest["metadata"].get("namespace") or "default", []).append(manifest)
-    for namespace, group in by_namespace.items():
-        body = json.dumps({"apiVersion": "v1", "kind": "List", "items": group})
-        kubectl.run("apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}", "-n", namespace,
-                    "-f", "-", stdin=body)
-
-
 def _token_kubeconfig(plane: ControlPlane, kubectl: Kubectl, namespace: str, account: str) -> Path:
     """A kubeconfig with a token the API server issues for the ServiceAccount (as the kubelet projects one)."""
     token = kubectl.run("create", "token", account, "-n", namespace, "--duration=48h").strip()
@@ -403,7 +391,7 @@ def start(plane: ControlPlane, kubectl: Kubectl, binary: Path, deployment: Deplo
     account = pod.get("serviceAccountName", "default")
     service_account = {"apiVersion": "v1", "kind": "ServiceAccount",
                        "metadata": {"name": account, "namespace": namespace}}
-    _apply(kubectl, [service_account, *_kwok_rbac(namespace, account)])
+    kubectl.apply([service_account, *_kwok_rbac(namespace, account)])
     folder = plane.state / "karpenter"
     folder.mkdir(exist_ok=True)
     (folder / "instance-types.json").write_text(json.dumps(instance_types(deployment), indent=1))

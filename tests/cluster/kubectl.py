@@ -1,4 +1,5 @@
-"""kubectl (the control-plane binary's own) against one cluster: server-side apply, reads as JSON, waits."""
+"""kubectl (the control-plane binary's own) against one cluster: reads as JSON, dry runs, tokens; server-side apply
+over the same API server's HTTPS (tests.cluster.api)."""
 
 import functools
 import json
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.cluster.api import Api
+from tests.cluster.api import Api, ApiError
 
 FIELD_MANAGER = "pulumi-kubernetes"
 """The manager `pulumi up` applies as (pulumi-kubernetes v4 server-side apply), so later applies own the same fields."""
@@ -34,13 +35,15 @@ class Kubectl:
             raise KubectlError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
         return done.stdout
 
-    def apply(self, manifests: list[dict[str, Any]], manager: str = FIELD_MANAGER) -> str:
-        """Server-side apply, conflicts forced as `pulumi up` forces them (nothing to apply: nothing done)."""
-        if not manifests:
-            return ""
-        body = json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests})
-        return self.run("apply", "--server-side", "--force-conflicts", f"--field-manager={manager}", "-f", "-",
-                        stdin=body)
+    def apply(self, manifests: list[dict[str, Any]], manager: str = FIELD_MANAGER) -> None:
+        """Server-side apply, one object after another, conflicts forced as `pulumi up` forces them; sent over HTTPS
+        as client-go sends it (Api.apply), a kubectl process per call costing more than the call. KubectlError with
+        the API server's reason if it refuses one."""
+        for manifest in manifests:
+            try:
+                self.api.apply(manifest, manager)
+            except ApiError as error:
+                raise KubectlError(f"apply {manifest['kind']} {manifest['metadata'].get('name')}: {error}") from error
 
     def get(self, *args: str) -> dict[str, Any]:
         return json.loads(self.run("get", "-o", "json", *args))
