@@ -32,17 +32,19 @@ def test_a_reset_leaves_no_object_of_the_last_stack_and_an_object_before_its_crd
     roles = _names(cluster.kubectl.items("clusterroles"))
     assert OPERATOR_ROLE in roles and cluster.kubectl.items("nodes") and crds.held(cluster.kubectl)
 
-    kubectl = shared_plane.take("dev", []).kubectl
-    assert not crds.held(kubectl), "no CRD kept that the next stack does not install"
-    assert not kubectl.items("nodes")
+    kubectl = shared_plane.take("dev", installed).kubectl
+    assert set(crds.held(kubectl)) == {crd["metadata"]["name"] for crd in installed}, "the CRDs to keep, kept"
+    assert not kubectl.items("pytorchjobs", "--all-namespaces") and not kubectl.items("nodes")
     assert _names(kubectl.items("namespaces")) == SYSTEM_NAMESPACES
     assert OPERATOR_ROLE not in _names(kubectl.items("clusterroles"))
 
-    crds.install(kubectl, installed)
-    kubectl = shared_plane.take("dev", installed).kubectl
-    assert set(crds.held(kubectl)) == {crd["metadata"]["name"] for crd in installed}, "the CRDs to keep, kept"
     (job,) = [s for s in steps if any(m["kind"] == "PyTorchJob" for m in s.manifests)]
     early = [replace(job, after=()), *(s for s in steps if s is not job)]
     with pytest.raises(local_cluster.DeployError, match="no matches for kind PyTorchJob"):
         local_cluster.deploy(shared_plane.take("dev", installed), deployment, engines, early)
+
+    first = installed[0]
+    changed = {**first, "metadata": {**first["metadata"], "labels": {"eks-ddp.local/test": "changed"}}}
+    kubectl = shared_plane.take("dev", [changed]).kubectl
+    assert not crds.held(kubectl), "a CRD the next stack installs differently is not kept, nor one it does not install"
     shared_plane.release()
