@@ -195,9 +195,8 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
 
 
 def _run_train(args: argparse.Namespace, topology: Topology) -> None:
-    from eks_ddp.trainer.training import (
-        train,  # imports torch.distributed machinery only when training
-    )
+    with startup.frozen_imports():  # torch.distributed's machinery and torch._dynamo, only when training
+        from eks_ddp.trainer.training import train
 
     startup.reuse_freed_memory()
     summary = train(_train_config(args), topology)

@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import gc
 import os
+import sys
 from collections.abc import Iterator
 
 IMPORT_THRESHOLD = 50_000
@@ -32,14 +33,17 @@ def freeze_imports() -> None:
 
 @contextlib.contextmanager
 def frozen_imports() -> Iterator[None]:
-    """Around a command's imports: collect rarely while they run, then freeze what they built."""
-    thresholds = gc.get_threshold()
+    """Around a command's imports: collect rarely while they run, then freeze what they built. A block that imported
+    nothing new (a command run again in the same process, as tests/trainer/teardown_loop.py runs `train`) freezes
+    nothing: what the previous run left for the collector stays collectable."""
+    thresholds, modules = gc.get_threshold(), len(sys.modules)
     gc.set_threshold(IMPORT_THRESHOLD, *thresholds[1:])
     try:
         yield
     finally:
         gc.set_threshold(*thresholds)
-        freeze_imports()
+        if len(sys.modules) > modules:
+            freeze_imports()
 
 
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4

@@ -11,13 +11,28 @@ import pytest
 from eks_ddp.trainer.startup import IMPORT_THRESHOLD, frozen_imports, on_glibc
 
 
-def test_imports_run_with_rare_collections_then_are_frozen_and_the_thresholds_restored() -> None:
+def test_imports_run_with_rare_collections_then_are_frozen_and_the_thresholds_restored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "fresh_module.py").write_text("made = [[index] for index in range(1000)]\n")  # container objects
+    monkeypatch.syspath_prepend(tmp_path)
+    monkeypatch.delitem(sys.modules, "fresh_module", raising=False)
     before, frozen = gc.get_threshold(), gc.get_freeze_count()
     with frozen_imports():
         assert gc.get_threshold() == (IMPORT_THRESHOLD, *before[1:])
-        made = [[index] for index in range(1000)]  # container objects, as an import builds
+        import fresh_module  # pyright: ignore[reportMissingImports]
     assert gc.get_threshold() == before
-    assert gc.get_freeze_count() >= frozen + len(made)
+    assert gc.get_freeze_count() >= frozen + len(fresh_module.made)
+
+
+def test_a_block_that_imports_nothing_new_freezes_nothing() -> None:
+    """A command run again in the same process (tests/trainer/teardown_loop.py) leaves its garbage collectable."""
+    frozen = gc.get_freeze_count()
+    with frozen_imports():
+        import gc as again  # noqa: F401  (imported already)
+
+        made = [[index] for index in range(1000)]  # what a freeze would take
+    assert gc.get_freeze_count() == frozen, len(made)
 
 
 @pytest.mark.parametrize(
