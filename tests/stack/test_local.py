@@ -80,25 +80,41 @@ def open_workdir() -> Iterator[Path]:
     shutil.rmtree(workdir)
 
 
-@pytest.mark.parametrize(("operator", "kind"), [("v1", "PyTorchJob"), ("v2", "TrainJob"), ("none", "Indexed Job")])
-def test_tiny_stack_job_runs_locally_and_is_evaluated(tmp_path: Path, open_workdir: Path, operator: str, kind: str) -> None:
-    project, workdir = _tiny_project(tmp_path), open_workdir / "work"
+ON_THE_DEMO_RUN = pytest.mark.xdist_group("test_local.demo_run")
+"""On the worker that has the run: `make test`'s workers (--dist loadgroup) would each run their own copy."""
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, subprocess.CompletedProcess[str]]]:
+    """`make demo`'s command on the tiny stack, in its default work directory (runs/local/tiny under the directory it
+    runs from, which the pods' user can reach): the project, that directory and what the run printed. One run serves
+    the tests that read its results and the test that a later refused or failed run keeps them."""
+    project, cwd = _tiny_project(tmp_path_factory.mktemp("demo")), Path(tempfile.mkdtemp(prefix="eks-ddp-local-"))
+    cwd.chmod(0o755)
+    command = [sys.executable, "-m", "eks_ddp.stack.local", "--stack", "tiny", "--project-dir", str(project)]
+    command += ["--config", "eks-ddp:trainingOperator=v1"]
+    yield project, cwd, subprocess.run(command, cwd=cwd, env=trainer_env(), capture_output=True, text=True, timeout=300)
+    shutil.rmtree(cwd)
+
+
+@pytest.mark.parametrize(
+    ("operator", "kind"),
+    [pytest.param("v1", "PyTorchJob", marks=ON_THE_DEMO_RUN), ("v2", "TrainJob"), ("none", "Indexed Job")],
+)
+def test_tiny_stack_job_runs_locally_and_is_evaluated(
+    tmp_path: Path, open_workdir: Path, request: pytest.FixtureRequest, operator: str, kind: str
+) -> None:
+    """v1 reads the demo run (the default work directory); the others run with --workdir."""
+    if operator == "v1":
+        _, cwd, result = request.getfixturevalue("demo_run")
+        workdir = cwd / "runs" / "local" / "tiny"
+    else:
+        project, workdir = _tiny_project(tmp_path), open_workdir / "work"
+        command = [sys.executable, "-m", "eks_ddp.stack.local", "--stack", "tiny", "--project-dir", str(project)]
+        command += ["--workdir", str(workdir), "--config", f"eks-ddp:trainingOperator={operator}"]
+        result = subprocess.run(command, cwd=ROOT, env=trainer_env(), capture_output=True, text=True, timeout=300)
     job, _ = render_for("dev")
     user = pod_user(job.pods[0], open_workdir)
-    command = [
-        sys.executable,
-        "-m",
-        "eks_ddp.stack.local",
-        "--stack",
-        "tiny",
-        "--project-dir",
-        str(project),
-        "--workdir",
-        str(workdir),
-        "--config",
-        f"eks-ddp:trainingOperator={operator}",
-    ]
-    result = subprocess.run(command, cwd=ROOT, env=trainer_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.startswith(f"Running {kind} mnist-ddp of stack tiny locally: 2 replicas")
     (output,) = (workdir / "shared" / "runs" / "mnist-ddp").iterdir()  # the run's own directory, named by its run id
@@ -225,18 +241,21 @@ def _files(directory: Path) -> dict[str, bytes]:
     return {str(path.relative_to(directory)): path.read_bytes() for path in directory.rglob("*") if path.is_file()}
 
 
+@ON_THE_DEMO_RUN
 def test_a_refused_input_or_a_failed_run_never_costs_the_last_good_runs_results(
-    tmp_path: Path, open_workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    demo_run: tuple[Path, Path, subprocess.CompletedProcess[str]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """`make demo` after a good run: a refused CONFIG touches no file, and a run that fails leaves the good run's
     model, checkpoints, evaluation and events where they were (the failed one beside them, under `.failed`)."""
     from eks_ddp.stack import local
 
-    project = _tiny_project(tmp_path)
-    monkeypatch.chdir(open_workdir)  # the default work directory, runs/local/<stack>, is relative to it
-    demo = ["--stack", "tiny", "--project-dir", str(project), "--config", "eks-ddp:job.epochs=1"]
-    assert local.main(demo) == 0
-    good = open_workdir / "runs" / "local" / "tiny"
+    project, cwd, result = demo_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    monkeypatch.chdir(cwd)  # the default work directory, runs/local/<stack>, is relative to it
+    demo = ["--stack", "tiny", "--project-dir", str(project), "--config", "eks-ddp:trainingOperator=v1"]
+    good = cwd / "runs" / "local" / "tiny"
     kept = _files(good)
     assert {"model.pt", "evaluation.json", "summary.json"} <= {Path(name).name for name in kept}
     assert any("/checkpoints/" in f"/{name}" for name in kept) and any("tfevents" in name for name in kept)
