@@ -17,6 +17,8 @@ from eks_ddp.workloads.training_pod import TRAINER_MODULE
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
+FROZEN_TORCHRUN = [sys.executable, "-m", "tests.trainer.torchrun"]
+"""TORCHRUN's agent with its imports frozen (tests/trainer/torchrun.py): what the trainer's tests launch."""
 
 
 def free_port() -> int:
@@ -29,7 +31,7 @@ def trainer_command(args: list[str], nproc: int | None) -> list[str]:
     """`python -m eks_ddp.trainer ...` alone, or under `torchrun --standalone` with `nproc` ranks."""
     if nproc is None:
         return [sys.executable, "-m", TRAINER_MODULE, *args]
-    return [TORCHRUN, "--standalone", "--nproc-per-node", str(nproc), "--master-port", str(free_port()), "-m", TRAINER_MODULE, *args]
+    return [*FROZEN_TORCHRUN, "--standalone", "--nproc-per-node", str(nproc), "--master-port", str(free_port()), "-m", TRAINER_MODULE, *args]
 
 
 def trainer_env() -> dict[str, str]:

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import ROOT, TORCHRUN, free_port, trainer_env
+from tests.conftest import FROZEN_TORCHRUN, ROOT, free_port, trainer_env
 
 pytestmark = pytest.mark.slow
 
@@ -16,7 +16,7 @@ RUNS = 60
 
 
 def test_sixty_two_rank_runs_in_a_row_each_tear_down_without_a_hang() -> None:
-    command = [TORCHRUN, "--standalone", "--nproc-per-node", "2", "--master-port", str(free_port())]
+    command = [*FROZEN_TORCHRUN, "--standalone", "--nproc-per-node", "2", "--master-port", str(free_port())]
     completed = subprocess.run(
         [*command, str(ROOT / "tests" / "trainer" / "teardown_loop.py"), str(RUNS)],
         env=trainer_env(),

@@ -18,8 +18,8 @@ import pytest
 
 from eks_ddp.workloads.training_pod import WORKER_SHUTDOWN_SECONDS
 from tests.conftest import (
+    FROZEN_TORCHRUN,
     ROOT,
-    TORCHRUN,
     TRAINER_MODULE,
     free_port,
     read_summary,
@@ -33,7 +33,10 @@ SLOW_WRITES = f"""
 import os, time
 from pathlib import Path
 
-import eks_ddp.trainer.checkpoint as checkpoint
+from eks_ddp.trainer.startup import frozen_imports
+
+with frozen_imports():  # torch's import, frozen as the trainer's own (this runs first, in every process)
+    import eks_ddp.trainer.checkpoint as checkpoint
 
 _write = checkpoint.write_atomically
 
@@ -71,7 +74,7 @@ def _terminate_during_a_slow_checkpoint(tmp_path: Path, shutdown_timeout: str | 
     env.update(PYTHONPATH=f"{hooks}:{ROOT}", SLOW_CHECKPOINTS_AFTER=str(marker))
     if shutdown_timeout is not None:
         env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = shutdown_timeout
-    command = [TORCHRUN, "--standalone", "--nproc-per-node", "2", "--master-port", str(free_port()), "-m", TRAINER_MODULE]
+    command = [*FROZEN_TORCHRUN, "--standalone", "--nproc-per-node", "2", "--master-port", str(free_port()), "-m", TRAINER_MODULE]
     torchrun = subprocess.Popen(
         [*command, *ARGS, "--output-dir", str(output)],
         env=env,
