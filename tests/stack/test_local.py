@@ -138,18 +138,21 @@ def test_tiny_stack_job_runs_locally_and_is_evaluated(
 
 
 def test_a_missing_permissions_step_fails_the_demo_as_it_fails_the_cluster(
-    tmp_path: Path, open_workdir: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, open_workdir: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
+    """One pod shows it (a second would fail the same way, at twice the cost): the trainer's user cannot write."""
     from eks_ddp.stack import local
 
-    job, evaluation = render_for("dev")
+    project = _tiny_project(tmp_path)
+    job, evaluation = render_for("tiny", project, {"eks-ddp:job.replicas": "1"})
     if os.geteuid() != 0:
         pytest.skip("needs root, to run the pods' containers as uid 1000 on a root-owned claim")
     for pod in job.pods:
         pod["initContainers"] = [c for c in pod["initContainers"] if c["name"] != "volume-permissions"]
     monkeypatch.setattr(local, "render_for", lambda stack, project_dir, override: (job, evaluation))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert local.run("dev", open_workdir / "work", _tiny_project(tmp_path)) == 1
+    assert local.run("tiny", open_workdir / "work", project) == 1
+    assert "not writable (Permission denied)" in capfd.readouterr().err
 
 
 def test_init_containers_run_locally_with_the_claim_mapped(tmp_path: Path) -> None:
