@@ -1,5 +1,7 @@
-"""The deploy rehearsal: every stack file passes every engine rule, each rule fails on its defect,
-and two runs of a stack register identical inputs."""
+"""The deploy rehearsal: each rule fails on its defect, the paths the stack files do not take pass, and two runs of a
+stack register identical inputs. That every stack file passes every rule on the day it runs is `make rehearse`'s exit
+status, which tests/test_docs_code_blocks.py checks as the README writes the command (a Kubernetes version that has
+left standard support fails `make test` there); the same rehearsal here again cost 22 CPU-s."""
 
 import copy
 import subprocess
@@ -39,14 +41,6 @@ VARIANT = {
     "adminPrincipalArns": [DEPLOYER_ROLE_ARN, "arn:aws:iam::123456789012:role/platform-admin"],
     "job": {**DEV["job"], "nodeGroup": "gpus"},
 }
-
-
-def test_every_stack_file_passes_every_rule_today() -> None:
-    """On the day it runs: a Kubernetes version that has left standard support fails `make test`."""
-    stacks = stack_file.stacks()
-    assert "dev" in stacks
-    for stack in stacks:
-        assert rehearsal.rehearse(stack) == [], stack
 
 
 def test_the_paths_the_dev_stack_does_not_take_pass_too() -> None:
@@ -265,8 +259,7 @@ def test_the_command_prints_one_line_per_broken_rule(capsys: pytest.CaptureFixtu
     assert out == [
         "dev: kubernetes-version: Cluster eks-ddp-cluster-eks version: 1.35 is not in EKS standard support on "
         "2027-04-01 (1.34 until 2026-12-02, 1.35 until 2027-03-27)"
-    ]
-    assert rehearsal.main(["--stack", "dev", "--on", "2026-11-22"]) == 0
+    ]  # none and exit 0 on a day every rule holds: the next test's command
 
 
 def test_each_warning_is_printed_once_with_its_variants_and_each_stack_file_ends_with_its_summary() -> None:
