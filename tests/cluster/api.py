@@ -42,6 +42,12 @@ class Resource:
     kind: str
     namespaced: bool
     verbs: frozenset[str]
+    singular: str = ""
+    short_names: frozenset[str] = frozenset()
+
+    def named(self, word: str) -> bool:
+        """Whether kubectl's resource argument `word` names this: its plural, singular or short name, or its kind."""
+        return word.lower() in {self.name, self.singular, self.kind.lower(), *self.short_names}
 
     def path(self, namespace: str = "", name: str = "") -> str:
         prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
@@ -55,6 +61,17 @@ def _message(answer: bytes) -> str:
         return str(json.loads(answer).get("message") or answer.decode())
     except (ValueError, AttributeError):
         return answer.decode(errors="replace")
+
+
+def _as_go_writes(value: Any) -> Any:
+    """`value` with each whole float as an int, as Go's encoding/json writes a float64 (1000, not 1000.0): Pulumi
+    hands pulumi-kubernetes every number as a float (protobuf's Struct), and the API server's typed decoding of a
+    create refuses 1000.0 for an int64 field (runAsGroup)."""
+    if isinstance(value, dict):
+        return {key: _as_go_writes(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_as_go_writes(item) for item in value]
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 class Api:
@@ -77,7 +94,7 @@ class Api:
                 accept: str = "application/json") -> Any:
         """The answer's JSON; ApiError for a status of 400 or more (429 is retried: TOO_MANY_RETRIES)."""
         headers = {**self.headers, "Accept": accept, **({"Content-Type": content_type} if body is not None else {})}
-        payload = json.dumps(body).encode() if body is not None else None
+        payload = json.dumps(_as_go_writes(body)).encode() if body is not None else None
         status, data = self._send(method, path, payload, headers)
         for _ in range(TOO_MANY_RETRIES):  # as client-go does: a CRD's storage starting, or priority and fairness
             if status != 429:
@@ -114,7 +131,8 @@ class Api:
                         found.append(Resource(
                             group.get("metadata", {}).get("name", ""), version["version"], resource["resource"],
                             resource.get("responseKind", {}).get("kind", ""), resource.get("scope") == "Namespaced",
-                            frozenset(resource.get("verbs") or [])))
+                            frozenset(resource.get("verbs") or []), resource.get("singularResource", ""),
+                            frozenset(resource.get("shortNames") or [])))
         return found
 
     def metadata(self, resource: Resource) -> list[dict[str, Any]]:
@@ -134,14 +152,39 @@ class Api:
             time.sleep(0.2 if key not in self._by_kind else 0)
         return self._by_kind[key]
 
-    def apply(self, manifest: dict[str, Any], manager: str) -> dict[str, Any]:
+    def named(self, word: str) -> Resource:
+        """The resource kubectl's argument `word` names (`pod`, `pytorchjobs`, `crd` ...), in its group's preferred
+        version (discovery lists that first); discovery is asked again for a name not seen before."""
+        for fresh in (False, True):
+            if fresh or not self._by_kind:
+                self._by_kind = {(r.group, r.version, r.kind): r for r in self.resources()}
+            if found := next((r for r in self._by_kind.values() if r.named(word)), None):
+                return found
+        raise ApiError(404, f"the server doesn't have a resource type {word!r}")
+
+    def apply(self, manifest: dict[str, Any], manager: str, dry_run: bool = False) -> dict[str, Any]:
         """Server-side apply of one object, its conflicts forced and unknown fields refused (kubectl apply
         --server-side --force-conflicts, whose validation is strict), as `manager`; the object as the server holds
-        it. Without a namespace, a namespaced object goes to the kubeconfig's."""
+        it (or would, with `dry_run`: admitted, not stored). Without a namespace, a namespaced object goes to the
+        kubeconfig's."""
         meta, resource = manifest["metadata"], self.resource(manifest["apiVersion"], manifest["kind"])
         path = resource.path(meta.get("namespace") or self.namespace, meta["name"])
-        query = f"fieldManager={quote(manager)}&force=true&fieldValidation=Strict"
+        query = f"fieldManager={quote(manager)}&force=true&fieldValidation=Strict" + ("&dryRun=All" if dry_run else "")
         return self.request("PATCH", f"{path}?{query}", manifest, "application/apply-patch+yaml")
+
+    def create(self, manifest: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+        """The object created (kubectl create, strict validation), or with `dry_run` only admitted; ApiError with
+        the API server's reason if it refuses it."""
+        resource = self.resource(manifest["apiVersion"], manifest["kind"])
+        path = resource.path(manifest["metadata"].get("namespace") or self.namespace)
+        return self.request("POST", f"{path}?fieldValidation=Strict" + ("&dryRun=All" if dry_run else ""), manifest)
+
+    def token(self, account: str, namespace: str, seconds: int) -> str:
+        """A token of the ServiceAccount (TokenRequest, as `kubectl create token` asks for one)."""
+        path = f"/api/v1/namespaces/{quote(namespace)}/serviceaccounts/{quote(account)}/token"
+        asked = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                 "spec": {"expirationSeconds": seconds}}
+        return str(self.request("POST", path, asked)["status"]["token"])
 
     def read(self, api_version: str, kind: str, name: str, namespace: str = "") -> dict[str, Any]:
         """One object, whole."""

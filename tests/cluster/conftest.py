@@ -2,6 +2,7 @@
 and the session's one control plane, reset for each test (tests.cluster.shared_plane) and stopped, by process id,
 whatever the tests did."""
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ import pytest
 from eks_ddp.stack.engine_rules.base import Deployment
 from eks_ddp.workloads.training_pod import TRAINER_LABEL
 from tests.cluster import local_cluster
+from tests.cluster.control_plane import POLL_S
 from tests.cluster.engines import build
 from tests.cluster.kubectl import Kubectl
 from tests.cluster.shared_plane import SharedPlane
@@ -20,6 +22,9 @@ from tests.cluster.shared_plane import SharedPlane
 # Another cluster may hold the machine's one slot (control_plane.HOLDER) this long before ours starts: less than
 # pytest's timeout, so that a cluster left running by `make cluster-up` fails the test with the line saying so.
 WAIT_FOR_SLOT_S = 300.0
+LANE_NICENESS = -10
+"""The cluster lane's worker and the engines it starts run ahead of the other workers' trainer processes: the lane
+waits on controllers and is the suite's longest path, the others only need CPU-seconds (make test: all cores busy)."""
 WAIT_S = 90.0
 """How long a test waits for a controller to act: minutes on a machine whose two cores also run other tests."""
 
@@ -29,7 +34,7 @@ def wait_for(what: str, check: Callable[[], Any], timeout_s: float = WAIT_S) -> 
     deadline = time.monotonic() + timeout_s
     while not (result := check()):
         assert time.monotonic() < deadline, f"{what}: not after {timeout_s:.0f} s"
-        time.sleep(0.5)
+        time.sleep(POLL_S)
     return result
 
 
@@ -84,6 +89,10 @@ def engines() -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def shared_plane(engines: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedPlane]:
     """The control plane the session's cluster tests share, stopped, by process id, at its end."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, LANE_NICENESS)  # inherited by every engine started after
+    except PermissionError:  # not root: the lane keeps the other workers' priority, and only takes longer
+        pass
     plane = SharedPlane(engines, tmp_path_factory.mktemp("local-cluster"), WAIT_FOR_SLOT_S)
     yield plane
     plane.close()

@@ -38,6 +38,9 @@ SERVICE_RANGE = "10.100.0.0/16"
 POD_RANGE = "10.0.0.1/16"
 ADMISSION_PLUGINS = "NodeRestriction,ExtendedResourceToleration"
 READY_TIMEOUT_S = 60.0
+POLL_S = 0.2
+"""Between two looks at what the harness waits for: each look is one request to a local server (or a process's
+table), and the engines act within tens of milliseconds, so a longer pause would only add to every wait."""
 # One local cluster per machine: the MPI operator's health port (:8080) is fixed in its source (cmd/mpi-operator/app
 # server.go at v0.8.0). This file names the state folder of the one running.
 CLAIMER = "claimer"
@@ -272,7 +275,7 @@ class ControlPlane:
         while time.monotonic() < deadline:
             if ready():
                 return
-            time.sleep(0.2)
+            time.sleep(POLL_S)
         tail = (self.logs / f"{component}.log").read_text().splitlines()[-15:]
         raise ControlPlaneError(f"{what}: not ready after {READY_TIMEOUT_S:.0f} s; its log ends:\n" + "\n".join(tail))
 

@@ -59,7 +59,7 @@ from eks_ddp.stack.mocking import Registration
 from eks_ddp.workloads.target import KUBERNETES_ARCH
 from tests.cluster import charts, nodes
 from tests.cluster import crds as custom_resources
-from tests.cluster.control_plane import LOOPBACK, ControlPlane, free_port
+from tests.cluster.control_plane import LOOPBACK, POLL_S, ControlPlane, free_port
 from tests.cluster.documents import documents
 from tests.cluster.engines import build
 from tests.cluster.kubectl import Kubectl
@@ -419,7 +419,7 @@ def start(plane: ControlPlane, kubectl: Kubectl, binary: Path, deployment: Deplo
             tail = "\n".join(log.read_text().splitlines()[-15:]) if log.exists() else "(no log)"
             raise OperatorError(f"karpenter: not ready on /readyz after {time.monotonic() - started:.0f} s; "
                                 f"its log ends:\n{tail}")
-        time.sleep(0.5)
+        time.sleep(POLL_S)
 
 
 # ---- The kubelet's status report, stood in ------------------------------------------------------------------------

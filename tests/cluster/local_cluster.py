@@ -24,7 +24,7 @@ from eks_ddp.stack.programs import Program
 from eks_ddp.stack.project_config import StackFileError
 from tests.cluster import charts, crds as custom_resources, karpenter, manifests, nodes, objects, operators, volumes
 from tests.cluster.api import ApiError
-from tests.cluster.control_plane import ControlPlane, ControlPlaneError, running_cluster, stop_recorded
+from tests.cluster.control_plane import POLL_S, ControlPlane, ControlPlaneError, running_cluster, stop_recorded
 from tests.cluster.engines import build
 from tests.cluster.crds import CrdError
 from tests.cluster.engines.build import BuildError
@@ -121,7 +121,7 @@ def _await_gate(kubectl: Kubectl, step: objects.Step, gate: objects.Step) -> Non
     while (verdict := _ended(kubectl, awaited)) is None:
         if time.monotonic() > deadline:
             raise DeployError(f"{what}: not ended after {GATE_TIMEOUT_S:.0f} s; {waiting['kind']} waits for it")
-        time.sleep(0.5)
+        time.sleep(POLL_S)
     if verdict:
         raise DeployError(f"{what} failed ({verdict}): {located(step.registration)} is not created")
 
@@ -285,7 +285,7 @@ def settle(kubectl: Kubectl, timeout_s: float = SETTLE_TIMEOUT_S) -> list[dict[s
         pending = any(p.get("status", {}).get("phase") == "Pending" for p in pods)
         if (not pending and time.monotonic() - since >= SETTLED_S) or time.monotonic() > deadline:
             return pods
-        time.sleep(0.5)
+        time.sleep(POLL_S)
 
 
 def pod_table(pods: list[dict[str, Any]], node_groups: dict[str, str]) -> str:

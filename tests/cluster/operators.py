@@ -30,11 +30,13 @@ from typing import Any
 
 import yaml
 
-from tests.cluster.control_plane import LOOPBACK, ControlPlane, free_port
+from tests.cluster.control_plane import LOOPBACK, POLL_S, ControlPlane, free_port
 from tests.cluster.egress_proxy import add_route
 from tests.cluster.kubectl import Kubectl
 
 READY_TIMEOUT_S = 90.0
+TOKEN_S = 48 * 3600
+"""How long an operator's ServiceAccount token lasts: longer than any session."""
 
 
 class OperatorError(Exception):
@@ -182,7 +184,7 @@ def _wait(what: str, ready: Callable[[], bool], log: Path) -> None:
         if time.monotonic() > deadline:
             tail = "\n".join(log.read_text().splitlines()[-15:]) if log.exists() else "(no log)"
             raise OperatorError(f"{what}: not ready after {READY_TIMEOUT_S:.0f} s; its log ends:\n{tail}")
-        time.sleep(0.5)
+        time.sleep(POLL_S)
 
 
 def answers(port: int, path: str) -> bool:
@@ -303,7 +305,7 @@ def start(plane: ControlPlane, kubectl: Kubectl, binaries: dict[str, Path], oper
           deployment: dict[str, Any]) -> None:
     """The operator's process, as its Deployment runs it; returns once it serves (its webhook routed)."""
     account = deployment["spec"]["template"]["spec"].get("serviceAccountName", "default")
-    token = kubectl.run("create", "token", account, "-n", operator.namespace, "--duration=48h").strip()
+    token = kubectl.api.token(account, operator.namespace, TOKEN_S)
     config = plane.write_kubeconfig(plane.pki / f"{operator.namespace}-{account}.kubeconfig", account,
                                     {"token": token}, operator.namespace)
     ports = {name: free_port() for name in ("webhook", "health")}

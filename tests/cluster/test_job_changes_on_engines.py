@@ -37,6 +37,7 @@ def test_a_changed_pytorchjob_is_accepted_its_pods_stay_as_they_were_and_a_repla
     on = cluster("dev")
     sent = on.sent(pytorchjob.KIND)
     namespace, name = sent["metadata"]["namespace"], sent["metadata"]["name"]
+    on.pods()  # every pod the operator makes for the job, made (it makes them a moment after the job is applied)
     before = {p["metadata"]["uid"] for p in _training_pods(on, namespace)}
     assert before, f"{name}: no training pod"
     changed = {**sent, "spec": {**sent["spec"], "pytorchReplicaSpecs": {

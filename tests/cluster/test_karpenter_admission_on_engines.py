@@ -3,7 +3,6 @@ EC2NodeClasses and NodePools under autoscaler=karpenter are admitted, and what t
 by the API server and, before anything is created, by eks-ddp's own check (infra.addons.karpenter_nodes)."""
 
 import copy
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +13,8 @@ from eks_ddp.stack import stack_file
 from tests.cluster import charts, karpenter, local_cluster
 from tests.cluster.conftest import OnEngines, wait_for
 from tests.cluster.engines import build
-from tests.cluster.kubectl import Kubectl, KubectlError
+from tests.cluster.api import ApiError
+from tests.cluster.kubectl import FIELD_MANAGER, Kubectl
 
 KARPENTER = {"eks-ddp:autoscaler": "karpenter"}
 KINDS = ("EC2NodeClass", "NodePool")
@@ -23,8 +23,8 @@ KINDS = ("EC2NodeClass", "NodePool")
 def _refusal(kubectl: Kubectl, manifest: dict[str, Any]) -> str:
     """Why the API server refuses the object (server-side dry run), or "" when it admits it."""
     try:
-        kubectl.run("apply", "--server-side", "--dry-run=server", "-f", "-", stdin=json.dumps(manifest))
-    except KubectlError as error:
+        kubectl.api.apply(manifest, FIELD_MANAGER, dry_run=True)
+    except ApiError as error:
         return str(error)
     return ""
 

@@ -7,7 +7,6 @@ kinds (PyTorchJob, MPIJob, TrainJob) are created by their operators, so the API 
 it thinks of them: checking their templates as Pods is the only way to learn it before the operator meets it.
 """
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +16,8 @@ from eks_ddp.workloads import nccl_check
 from eks_ddp.workloads.preflight import CONTAINER as GPU_PREFLIGHT
 from tests.cluster import local_cluster
 from tests.cluster.conftest import OnEngines
-from tests.cluster.kubectl import Kubectl, KubectlError
+from tests.cluster.api import ApiError
+from tests.cluster.kubectl import Kubectl
 
 ENFORCE = "pod-security.kubernetes.io/enforce"
 ROOT_STEPS = {"volume-permissions", GPU_PREFLIGHT}
@@ -40,8 +40,8 @@ def _refusal(kubectl: Kubectl, namespace: str, name: str, spec: dict[str, Any]) 
                                                                               "namespace": namespace}}])
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
     try:
-        kubectl.run("create", "--dry-run=server", "-f", "-", stdin=json.dumps(pod))
-    except KubectlError as error:
+        kubectl.api.create(pod, dry_run=True)
+    except ApiError as error:
         return str(error).split(": ", 1)[-1]
     return ""
 
