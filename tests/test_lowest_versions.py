@@ -41,8 +41,9 @@ def test_the_stacks_rehearse_with_every_sdk_at_its_lowest_version(tmp_path: Path
     frozen = _run([*UV, "freeze", "--python", str(python)], tmp_path, env=FRESH).stdout
     installed = frozen.lower().replace("_", "-").split()
     assert set(pin.lower() for pin in lowest()) <= set(installed), installed
-    for stack in ("dev", "gpu"):
-        rehearse = [str(python), "-m", "eks_ddp.stack.rehearsal", "--program", str(ROOT), "--stack", stack]
-        rehearsal = _run(rehearse, tmp_path, env=FRESH)
-        assert f"eks-ddp {stack}: 17 rules, idempotence, updates, dependencies under 6 variants" in rehearsal.stderr
-        assert "every rule holds" in rehearsal.stderr
+    # Both stacks in one process: a second would import the SDKs again (2.5 CPU-s); the exit status covers both.
+    rehearse = [str(python), "-m", "eks_ddp.stack.rehearsal", "--program", str(ROOT), "--stack", "dev", "--stack", "gpu"]
+    summaries = _run(rehearse, tmp_path, env=FRESH).stderr.splitlines()[-2:]
+    for stack, summary in zip(("dev", "gpu"), summaries, strict=True):
+        assert summary.startswith(f"eks-ddp {stack}: 17 rules, idempotence, updates, dependencies under 6 variants")
+        assert "every rule holds" in summary
