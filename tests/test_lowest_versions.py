@@ -41,7 +41,7 @@ def test_the_stacks_rehearse_with_every_sdk_at_its_lowest_version(tmp_path: Path
     frozen = _run([*UV, "freeze", "--python", str(python)], tmp_path, env=FRESH).stdout
     installed = frozen.lower().replace("_", "-").split()
     assert set(pin.lower() for pin in lowest()) <= set(installed), installed
-    # Both stacks in one process: a second would import the SDKs again (2.5 CPU-s); the exit status covers both.
+    # Both stacks in one process (a second would import the SDKs again); its exit status covers both.
     rehearse = [str(python), "-m", "eks_ddp.stack.rehearsal", "--program", str(ROOT), "--stack", "dev", "--stack", "gpu"]
     summaries = _run(rehearse, tmp_path, env=FRESH).stderr.splitlines()[-2:]
     for stack, summary in zip(("dev", "gpu"), summaries, strict=True):
