@@ -23,6 +23,12 @@ KARPENTER = {"eks-ddp:autoscaler": "karpenter", "eks-ddp:monitoring": "none"}
 SCALE_UP_S = 30.0
 """How long a Pending pod may wait for its Karpenter node here (measured: 1 to 3 s from pod to Running node)."""
 SIDE_STEP = "eks-ddp/step"
+LIMITED = ("exceed limits for nodepool", "limits have been exhausted for nodepool")
+"""Karpenter's reasons not to launch a node for a pod because of its NodePool's limits, in the FailedScheduling event
+it sends for the pod (sigs.k8s.io/karpenter v1.14.1 pkg/controllers/provisioning/scheduling/scheduler.go)."""
+CLAIMS_AFTER_EVENTS_S = 2.0
+"""A round of Karpenter's provisioner sends its pods' events, then creates its NodeClaims (provisioner.go Schedule,
+then CreateNodeClaims): how long a NodeClaim of the round that refused the last pods may still take to appear."""
 """The label of the side Jobs (data, evaluation): work that must never take a training node's room."""
 
 
@@ -229,10 +235,18 @@ def test_dev_node_pool_cpu_limit_stops_karpenter_at_whole_instances(on_karpenter
     wait_for("the first wave's nodes", lambda: len(on.nodes(pool)) == before + 3, 60)
     on.kubectl.apply([_spread_pod(f"spread-b-{i}", "workers") for i in range(10)])
     wait_for("Karpenter to reach the limit", lambda: len(on.nodes(pool)) >= limit, 60)
-    time.sleep(15)  # more than a batch window (BATCH_MAX_DURATION 10 s): a node beyond the limit would be here by now
-    assert len(on.nodes(pool)) == limit
-    pending = [p for p in on.kubectl.items("pods", "-l", "eks-ddp.local/test=spread")
-               if p["status"].get("phase") == "Pending"]
+
+    def pending_refused_for_limits() -> list[str]:
+        pending = {p["metadata"]["name"] for p in on.kubectl.items("pods", "-l", "eks-ddp.local/test=spread")
+                   if p["status"].get("phase") == "Pending"}
+        events = on.kubectl.items("events", "-n", "default", "--field-selector=reason=FailedScheduling")
+        refused = {e["involvedObject"]["name"] for e in events if any(why in e.get("message", "") for why in LIMITED)}
+        return sorted(pending) if pending and pending <= refused else []
+
+    pending = wait_for("Karpenter to refuse every pod still pending for the pool's limits", pending_refused_for_limits)
+    time.sleep(CLAIMS_AFTER_EVENTS_S)
+    claims = on.kubectl.items("nodeclaims", "-l", f"{karpenter.NODEPOOL_LABEL}={pool.labels[karpenter.NODEPOOL_LABEL]}")
+    assert len(claims) == len(on.nodes(pool)) == limit
     assert len(pending) == 13 - (limit - before)
 
 
