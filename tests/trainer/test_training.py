@@ -10,6 +10,7 @@ import termios
 from pathlib import Path
 
 import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tests.conftest import ROOT, Result, read_summary, run_trainer, trainer_command, trainer_env
 
@@ -41,7 +42,11 @@ def test_outputs_are_complete(two_rank_run: Path) -> None:
     assert (two_rank_run / "training-curves.png").read_bytes().startswith(b"\x89PNG")
     lines = [json.loads(line) for line in (two_rank_run / "metrics.jsonl").read_text().splitlines()]
     assert lines and all(set(line) == {"step", "epoch", "loss", "learning_rate", "images_per_second"} for line in lines)
-    assert [line["step"] for line in lines] == sorted(line["step"] for line in lines)
+    steps = [line["step"] for line in lines]
+    assert steps == sorted(set(steps))  # each step once: rank 0 alone writes the run's log ...
+    events = EventAccumulator(str(two_rank_run / "tensorboard"))
+    events.Reload()
+    assert [event.step for event in events.Scalars("train/loss")] == steps  # ... and its TensorBoard events
     import torch
 
     model = torch.load(two_rank_run / "model.pt", weights_only=True)
@@ -82,7 +87,9 @@ def test_single_process_without_torchrun(one_process_run: tuple[Path, Result]) -
 
 
 def test_mnist_subset_trains_through_the_idx_path(mnist_subset: Path, tmp_path: Path) -> None:
-    result = run_trainer(["train", "--dataset", "mnist", "--data-dir", str(mnist_subset), "--epochs", "3", "--output-dir", str(tmp_path)], nproc=2)
+    """In one process: the data path is the subject, how ranks share a dataset the two-rank runs' (16 CPU-seconds here
+    instead of 21 under torchrun with 2 ranks, for the same test accuracy after 3 epochs, 0.969)."""
+    result = run_trainer(["train", "--dataset", "mnist", "--data-dir", str(mnist_subset), "--epochs", "3", "--output-dir", str(tmp_path)])
     assert result.returncode == 0, result.stderr
     assert read_summary(tmp_path)["test_accuracy"] > 0.95
 
