@@ -69,17 +69,6 @@ def test_sigterm_checkpoints_and_exits_retryable(tmp_path: Path) -> None:
     assert read_summary(tmp_path)["resumed_from_step"] == stopped_at
 
 
-def test_sigterm_under_torchrun_stops_every_rank_at_the_same_step(tmp_path: Path) -> None:
-    args = [*ARGS, "--output-dir", str(tmp_path)]
-    launcher = start(args, nproc=2)
-    wait_for_checkpoint(tmp_path / "checkpoints", launcher)
-    launcher.send_signal(signal.SIGTERM)  # what the kubelet does to the pod's PID 1
-    _, stderr = launcher.communicate(timeout=120)
-    assert "[rank 0] stopped by signal" in stderr and "[rank 1] stopped by signal" in stderr
-    steps = {line.split("stopped by signal ")[1].split(";")[0] for line in stderr.splitlines() if "stopped by signal" in line}
-    assert len(steps) == 1, stderr
-
-
 def test_truncated_newest_checkpoint_falls_back_to_the_previous(tmp_path: Path) -> None:
     args = ["train", "--epochs", "1", "--batch-size", "16", "--checkpoint-every", "20", "--output-dir", str(tmp_path)]
     assert run_trainer(args).returncode == 0
@@ -93,19 +82,38 @@ def test_truncated_newest_checkpoint_falls_back_to_the_previous(tmp_path: Path) 
     assert read_summary(tmp_path)["resumed_from_step"] == int(previous.stem.split("-")[1])
 
 
-def test_sigterm_is_heeded_within_steps_not_at_the_next_log_line_or_epoch_end(tmp_path: Path) -> None:
-    """The pod has a grace period, not an epoch: every rank checks the stop flag on every step.
+ON_THE_SIGNALLED_RUN = pytest.mark.xdist_group("test_faults.signalled_under_torchrun")
+"""On the worker that has the run: `make test`'s workers (--dist loadgroup) would each train their own copy."""
 
-    One 128-step epoch with no log line in it; the signal comes once the step-10 checkpoint exists.
-    """
+
+@pytest.fixture(scope="module")
+def signalled_under_torchrun(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The stderr of 2 ranks under torchrun, SIGTERMed as the kubelet signals the pod's PID 1 once the step-10
+    checkpoint exists: one 128-step epoch with no log line in it, so only each step's stop vote can stop the ranks
+    together and soon. Signalled once for the tests of how the ranks heed the signal."""
+    output = tmp_path_factory.mktemp("signalled")
     args = [
         "train", "--dataset", "synthetic", "--synthetic-size", "4096", "--batch-size", "16", "--epochs", "1",
-        "--log-every", "1000", "--checkpoint-every", "10", "--output-dir", str(tmp_path),
+        "--log-every", "1000", "--checkpoint-every", "10", "--output-dir", str(output),
     ]
     launcher = start(args, nproc=2)
-    wait_for_checkpoint(tmp_path / "checkpoints", launcher)
+    wait_for_checkpoint(output / "checkpoints", launcher)
     launcher.send_signal(signal.SIGTERM)
-    _, stderr = launcher.communicate(timeout=120)
+    return launcher.communicate(timeout=120)[1]
+
+
+@ON_THE_SIGNALLED_RUN
+def test_sigterm_under_torchrun_stops_every_rank_at_the_same_step(signalled_under_torchrun: str) -> None:
+    stderr = signalled_under_torchrun
+    assert "[rank 0] stopped by signal" in stderr and "[rank 1] stopped by signal" in stderr
+    steps = {line.split("stopped by signal ")[1].split(";")[0] for line in stderr.splitlines() if "stopped by signal" in line}
+    assert len(steps) == 1, stderr
+
+
+@ON_THE_SIGNALLED_RUN
+def test_sigterm_is_heeded_within_steps_not_at_the_next_log_line_or_epoch_end(signalled_under_torchrun: str) -> None:
+    """The pod has a grace period, not an epoch: every rank checks the stop flag on every step."""
+    stderr = signalled_under_torchrun
     steps = {int(step) for step in re.findall(r"\[rank \d\] stopped by signal at step (\d+)", stderr)}
     assert len(steps) == 1, stderr
     assert 10 < steps.pop() < 64, "stopped long after the signal"
