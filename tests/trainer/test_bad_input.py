@@ -66,37 +66,6 @@ def test_model_file_that_is_not_a_model(tmp_path: Path) -> None:
     _assert_one_line_error(result.stderr, f"--model-file {bogus}: not a model saved by this trainer")
 
 
-def test_checkpoint_of_another_model_is_refused_and_left_intact(tmp_path: Path) -> None:
-    checkpoints = tmp_path / "checkpoints"
-    first = run_trainer(
-        ["train", "--epochs", "1", "--output-dir", str(tmp_path / "first"), "--checkpoint-dir", str(checkpoints)]
-    )
-    assert first.returncode == 0, first.stderr
-    before = {path.name: path.read_bytes() for path in checkpoints.iterdir()}
-    assert before
-    second_out = tmp_path / "second"
-    result = run_trainer(
-        [
-            "train",
-            "--model",
-            "mlp",
-            "--epochs",
-            "1",
-            "--output-dir",
-            str(second_out),
-            "--checkpoint-dir",
-            str(checkpoints),
-        ]
-    )
-    assert result.returncode == 1
-    _assert_one_line_error(
-        result.stderr,
-        f"--model mlp does not match the run in --checkpoint-dir {checkpoints}, started with --model small-cnn",
-    )
-    assert {path.name: path.read_bytes() for path in checkpoints.iterdir()} == before
-    assert not (second_out / "model.pt").exists()
-
-
 def test_checkpoint_dir_shared_by_two_jobs_is_refused(tmp_path: Path) -> None:
     """Same model and data, but another run: resuming from its checkpoints would mix two jobs."""
     checkpoints = tmp_path / "shared-checkpoints"
@@ -127,6 +96,36 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = run_trainer(["train", "--epochs", "1", "--model", "mlp", "--output-dir", str(output), "--run-name", "job"])
     assert result.returncode == 0, result.stderr
     return output
+
+
+@ON_THE_FINISHED_RUN
+def test_checkpoint_of_another_model_is_refused_and_left_intact(finished_run: Path, tmp_path: Path) -> None:
+    checkpoints = finished_run / "checkpoints"
+    before = {path.name: path.read_bytes() for path in checkpoints.iterdir()}
+    assert before
+    second_out = tmp_path / "second"
+    result = run_trainer(
+        [
+            "train",
+            "--model",
+            "small-cnn",
+            "--epochs",
+            "1",
+            "--output-dir",
+            str(second_out),
+            "--checkpoint-dir",
+            str(checkpoints),
+            "--run-name",
+            "job",
+        ]
+    )
+    assert result.returncode == 1
+    _assert_one_line_error(
+        result.stderr,
+        f"--model small-cnn does not match the run in --checkpoint-dir {checkpoints}, started with --model mlp",
+    )
+    assert {path.name: path.read_bytes() for path in checkpoints.iterdir()} == before
+    assert not (second_out / "model.pt").exists()
 
 
 @pytest.mark.parametrize(
