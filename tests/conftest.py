@@ -17,8 +17,9 @@ from eks_ddp.workloads.training_pod import TRAINER_MODULE
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
+"""The script itself: what a pod's command runs (tests/trainer/test_multinode.py)."""
 FROZEN_TORCHRUN = [sys.executable, "-m", "tests.trainer.torchrun"]
-"""TORCHRUN's agent with its imports frozen (tests/trainer/torchrun.py): what the trainer's tests launch."""
+"""Its main with its imports frozen (tests/trainer/torchrun.py): what the other trainer tests launch."""
 
 
 def free_port() -> int:

@@ -21,7 +21,10 @@ from tests.conftest import ROOT, trainer_command, trainer_env
 RECORDER = """
 import json, os
 
-import torch.distributed as dist
+from eks_ddp.trainer.startup import frozen_imports
+
+with frozen_imports():  # torch's import, frozen as the trainer's own (this runs first, in every process)
+    import torch.distributed as dist
 
 LOG = os.environ["COLLECTIVES_LOG"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, TRAINER_MODULE, read_summary, run_trainer, trainer_env
+from tests.conftest import ROOT, TORCHRUN, TRAINER_MODULE, read_summary, run_trainer, trainer_env
 
 pytestmark = [
     pytest.mark.slow,
@@ -27,7 +27,6 @@ pytestmark = [
 ]
 
 MASTER_IP, WORKER_IP, PORT = "10.231.0.1", "10.231.0.2", 23456  # the operator's MASTER_PORT; +1 per attempt
-TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 ARGS = ["train", "--dataset", "digits", "--epochs", "3", "--batch-size", "16", "--seed", "11", "--checkpoint-every", "40", "--log-every", "20", "--timeout-minutes", "1"]
 
 
