@@ -165,11 +165,17 @@ def rehearse(
 
 
 def rehearse_values(
-    values: dict[str, Any], region: str | None, stack: str = "dev", today: date | None = None
+    values: dict[str, Any],
+    region: str | None,
+    stack: str = "dev",
+    today: date | None = None,
+    first: list[Registration] | None = None,
 ) -> list[str]:
-    """The same for eks-ddp's stack config values (`eks-ddp:*` keys without the prefix) and a region."""
+    """The same for eks-ddp's stack config values (`eks-ddp:*` keys without the prefix) and a region. `first` is a
+    run of them already made, for a caller that checks more of what they register: the second run is still made."""
     config = parse(values, region)
-    first, second = run_under_mocks(config, stack=stack), run_under_mocks(config, stack=stack)
+    first = first if first is not None else run_under_mocks(config, stack=stack)
+    second = run_under_mocks(config, stack=stack)
     changed = run_under_mocks(parse(with_pod_change(values), region), stack=stack)
     return findings_of(first, second, config.region, today or date.today(), changed)
 

@@ -13,10 +13,10 @@ from eks_ddp.policy.rules import StackResource, efa_groups_consistent
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.config import ConfigError, parse
 from eks_ddp.stack.engine_rules import Deployment, check
-from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.stack.rehearsal import rehearse_values
 from tests.upstream import validate_against_crd
+from tests.stack.registered import registered
 
 TODAY = date(2026, 11, 22)
 CRDS = {
@@ -27,9 +27,7 @@ CRDS = {
 
 def _registrations(stack: str, operator: str = "v1") -> list[Registration]:
     values, region = stack_file.load(stack)
-    return run_under_mocks(
-        parse({**values, "autoscaler": "karpenter", "trainingOperator": operator}, region), stack=stack
-    )
+    return registered({**values, "autoscaler": "karpenter", "trainingOperator": operator}, region, stack)
 
 
 def _findings(registrations: list[Registration]) -> list[str]:
@@ -45,8 +43,8 @@ def _kind(registrations: list[Registration], kind: str) -> list[Registration]:
 def test_karpenter_with_each_operator_passes_the_rehearsal(stack: str, operator: str) -> None:
     values, region = stack_file.load(stack)
     values = {**values, "autoscaler": "karpenter", "trainingOperator": operator}
-    assert rehearse_values(values, region, stack, TODAY) == []
-    registrations = run_under_mocks(parse(values, region), stack=stack)
+    registrations = registered(values, region, stack)
+    assert rehearse_values(values, region, stack, TODAY, first=registrations) == []
     charts = {str(r.inputs.get("chart")) for r in registrations if r.type == "kubernetes:helm.sh/v3:Release"}
     assert "oci://public.ecr.aws/karpenter/karpenter" in charts and "cluster-autoscaler" not in charts
     node_groups = [r for r in registrations if r.type == "aws:eks/nodeGroup:NodeGroup"]

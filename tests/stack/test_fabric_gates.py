@@ -15,18 +15,17 @@ from typing import Any
 import pytest
 
 from eks_ddp.stack import stack_file
-from eks_ddp.stack.config import parse
 from eks_ddp.stack.engine_rules import Deployment, check
-from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.workloads.batch_jobs import FABRIC_CHECK_LABEL
+from tests.stack.registered import registered
 
 TODAY = date(2026, 11, 24)
 
 
 def _gpu(mode: str = "gate") -> list[Registration]:
     values, region = stack_file.load("gpu")
-    return run_under_mocks(parse({**values, "fabricCheck": mode}, region), stack="gpu")
+    return registered({**values, "fabricCheck": mode}, region, "gpu")
 
 
 def _deployment(registrations: list[Registration]) -> Deployment:

@@ -18,12 +18,11 @@ from eks_ddp.stack.cluster.failures import (
     outcome,
     spot_drain,
 )
-from eks_ddp.stack.config import parse
 from eks_ddp.stack.engine_rules import Deployment
-from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.workloads import indexed_job, pytorchjob, trainjob
 from eks_ddp.workloads.target import NodeTarget
 from eks_ddp.workloads.training_pod import TrainingJob
+from tests.stack.registered import registered
 
 TARGET = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1)
 
@@ -67,8 +66,8 @@ def test_a_spot_interruption_costs_a_node_loss_and_karpenter_drains_within_the_n
     assert outcome(_rendered(operator, job), [SPOT]) is None
     values, region = stack_file.load("dev")
     for autoscaler, drained in (("karpenter", True), ("cluster-autoscaler", False)):
-        config = parse({**values, "autoscaler": autoscaler, "trainingOperator": operator}, region)
-        deployment = Deployment(run_under_mocks(config, stack="dev"), region or "", "arn:aws:iam::1:role/d", date.today())
+        registrations = registered({**values, "autoscaler": autoscaler, "trainingOperator": operator}, region)
+        deployment = Deployment(registrations, region or "", "arn:aws:iam::1:role/d", date.today())
         drain = spot_drain(deployment)
         assert drain.drained is drained
         assert drain.grace_seconds <= SPOT_NOTICE_SECONDS  # the SIGTERM checkpoint fits in the two-minute notice

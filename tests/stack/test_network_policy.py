@@ -7,14 +7,13 @@ from datetime import date
 import pytest
 
 from eks_ddp.stack import stack_file
-from eks_ddp.stack.config import parse
 from eks_ddp.stack.engine_rules import Deployment
 from eks_ddp.stack.engine_rules.network_policy import Endpoint, allowed, job_traffic
-from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN
 from eks_ddp.stack.local import local_job, render_for
 from eks_ddp.workloads.network_policy import training_policies
 from eks_ddp.workloads.training_pod import METRICS_PORT, pod_labels
+from tests.stack.registered import registered
 
 POLICIES = training_policies("training", pod_identity=True)
 JOB, _ = render_for("dev")
@@ -78,7 +77,7 @@ def test_the_api_server_stays_reachable_through_its_service(address: str) -> Non
 def test_the_rehearsal_reports_https_open_to_the_whole_cluster() -> None:
     """The dev stack's policies as they were: 443 to 0.0.0.0/0 with no `except`."""
     values, region = stack_file.load("dev")
-    registrations = run_under_mocks(parse(values, region))
+    registrations = registered(values, region)
     deployment = Deployment(registrations, region or "us-east-1", DEPLOYER_ROLE_ARN, date(2026, 11, 22))
     assert list(job_traffic(deployment)) == []
     policy = next(r for r in registrations if r.name == "eks-ddp-dns-and-https")

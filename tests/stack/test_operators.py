@@ -6,13 +6,12 @@ from datetime import date
 import pytest
 
 from eks_ddp.stack import stack_file
-from eks_ddp.stack.config import parse
 from eks_ddp.stack.engine_rules import Deployment, check
 from eks_ddp.stack.engine_rules.pulumi_kubernetes import awaited_to_completion, is_training, phases
-from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.stack.rehearsal import rehearse_values
 from eks_ddp.workloads.batch_jobs import FABRIC_CHECK_LABEL
+from tests.stack.registered import registered
 
 TODAY = date(2026, 11, 22)
 K8S = "kubernetes:"
@@ -45,8 +44,9 @@ def _features(registrations: list[Registration]) -> set[str]:
 def test_each_operator_passes_the_rehearsal_and_installs_only_what_its_job_needs(stack: str, operator: str) -> None:
     values, region = stack_file.load(stack)
     values = {**values, "trainingOperator": operator}
-    assert rehearse_values(values, region, stack, TODAY) == []
-    features = _features(run_under_mocks(parse(values, region), stack=stack))
+    registrations = registered(values, region, stack)
+    assert rehearse_values(values, region, stack, TODAY, first=registrations) == []
+    features = _features(registrations)
     present, absent = EXPECTED[operator]
     assert present <= features, present - features
     assert not absent & features, absent & features
@@ -54,7 +54,7 @@ def test_each_operator_passes_the_rehearsal_and_installs_only_what_its_job_needs
 
 def test_the_trainjob_and_its_runtime_wait_for_the_trainer_chart() -> None:
     values, region = stack_file.load("dev")
-    registrations = run_under_mocks(parse({**values, "trainingOperator": "v2"}, region))
+    registrations = registered({**values, "trainingOperator": "v2"}, region)
     releases = [r for r in registrations if r.type == f"{K8S}helm.sh/v3:Release"]
     chart = next(r for r in releases if "kubeflow-trainer" in str(r.inputs.get("chart")))
     assert (
@@ -76,7 +76,7 @@ def test_a_trainjob_updated_in_place_is_reported_by_the_rehearsal() -> None:
     from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN
 
     values, region = stack_file.load("dev")
-    registrations = run_under_mocks(parse({**values, "trainingOperator": "v2"}, region))
+    registrations = registered({**values, "trainingOperator": "v2"}, region)
     deployment = Deployment(registrations, region or "", DEPLOYER_ROLE_ARN, TODAY)
     assert not [f for f in check(deployment) if f.rule == "immutable"]
     updated = [replace(r, replace_on_changes=[]) if r.inputs.get("kind") == "TrainJob" else r for r in registrations]
@@ -91,7 +91,7 @@ def test_training_is_created_only_after_both_fabric_checks_ended_on_every_operat
     object that depends on them; under `report` the checks still run first (they hold the same GPUs and EFA devices)
     but end well whatever they find."""
     values, region = stack_file.load("gpu")
-    runs = run_under_mocks(parse({**values, "trainingOperator": operator, "fabricCheck": mode}, region))
+    runs = registered({**values, "trainingOperator": operator, "fabricCheck": mode}, region)
     deployment = Deployment(runs, region or "", DEPLOYER_ROLE_ARN, date(2026, 11, 24))
     stages = phases(deployment)
     checks = {

@@ -12,8 +12,8 @@ import pytest
 
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.config import ConfigError, parse
-from eks_ddp.stack.mocked import run_under_mocks
 from tests.conftest import ROOT
+from tests.stack.registered import registered
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/own-training:1"
 KINDS = {"v1": "PyTorchJob", "v2": "ClusterTrainingRuntime", "none": "Job"}
@@ -22,7 +22,7 @@ KINDS = {"v1": "PyTorchJob", "v2": "ClusterTrainingRuntime", "none": "Job"}
 def _trainer_pod(operator: str) -> tuple[dict[str, Any], list[str]]:
     """The training pod as its engine builds it (v2: the runtime's, with the TrainJob's image and command)."""
     values, region = stack_file.load("own-code")
-    registrations = run_under_mocks(parse({**values, "trainingOperator": operator}, region), stack="own-code")
+    registrations = registered({**values, "trainingOperator": operator}, region, "own-code")
     components = [r.type.rsplit(":", 1)[-1] for r in registrations if r.type.startswith("eksddp:index:")]
     manifest = next(r.inputs for r in registrations if r.inputs.get("kind") == KINDS[operator] and "train" in r.name)
     spec = manifest["spec"]

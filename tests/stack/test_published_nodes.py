@@ -10,11 +10,10 @@ import pytest
 from eks_ddp.infra.facts import catalogue
 from eks_ddp.infra.facts.allocatable import efa_hugepages_mib
 from eks_ddp.stack import stack_file
-from eks_ddp.stack.config import parse
 from eks_ddp.stack.engine_rules.base import Deployment, admits, node_sources, quantity, training_templates
-from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.workloads.target import DAEMON_SETS_MIB
 from tests.upstream import REFERENCE
+from tests.stack.registered import registered
 
 # What a real node of each training type offers pods, as published, in MiB: Karpenter v1.14.1's reference table
 # (AL2023; upstream/reference/instance-types.tsv) and, where AWS published a node, the lower of the two
@@ -27,7 +26,7 @@ NODE_MARGIN = 0.10
 
 def _deployment(stack: str) -> Deployment:
     values, region = stack_file.load(stack)
-    registrations = run_under_mocks(parse(values, region), stack=stack)
+    registrations = registered(values, region, stack)
     return Deployment(registrations, region or "", "arn:aws:iam::123456789012:role/deployer", date(2026, 11, 23))
 
 

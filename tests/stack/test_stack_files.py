@@ -11,13 +11,14 @@ from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.stack.mocking import Registration
 from eks_ddp.workloads.image import BUILD_ARGS, Accelerator
 from tests.workloads.schemas import validate_pytorchjob
+from tests.stack.registered import registered
 
 WORKSHOP_STACKS = {"dev", "workshop", "gpu", "gpu-existing", "cpu"}
 
 
 def _run(stack: str) -> list[Registration]:
     values, region = stack_file.load(stack)
-    return run_under_mocks(parse(values, region), stack=stack)
+    return registered(values, region, stack)
 
 
 def _named(registrations: list[Registration], name: str) -> dict[str, Any]:

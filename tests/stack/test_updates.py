@@ -11,10 +11,9 @@ from datetime import date
 import pytest
 
 from eks_ddp.stack import rehearsal, stack_file
-from eks_ddp.stack.config import parse
 from eks_ddp.stack.engine_rules import Deployment, changed_pods, unapplied_pod_changes
-from eks_ddp.stack.mocked import run_under_mocks
 from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
+from tests.stack.registered import registered
 
 TODAY = date(2026, 11, 22)
 TRAINING = {"v1": "PyTorchJob", "v2": "TrainJob", "none": "Job"}
@@ -27,8 +26,8 @@ def _renderings(stack: str, operator: str) -> tuple[Deployment, Deployment]:
     values = {**values, "trainingOperator": operator}
     if operator != "v1" and "elasticMinReplicas" in values.get("job", {}):  # elastic is v1's only: the shape, static
         values["job"] = {key: value for key, value in values["job"].items() if key != "elasticMinReplicas"}
-    before = Deployment(run_under_mocks(parse(values, region), stack=stack), region or "", DEPLOYER_ROLE_ARN, TODAY)
-    after = run_under_mocks(parse(rehearsal.with_pod_change(values), region), stack=stack)
+    before = Deployment(registered(values, region, stack), region or "", DEPLOYER_ROLE_ARN, TODAY)
+    after = registered(rehearsal.with_pod_change(values), region, stack)
     return before, replace(before, registrations=after)
 
 
