@@ -195,7 +195,11 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
 
 
 def _run_train(args: argparse.Namespace, topology: Topology) -> None:
-    with startup.frozen_imports():  # torch.distributed's machinery and torch._dynamo, only when training
+    # Only when training, and frozen: the loop's imports and torch._dynamo, which AdamW's first call would import
+    # unfrozen (0.6 CPU-seconds more per rank).
+    with startup.frozen_imports():
+        import torch._dynamo  # noqa: F401
+
         from eks_ddp.trainer.training import train
 
     startup.reuse_freed_memory()

@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch._dynamo  # noqa: F401  (AdamW's first call imports it: here, among the imports the trainer freezes)
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
