@@ -19,9 +19,11 @@ UV_VERSION := 0.9.30
 UV := $(BIN)/uv
 # The system's certificate store for the package index, as pip is configured here.
 export UV_NATIVE_TLS := 1
-# Compiled at install, as pip does: where PYTHONDONTWRITEBYTECODE is set (this machine sets it) Python would compile
-# torch at every import instead (3.3 s where 1.9 s do, in every rank of every test).
-export UV_COMPILE_BYTECODE := 1
+# Bytecode as Python keeps it by default: each module compiled at its first import and kept. This machine sets
+# PYTHONDONTWRITEBYTECODE, under which every process would compile torch again (3.3 s where 1.9 s do, in every rank);
+# compiling all 20,000 files of the SDKs, torch and checkov at install instead (uv --compile-bytecode) took 33 s of
+# the set-up for the few thousand a run imports.
+unexport PYTHONDONTWRITEBYTECODE
 STAMP := $(VENV)/.installed-eks-ddp
 # Which Pulumi.<stack>.yaml `make demo` and `make preview` read: make preview STACK=gpu
 STACK ?= dev
@@ -42,7 +44,7 @@ TOOK = echo "    took $$SECONDS s"
 PROGRESS = sed -n -u -E 's/^(Collecting|Installing collected|Successfully installed)/    &/p' | cut -c1-118
 # `uv pip install` into the environment $(1): its summary ("Prepared": what it downloaded), or all it said if it failed.
 UV_INSTALL = out=$$($(UV) pip install --python $(1) $(2) 2>&1) || { echo "$$out"; exit 1; }; \
-	echo "$$out" | sed -n -E 's/^(Resolved|Prepared|Installed|Uninstalled|Bytecode compiled) /    &/p'
+	echo "$$out" | sed -n -E 's/^(Resolved|Prepared|Installed|Uninstalled) /    &/p'
 
 .PHONY: help demo tensorboard preview rehearse test typecheck docs unit bench bench-phases bench-accuracy \
 	watch-picture clean engines cluster-up cluster-down planted-defects
@@ -55,13 +57,15 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 $(STAMP): Makefile pyproject.toml requirements.txt requirements-dev.txt trainer/requirements.txt
 	$(if $(OLD_PYTHON),$(error PYTHON=$(PYTHON) is $(OLD_PYTHON); the set-up needs Python $(MIN_PYTHON) or later \
 		(tarfile's extraction filters): give another, e.g. make PYTHON=python3.12))
-	$(call STEP,[1/3] a virtual environment in $(VENV) from $(PYTHON) ($(shell $(PYTHON) --version 2>&1)))
+	$(call STEP,[1/4] a virtual environment in $(VENV) from $(PYTHON) ($(shell $(PYTHON) --version 2>&1)))
 	@$(PYTHON) -m venv $(VENV); $(TOOK)
-	$(call STEP,[2/3] uv $(UV_VERSION) in it$(,) from the package index pip is configured with)
+	$(call STEP,[2/4] uv $(UV_VERSION) in it$(,) from the package index pip is configured with)
 	@$(BIN)/python -m pip install --progress-bar off uv==$(UV_VERSION) | $(PROGRESS); $(TOOK)
-	$(call STEP,[3/3] the Pulumi SDKs (requirements.txt)$(,) the trainer (torch 2.13.0)$(,) the test tools and eks-ddp \
+	$(call STEP,[3/4] the Pulumi SDKs (requirements.txt)$(,) the trainer (torch 2.13.0)$(,) the test tools and eks-ddp \
 		itself (editable)$(,) by uv from its cache and the index)
 	@$(call UV_INSTALL,$(BIN)/python,-r requirements.txt -e '.[trainer$(,)dev]'); $(TOOK)
+	$(call STEP,[4/4] the bytecode of torch$(,) which make demo's pods import as a user who cannot write it)
+	@$(BIN)/python -c 'import torch._dynamo, torch.distributed.run'; $(TOOK)
 	@touch $@
 
 # checkov in its own environment (its pins would downgrade boto3 and others in .venv); tests/test_checkov.py runs it.

@@ -113,13 +113,16 @@ def pod_user(pod: dict[str, Any], workdir: Path) -> ContainerUser:
         print(f"note: no setpriv (util-linux) to switch to uid {uid}: containers run as root", flush=True)
         return ContainerUser(None)
     # The very interpreter (a loader may quietly pick another libpython it can read), able to start itself
-    # (torchrun starts the workers), importing the trainer, and listing the work directory.
+    # (torchrun starts the workers), finding the trainer and torch, and listing the work directory. Found, not
+    # imported: importing them would cost each local run 2 CPU-seconds a probe, and what keeps a user from them is a
+    # directory it cannot traverse, which finding them meets.
     probe = [
         sys.executable,
         "-c",
         (
-            f"import os, subprocess, sys, eks_ddp.trainer.cli; assert sys.version == {sys.version!r}; "
-            f"subprocess.run([sys.executable, '-c', ''], check=True); os.listdir({str(workdir.resolve())!r})"
+            f"import os, subprocess, sys, importlib.util as u; assert sys.version == {sys.version!r}; "
+            f"subprocess.run([sys.executable, '-c', ''], check=True); os.listdir({str(workdir.resolve())!r}); "
+            "assert u.find_spec('eks_ddp.trainer.cli') and u.find_spec('torch')"
         ),
     ]
     for user in (ContainerUser(uid), ContainerUser(uid, read_anywhere=True)):

@@ -65,9 +65,9 @@ UV = [str(ROOT / ".venv" / "bin" / "uv"), "pip"]
 FRESH = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
 FRESH["UV_COMPILE_BYTECODE"] = "0"
 """The environment of what installs into the fresh environment and runs from it: each module compiled once, on its
-first import, and kept there, as Python does by default. `make test` exports UV_COMPILE_BYTECODE for its own set-up,
-which here compiled every module of torch and the Pulumi SDKs at install (55 of this test's 65 CPU-s), and this
-machine sets PYTHONDONTWRITEBYTECODE, which would have every command compile its imports again (6 CPU-s for `train`)."""
+first import, and kept there, as Python does by default and as the Makefile's set-up has it (compiling every module of
+torch and the Pulumi SDKs at install took 55 of this test's 65 CPU-s). This machine sets PYTHONDONTWRITEBYTECODE,
+which would have every command compile its imports again (6 CPU-s for `train`)."""
 
 
 def fresh_environment(tmp_path: Path) -> Path:
