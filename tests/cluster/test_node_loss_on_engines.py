@@ -37,6 +37,10 @@ def test_a_lost_nodes_training_pod_runs_again_on_its_replacement_and_the_job_goe
 
     again = wait_for(f"{name} recreated and Running after {lost} was lost", running_again, timeout_s=PODGC_S)
     assert on.group_of(again["spec"]["nodeName"]) == group and again["spec"]["nodeName"] != lost
-    job = on.kubectl.items("pytorchjobs", "-n", namespace)[0]
-    conditions = set(true_conditions(job))
+
+    def settled() -> set[str] | None:  # the operator marks the job Running again after its pod is, not with it
+        conditions = set(true_conditions(on.kubectl.items("pytorchjobs", "-n", namespace)[0]))
+        return conditions if conditions & {"Running", "Failed"} else None
+
+    conditions = wait_for("the PyTorchJob Running again or Failed", settled)
     assert "Failed" not in conditions and "Running" in conditions, conditions
