@@ -36,9 +36,16 @@ def training_curves(history: Sequence[dict[str, Any]], path: Path) -> None:
 
 
 def confusion_matrix(matrix: np.ndarray, classes: Sequence[str], path: Path) -> None:
-    from sklearn.metrics import ConfusionMatrixDisplay  # a second to import: the evaluation's alone
-
-    figure, axis = plt.subplots(figsize=(1 + 0.7 * len(classes), 1 + 0.6 * len(classes)))
-    ConfusionMatrixDisplay(matrix, display_labels=list(classes)).plot(ax=axis, colorbar=False, values_format="d")
-    axis.set_title("Confusion matrix (rows: true class)")
+    """Counts by true class (rows) and predicted class, drawn as scikit-learn's ConfusionMatrixDisplay draws them (its
+    colours, and each count in the colour that reads on its cell); drawn here, since importing sklearn.metrics cost
+    every evaluation 1.6 CPU-seconds."""
+    size = len(classes)
+    figure, axis = plt.subplots(figsize=(1 + 0.7 * size, 1 + 0.6 * size))
+    image = axis.imshow(matrix, interpolation="nearest", cmap="viridis")
+    darkest, lightest = image.cmap(0), image.cmap(1.0)
+    middle = (matrix.max() + matrix.min()) / 2
+    for (row, column), count in np.ndenumerate(matrix):
+        axis.text(column, row, f"{count:d}", ha="center", va="center", color=lightest if count < middle else darkest)
+    axis.set(xticks=range(size), yticks=range(size), xticklabels=list(classes), yticklabels=list(classes),
+             xlabel="Predicted label", ylabel="True label", title="Confusion matrix (rows: true class)")
     _save(figure, path)
