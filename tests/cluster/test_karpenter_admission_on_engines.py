@@ -44,7 +44,7 @@ def _karpenter_crds(kubectl: Kubectl) -> None:
 
 @pytest.fixture
 def karpenter_api(cluster: Callable[..., OnEngines]) -> Kubectl:
-    kubectl = cluster("dev", deploy=False).kubectl
+    kubectl = cluster("dev", KARPENTER, deploy=False).kubectl  # after a Karpenter test its CRDs stay
     _karpenter_crds(kubectl)
     return kubectl
 
