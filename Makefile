@@ -25,6 +25,7 @@ export UV_NATIVE_TLS := 1
 # the set-up for the few thousand a run imports.
 unexport PYTHONDONTWRITEBYTECODE
 STAMP := $(VENV)/.installed-eks-ddp
+TORCH_BYTECODE := $(VENV)/.torch-bytecode
 # Which Pulumi.<stack>.yaml `make demo` and `make preview` read: make preview STACK=gpu
 STACK ?= dev
 # Stack keys set for one run, as `pulumi up --config` does: make demo CONFIG=eks-ddp:trainingOperator=v2
@@ -57,14 +58,19 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 $(STAMP): Makefile pyproject.toml requirements.txt requirements-dev.txt trainer/requirements.txt
 	$(if $(OLD_PYTHON),$(error PYTHON=$(PYTHON) is $(OLD_PYTHON); the set-up needs Python $(MIN_PYTHON) or later \
 		(tarfile's extraction filters): give another, e.g. make PYTHON=python3.12))
-	$(call STEP,[1/4] a virtual environment in $(VENV) from $(PYTHON) ($(shell $(PYTHON) --version 2>&1)))
+	$(call STEP,[1/3] a virtual environment in $(VENV) from $(PYTHON) ($(shell $(PYTHON) --version 2>&1)))
 	@$(PYTHON) -m venv $(VENV); $(TOOK)
-	$(call STEP,[2/4] uv $(UV_VERSION) in it$(,) from the package index pip is configured with)
+	$(call STEP,[2/3] uv $(UV_VERSION) in it$(,) from the package index pip is configured with)
 	@$(BIN)/python -m pip install --progress-bar off uv==$(UV_VERSION) | $(PROGRESS); $(TOOK)
-	$(call STEP,[3/4] the Pulumi SDKs (requirements.txt)$(,) the trainer (torch 2.13.0)$(,) the test tools and eks-ddp \
+	$(call STEP,[3/3] the Pulumi SDKs (requirements.txt)$(,) the trainer (torch 2.13.0)$(,) the test tools and eks-ddp \
 		itself (editable)$(,) by uv from its cache and the index)
 	@$(call UV_INSTALL,$(BIN)/python,-r requirements.txt -e '.[trainer$(,)dev]'); $(TOOK)
-	$(call STEP,[4/4] the bytecode of torch$(,) which make demo's pods import as a user who cannot write it)
+	@touch $@
+
+# Before make demo's pods start: they run as a user who cannot write bytecode into .venv, and would compile torch in
+# every rank of every demo. make test's own processes write it as they first import torch.
+$(TORCH_BYTECODE): $(STAMP)
+	$(call STEP,the bytecode of torch$(,) which the demo's pods import as a user who cannot write it)
 	@$(BIN)/python -c 'import torch._dynamo, torch.distributed.run'; $(TOOK)
 	@touch $@
 
@@ -81,7 +87,7 @@ help:
 	@sed -n -E 's/^## ([a-z-]+): (.*)/\1\t\2/p' $(firstword $(MAKEFILE_LIST)) | expand -t 16 | sed 's/^/  /'
 
 ## demo: run a stack's rendered PyTorchJob and EvaluationJob on this machine (default the dev stack: 2 replicas)
-demo: $(STAMP)
+demo: $(STAMP) $(TORCH_BYTECODE)
 	$(BIN)/python -m eks_ddp.stack.local --stack $(STACK) $(addprefix --config ,$(CONFIG))
 
 ## tensorboard: TensorBoard on 127.0.0.1:6006 for the newest run's events under runs/ (make demo's, for one)
