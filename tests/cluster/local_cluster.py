@@ -10,6 +10,8 @@ runs/cluster/<stack>/kubeconfig. `down` stops every process a cluster under runs
 """
 
 import argparse
+import copy
+import functools
 import shutil
 import sys
 import time
@@ -63,9 +65,17 @@ class LocalCluster:
 
 
 def deployment_of(stack: str, override: dict[str, str]) -> Deployment:
-    """The stack's registrations under the mocks, as the rehearsal reads them."""
+    """The stack's registrations under the mocks, as the rehearsal reads them: one run per process for a stack and
+    override (0.4 to 1 CPU-s each; runs are deterministic, as the rehearsal's idempotence rule checks), a copy of it
+    for each caller, to plant faults in."""
+    return copy.deepcopy(_deployment(stack, tuple(sorted(override.items()))))
+
+
+@functools.cache
+def _deployment(stack: str, override: tuple[tuple[str, str], ...]) -> Deployment:
     program = Program.at(ROOT)
-    return Deployment(program.run(stack, override), program.region(stack, override), DEPLOYER_ROLE_ARN, date.today())
+    config = dict(override)
+    return Deployment(program.run(stack, config), program.region(stack, config), DEPLOYER_ROLE_ARN, date.today())
 
 
 def kwok_stages() -> list[Path]:

@@ -237,11 +237,17 @@ def test_dev_node_pool_cpu_limit_stops_karpenter_at_whole_instances(on_karpenter
     wait_for("Karpenter to reach the limit", lambda: len(on.nodes(pool)) >= limit, 60)
 
     def pending_refused_for_limits() -> list[str]:
-        pending = {p["metadata"]["name"] for p in on.kubectl.items("pods", "-l", "eks-ddp.local/test=spread")
-                   if p["status"].get("phase") == "Pending"}
+        """The pods still pending, once each was refused for the limits and every node launched has its pod bound (a
+        first-wave pod waits for its node to be ready, and was refused too while it did)."""
+        pods = on.kubectl.items("pods", "-A")
+        pending = {p["metadata"]["name"] for p in pods
+                   if p["metadata"].get("labels", {}).get("eks-ddp.local/test") == "spread"
+                   and p["status"].get("phase") == "Pending"}
+        in_use = {p["spec"].get("nodeName") for p in pods}
         events = on.kubectl.items("events", "-n", "default", "--field-selector=reason=FailedScheduling")
         refused = {e["involvedObject"]["name"] for e in events if any(why in e.get("message", "") for why in LIMITED)}
-        return sorted(pending) if pending and pending <= refused else []
+        launched_in_use = all(node["metadata"]["name"] in in_use for node in on.nodes(pool))
+        return sorted(pending) if pending and pending <= refused and launched_in_use else []
 
     pending = wait_for("Karpenter to refuse every pod still pending for the pool's limits", pending_refused_for_limits)
     time.sleep(CLAIMS_AFTER_EVENTS_S)
