@@ -27,7 +27,9 @@ from tests.conftest import (
     trainer_env,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("torchrun_shutdown_timers")]
+"""One after the other on one worker (make test's --dist loadgroup): each waits out a ~30 s timer, and the two waiting
+at once, beside the cluster tests' own waits, left the 2 cores 40-75 % idle for half a minute in every run."""
 SLOW_CHECKPOINT_SECONDS = 32
 SLOW_WRITES = f"""
 import os, time
