@@ -2,7 +2,7 @@
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from typing import Any, NotRequired, TypedDict
 
@@ -24,7 +24,7 @@ from eks_ddp.infra.addons.node_quarantine import NodeQuarantine
 from eks_ddp.infra.addons.neuron_device_plugin import NeuronDevicePlugin
 from eks_ddp.infra.addons.nvidia_device_plugin import NvidiaDevicePlugin
 from eks_ddp.infra.addons.prometheus_monitoring import PrometheusMonitoring
-from eks_ddp.infra.addons.training_operator import OperatorKind, TrainingOperator
+from eks_ddp.infra.addons.training_operator import OperatorKind, TrainingOperator, TrainingOperatorArgs
 from eks_ddp.infra.args import check_keys
 from eks_ddp.infra.aws.cluster import Cluster, ClusterArgs, ClusterOptions
 from eks_ddp.infra.aws.cluster import validate as validate_cluster
@@ -42,6 +42,15 @@ from eks_ddp.infra.aws.model_bucket import validate as validate_bucket
 from eks_ddp.infra.aws.network import Network, NetworkArgs
 from eks_ddp.infra.aws.network import validate as validate_network
 from eks_ddp.infra.errors import InvalidArgument
+from eks_ddp.infra.existing_cluster import (
+    ClusterFacts,
+    ExistingClusterArgs,
+    ExistingNodeGroup,
+    aws_side_problem,
+    eks_facts,
+)
+from eks_ddp.infra.existing_cluster import provider as existing_provider
+from eks_ddp.infra.existing_cluster import validate as validate_existing_cluster
 from eks_ddp.infra.facts import instance_facts, versions
 from eks_ddp.infra.facts.catalogue import InstanceType
 from eks_ddp.infra.storage.efs import EfsStorage, EfsStorageArgs
@@ -105,6 +114,9 @@ class MonitoringKind(str, Enum):
 
 
 class TrainingPlatformArgs(TypedDict):
+    existing_cluster: NotRequired[ExistingClusterArgs]
+    """Deploy onto a cluster made elsewhere: no VPC, cluster or node groups are made, and `node_groups` describe the
+    cluster's own groups (infra/existing_cluster.py)."""
     network: NotRequired[NetworkArgs]
     """The VPC (default: a new 10.0.0.0/16 VPC; name the zones when node groups pick one)."""
     cluster_name: NotRequired[str]
@@ -152,6 +164,9 @@ class TrainingPlatformArgs(TypedDict):
     karpenter_node_repair: NotRequired[bool]
     """With Karpenter: let it replace nodes the node monitoring agent reports unhealthy (its alpha `nodeRepair` gate;
     default false: it terminates the node without a drain, so the training pods get no SIGTERM checkpoint)."""
+    fsx_csi_driver: NotRequired[bool]
+    """With storage existing-fsx: install the FSx for Lustre CSI driver (default true; false where the cluster runs it
+    already)."""
     efa_device_plugin: NotRequired[bool]
     """Install the EFA device plugin (default true when a group has EFA)."""
     nvidia_device_plugin: NotRequired[bool]
@@ -160,6 +175,9 @@ class TrainingPlatformArgs(TypedDict):
     """Install the Neuron device plugin (default true when a group has AWS Trainium or Inferentia devices)."""
     training_operator: NotRequired[OperatorKind]
     """What runs training jobs (default v1: the training operator; v2: Kubeflow Trainer; none: nothing installed)."""
+    addon_sources: NotRequired[Mapping[str, str]]
+    """Add-ons to install from a local folder instead of their registries (air-gapped clusters, the local cluster):
+    `training_operator`, its release's kustomization."""
     mpi_operator: NotRequired[bool]
     """Install the MPI operator v2 for MPIJobs (default true when a GPU group has EFA: the NCCL check)."""
     tags: NotRequired[dict[str, str]]
@@ -186,6 +204,12 @@ def validate(
     check_keys(COMPONENT, "", args, TrainingPlatformArgs)
     for index, group in enumerate(args.get("node_groups", [])):
         check_keys(COMPONENT, f"node_groups[{index}].", group, NodeGroupShape)
+    existing = args.get("existing_cluster")
+    if existing is not None:
+        _validate_existing(args, existing)
+        if aws_side_problem(existing):  # reached without AWS: instance facts from the catalogue from here on
+            instance_facts.from_catalogue()
+            describe = instance_facts.offline
     network = args.get("network", {})
     validate_network(network)
     operators = [kind.value for kind in OperatorKind]
@@ -228,11 +252,11 @@ def validate(
                 "names must be unique and not `system` (the cluster's own group)",
             )
         names.add(group_name)
-        if not zones:
+        if existing is None and not zones:
             raise InvalidArgument(
                 COMPONENT, "network.availability_zones", None, "name the zones so node groups can each pick one"
             )
-        if group.get("availability_zone") not in zones:
+        if existing is None and group.get("availability_zone") not in zones:
             raise InvalidArgument(
                 COMPONENT,
                 f"{where}.availability_zone",
@@ -242,7 +266,7 @@ def validate(
         try:
             instance_type = group.get("instance_type", "")
             instance_facts.check_name(COMPONENT, "instance_type", instance_type)  # before EC2 is asked about it
-            validate_shape(group, describe(instance_type))
+            validate_shape(group, describe(instance_type), zoned=existing is None)
             if autoscaler == AutoscalerKind.KARPENTER:
                 validate_karpenter_shape(group, describe(instance_type))
         except InvalidArgument as error:
@@ -267,6 +291,54 @@ def validate(
     if args.get("model_bucket", True) and "checkpoint_expiry_days" in args:
         validate_bucket({"checkpoint_expiry_days": args["checkpoint_expiry_days"]})
     role_access(args.get("service_account_roles", RoleAccess.POD_IDENTITY), COMPONENT, "service_account_roles")
+
+
+# What only a new cluster takes: an existing one has its own VPC, name, version and access entries.
+NEW_CLUSTER_ONLY = ("network", "cluster_name", "kubernetes_version", "admin_principal_arns", "private_endpoint_only")
+
+
+def _validate_existing(args: TrainingPlatformArgs, existing: ExistingClusterArgs) -> None:
+    """What an existing cluster cannot take: settings of a new cluster, node-making autoscalers, new file systems,
+    and, when it is given by kubeconfig, anything made in AWS."""
+    check_keys(COMPONENT, "existing_cluster.", existing, ExistingClusterArgs)
+    validate_existing_cluster(existing)
+    for key, value in args.items():
+        if key in NEW_CLUSTER_ONLY:
+            raise InvalidArgument(COMPONENT, key, value, "it shapes a new cluster: leave it out with existing_cluster")
+    autoscaler = args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER)
+    if autoscaler != AutoscalerKind.NONE:
+        raise InvalidArgument(
+            COMPONENT, "autoscaler", AutoscalerKind(autoscaler).value,
+            "an existing cluster's groups keep what scales them now: use none",
+        )
+    storage = args.get("storage", StorageKind.FSX)
+    if storage in (StorageKind.FSX, StorageKind.EFS):
+        raise InvalidArgument(
+            COMPONENT, "storage", StorageKind(storage).value,
+            "a new file system needs the cluster's subnets: use existing-fsx or none",
+        )
+    problem = aws_side_problem(existing)
+    if problem is None:
+        return
+    monitoring = args.get("monitoring", MonitoringKind.NONE)
+    made_in_aws = (  # (argument, its value, whether it makes something in AWS)
+        ("model_bucket", args.get("model_bucket", True), args.get("model_bucket", True)),
+        ("node_health", args.get("node_health", True), args.get("node_health", True)),
+        ("managed_prometheus", args.get("managed_prometheus", False), args.get("managed_prometheus", False)),
+        ("monitoring", monitoring, monitoring == MonitoringKind.CLOUDWATCH),
+        ("existing_fsx.security_group_id", args.get("existing_fsx", {}).get("security_group_id"),
+         "security_group_id" in args.get("existing_fsx", {})),
+    )
+    for argument, value, made in made_in_aws:
+        if made:
+            raise InvalidArgument(COMPONENT, argument, value, f"it makes resources in AWS, and {problem}")
+
+
+def _region(parent: pulumi.Resource) -> pulumi.Input[str]:
+    """The stack's `aws:region`; AWS is asked only when it is not set (an existing cluster given by kubeconfig is
+    reached without it)."""
+    configured = pulumi.Config("aws").get("region")
+    return configured or aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=parent)).region
 
 
 def _taints(groups: Sequence[TrainingNodes]) -> list[Taint]:
@@ -300,10 +372,23 @@ class TrainingPlatform(pulumi.ComponentResource):
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         tags = dict(args.get("tags", {}))
         self.service_account_roles = RoleAccess(args.get("service_account_roles", RoleAccess.POD_IDENTITY))
-        self._build_network_and_cluster(name, args, tags)
-        system = [self.cluster.system_node_group]
-        self._build_karpenter(name, args, tags, system)
-        self._build_node_groups(name, args, tags)
+        self.existing_cluster = args.get("existing_cluster")
+        """The cluster made elsewhere that is the target, as given (None when the platform makes its own)."""
+        self.network: Network | None = None
+        """The VPC (None on an existing cluster; Python only, as every attribute below not in the class body)."""
+        self.cluster: Cluster | None = None
+        """The EKS cluster (None on an existing cluster)."""
+        self.facts: ClusterFacts | None = None
+        """What AWS-side parts read of the EKS cluster (None for a cluster given by kubeconfig)."""
+        system: list[pulumi.Resource] = []
+        """What add-ons on the system nodes wait for: the system node group, when the platform makes it."""
+        if self.existing_cluster is None:
+            network, cluster = self._build_network_and_cluster(name, args, tags)
+            system.append(cluster.system_node_group)
+            self._build_karpenter(name, args, tags, system)
+            self._build_node_groups(name, args, tags, network, cluster)
+        else:
+            self._target_existing(name, args, self.existing_cluster)
         self.training_namespace = args.get("training_namespace", "training")
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
@@ -321,26 +406,32 @@ class TrainingPlatform(pulumi.ComponentResource):
     def _after(self, resources: Sequence[pulumi.Resource]) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, depends_on=list(resources))
 
+    def _network(self) -> Network:
+        assert self.network is not None, "validate() refuses new file systems on an existing cluster"
+        return self.network
+
     def _oidc(self) -> dict[str, Any]:
-        return {"oidc_provider_arn": self.cluster.oidc_provider_arn, "oidc_issuer": self.cluster.oidc_issuer}
+        assert self.facts is not None, "validate() refuses AWS-side parts without an EKS cluster"
+        return {"oidc_provider_arn": self.facts.oidc_provider_arn, "oidc_issuer": self.facts.oidc_issuer}
 
     def _role_access(self) -> dict[str, Any]:
         """What a component whose service account gets a role takes: how, and the cluster's inputs for either way."""
         return {"access": self.service_account_roles, "cluster_name": self.cluster_name, **self._oidc()}
 
-    def _build_network_and_cluster(self, name: str, args: TrainingPlatformArgs, tags: dict[str, str]) -> None:
+    def _build_network_and_cluster(
+        self, name: str, args: TrainingPlatformArgs, tags: dict[str, str]
+    ) -> tuple[Network, Cluster]:
         """The VPC, then the EKS cluster with its system node group in the VPC's subnets."""
         child = pulumi.ResourceOptions(parent=self)
         network_args: NetworkArgs = {
             **args.get("network", {}),
             "tags": {**tags, **args.get("network", {}).get("tags", {})},
         }
-        self.network = Network(f"{name}-network", network_args, opts=child)
-        """The VPC (Python only, as every attribute below not in the class body)."""
+        self.network = network = Network(f"{name}-network", network_args, opts=child)
         cluster_args: ClusterArgs = {
-            "vpc_id": self.network.vpc_id,
-            "private_subnet_ids": self.network.private_subnet_ids,
-            "public_subnet_ids": self.network.public_subnet_ids,
+            "vpc_id": network.vpc_id,
+            "private_subnet_ids": network.private_subnet_ids,
+            "public_subnet_ids": network.public_subnet_ids,
             "cluster_name": args.get("cluster_name", name),
             "tags": tags,
         }
@@ -353,13 +444,27 @@ class TrainingPlatform(pulumi.ComponentResource):
         ):
             if key in args:
                 cluster_args[key] = args[key]  # type: ignore[literal-required]
-        self.cluster = Cluster(f"{name}-cluster", cluster_args, opts=child)
-        """The EKS cluster (its provider, kubeconfig and OIDC facts)."""
-        self.provider, self.cluster_name, self.kubeconfig = (
-            self.cluster.provider,
-            self.cluster.cluster_name,
-            self.cluster.kubeconfig,
+        self.cluster = cluster = Cluster(f"{name}-cluster", cluster_args, opts=child)
+        self.provider, self.cluster_name, self.kubeconfig = cluster.provider, cluster.cluster_name, cluster.kubeconfig
+        self.facts = ClusterFacts(
+            network.vpc_id, cluster.cluster_security_group_id, cluster.oidc_provider_arn, cluster.oidc_issuer
         )
+        return network, cluster
+
+    def _target_existing(self, name: str, args: TrainingPlatformArgs, existing: ExistingClusterArgs) -> None:
+        """A cluster made elsewhere: its provider, and its node groups as they are described."""
+        self.provider, self.kubeconfig = existing_provider(name, existing, _region(self), self)
+        self.cluster_name = existing.get("eks_cluster_name", "")
+        self.facts = eks_facts(self.cluster_name, self) if self.cluster_name else None
+        self.karpenter = None
+        self.node_groups = {
+            shape.get("name", ""): ExistingNodeGroup(
+                f"{name}-{shape.get('name', '')}",
+                shape,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for shape in args.get("node_groups", [])
+        }
 
     def _build_karpenter(
         self, name: str, args: TrainingPlatformArgs, tags: dict[str, str], system: Sequence[pulumi.Resource]
@@ -380,7 +485,9 @@ class TrainingPlatform(pulumi.ComponentResource):
                 opts=self._after(system),
             )
 
-    def _build_node_groups(self, name: str, args: TrainingPlatformArgs, tags: dict[str, str]) -> None:
+    def _build_node_groups(
+        self, name: str, args: TrainingPlatformArgs, tags: dict[str, str], network: Network, cluster: Cluster
+    ) -> None:
         """Each training group as a managed node group, or as a Karpenter node pool, in its zone's subnet."""
         self.node_groups: dict[str, TrainingNodes] = {}
         """Training node groups (or Karpenter node pools) by name: facts, labels, taints, EFA devices, shape."""
@@ -388,10 +495,10 @@ class TrainingPlatform(pulumi.ComponentResource):
             group_name = shape.get("name", "")  # validated: a DNS label
             placed = {
                 "cluster_name": self.cluster_name,
-                "vpc_id": self.network.vpc_id,
+                "vpc_id": network.vpc_id,
                 "tags": tags,
-                "cluster_security_group_id": self.cluster.cluster_security_group_id,
-                "subnet_id": self.network.private_subnet_by_zone[shape["availability_zone"]],
+                "cluster_security_group_id": cluster.cluster_security_group_id,
+                "subnet_id": network.private_subnet_by_zone[shape["availability_zone"]],
             }
             if self.karpenter is not None:
                 pool_args: KarpenterNodePoolArgs = {
@@ -406,13 +513,13 @@ class TrainingPlatform(pulumi.ComponentResource):
             group_args: EfaNodeGroupArgs = {
                 **shape,
                 **placed,  # type: ignore[typeddict-item]
-                "kubernetes_version": self.cluster.kubernetes_version,
+                "kubernetes_version": cluster.kubernetes_version,
                 "auto_repair": args.get("node_health", True),
             }
             self.node_groups[group_name] = EfaNodeGroup(
                 f"{name}-{group_name}",
                 group_args,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
             )
 
     def _efa_groups(self) -> list[TrainingNodes]:
@@ -431,7 +538,7 @@ class TrainingPlatform(pulumi.ComponentResource):
     ) -> None:
         """What the nodes need: the device plugins, the Cluster Autoscaler, metrics-server and node health."""
         efa_groups, gpu_groups = self._efa_groups(), self._gpu_groups()
-        region = aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self)).region
+        region = _region(self)
         if efa_groups and args.get("efa_device_plugin", True):
             EfaDevicePlugin(
                 f"{name}-efa-device-plugin",
@@ -460,6 +567,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                 opts=self._after(system),
             )
         if args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER) == AutoscalerKind.CLUSTER_AUTOSCALER:
+            assert self.cluster is not None, "validate() refuses an autoscaler on an existing cluster"
             ClusterAutoscaler(
                 f"{name}-autoscaler",
                 {
@@ -545,14 +653,13 @@ class TrainingPlatform(pulumi.ComponentResource):
         self.job_operator: pulumi.Resource | None = None
         """What a training job waits for: the installer of its kind's CRD (None without an operator)."""
         operator = args.get("training_operator", OperatorKind.V1)
+        sources = args.get("addon_sources", {})
         if operator == OperatorKind.V1:
+            operator_args: TrainingOperatorArgs = {"provider": self.provider, "mpi_jobs": not with_mpi}
+            if "training_operator" in sources:
+                operator_args["directory"] = sources["training_operator"]
             self.training_operator = TrainingOperator(
-                f"{name}-training-operator",
-                {
-                    "provider": self.provider,
-                    "mpi_jobs": not with_mpi,
-                },
-                opts=self._after(system),
+                f"{name}-training-operator", operator_args, opts=self._after(system)
             )
             self.job_operator = self.training_operator.manifests
         elif operator == OperatorKind.V2:
@@ -578,10 +685,24 @@ class TrainingPlatform(pulumi.ComponentResource):
         self.storage_claim_name = None
         storage = args.get("storage", StorageKind.FSX)
         in_namespace = self._after([*system, namespace])
+        if storage == StorageKind.EXISTING_FSX:
+            nodes = {"node_security_group_id": self.facts.security_group_id} if self.facts else {}
+            existing: ExistingFsxVolumeArgs = {
+                "provider": self.provider,
+                "namespace": self.training_namespace,
+                "tags": tags,
+                "csi_driver": args.get("fsx_csi_driver", True),
+                **nodes,
+                **args["existing_fsx"],  # type: ignore[typeddict-item]
+            }
+            self.storage_claim_name = ExistingFsxVolume(f"{name}-existing-fsx", existing, opts=in_namespace).claim_name
+        if storage not in (StorageKind.FSX, StorageKind.EFS):
+            return
+        assert self.facts is not None, "validate() refuses new file systems on an existing cluster"
         storage_base = {
             "provider": self.provider,
-            "vpc_id": self.network.vpc_id,
-            "node_security_group_id": self.cluster.cluster_security_group_id,
+            "vpc_id": self.facts.vpc_id,
+            "node_security_group_id": self.facts.security_group_id,
             "namespace": self.training_namespace,
             "tags": tags,
             **self._oidc(),
@@ -591,14 +712,11 @@ class TrainingPlatform(pulumi.ComponentResource):
             fsx_args: FsxLustreStorageArgs = {
                 **storage_base,
                 **args.get("fsx", {}),
-                "subnet_id": self.network.private_subnet_by_zone[zone],
+                "subnet_id": self._network().private_subnet_by_zone[zone],
             }  # type: ignore[typeddict-item]
             self.storage_claim_name = FsxLustreStorage(f"{name}-fsx", fsx_args, opts=in_namespace).claim_name
-        elif storage == StorageKind.EXISTING_FSX:
-            existing: ExistingFsxVolumeArgs = {**storage_base, **args["existing_fsx"]}  # type: ignore[typeddict-item]
-            self.storage_claim_name = ExistingFsxVolume(f"{name}-existing-fsx", existing, opts=in_namespace).claim_name
-        elif storage == StorageKind.EFS:
-            subnets = list(self.network.private_subnet_by_zone.values())
+        else:
+            subnets = list(self._network().private_subnet_by_zone.values())
             efs_args: EfsStorageArgs = {**storage_base, "subnet_ids": subnets}  # type: ignore[typeddict-item]
             self.storage_claim_name = EfsStorage(f"{name}-efs", efs_args, opts=in_namespace).claim_name
 

@@ -22,6 +22,7 @@ from eks_ddp.infra.aws.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
 from eks_ddp.infra.aws.efa_node_group import NodeGroupShape
 from eks_ddp.infra.aws.iam import RoleAccess
 from eks_ddp.infra.errors import InvalidArgument
+from eks_ddp.infra.existing_cluster import aws_side_problem
 from eks_ddp.infra.facts import instance_facts
 from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.infra.facts.catalogue import Architecture, InstanceType
@@ -125,6 +126,9 @@ TOP_LEVEL = {
     "trainingNamespace": ("training_namespace", str),
     "checkpointExpiryDays": ("checkpoint_expiry_days", int),
     "serviceAccountRoles": ("service_account_roles", str),
+    "existingCluster": ("existing_cluster", dict),
+    "addons": ("addons", dict),
+    "modelBucket": ("model_bucket", bool),
     "vpc": ("vpc", dict),
     "nodeGroups": ("node_groups", list),
     "storage": ("storage", dict),
@@ -149,6 +153,20 @@ VPC = {
     "existingVpcId": ("existing_vpc_id", str),
     "existingPrivateSubnetIds": ("existing_private_subnet_ids", dict),
     "existingPublicSubnetIds": ("existing_public_subnet_ids", list),
+}
+EXISTING_CLUSTER = {
+    "kubeconfig": ("kubeconfig", str),
+    "context": ("context", str),
+    "eksClusterName": ("eks_cluster_name", str),
+}
+# Add-ons a stack may leave out (false), and those it may install from a local folder (a path).
+ADDONS = {
+    "efaDevicePlugin": ("efa_device_plugin", bool),
+    "nvidiaDevicePlugin": ("nvidia_device_plugin", bool),
+    "neuronDevicePlugin": ("neuron_device_plugin", bool),
+    "metricsServer": ("metrics_server", bool),
+    "fsxCsiDriver": ("fsx_csi_driver", bool),
+    "trainingOperator": ("training_operator", str),
 }
 SYSTEM = {
     "name": ("name", str),
@@ -206,7 +224,7 @@ JOB = {
     "args": ("args", list),
     "env": ("env", dict),
 }
-TABLES = (TOP_LEVEL, VPC, SYSTEM, NODE_GROUP, STORAGE, JOB)
+TABLES = (TOP_LEVEL, EXISTING_CLUSTER, ADDONS, VPC, SYSTEM, NODE_GROUP, STORAGE, JOB)
 # The job's image when the stack builds the bundled trainer's (the program puts the built image in its place).
 BUILT_IMAGE = "(built by the stack)"
 # Keys that existed once, and why they went.
@@ -270,8 +288,15 @@ class _Layout:
                 f"{_key('nodeGroups')}[{self.system_index}]" if self.system_index is not None else _key("nodeGroups")
             )
             return f"{where}.{_camel(SYSTEM, argument)}"
+        if argument.startswith("existing_cluster"):
+            field = argument.removeprefix("existing_cluster").removeprefix(".")
+            return f"{_key('existingCluster')}{'.' if field else ''}{_camel(EXISTING_CLUSTER, field)}"
+        if argument == "network":
+            return _key("vpc")
         if error.component == "Network" or argument.startswith("network."):
             return f"{_key('vpc')}.{_camel(VPC, argument.removeprefix('network.'))}"
+        if argument.startswith("existing_fsx."):
+            return f"{_key('storage')}.{_camel(STORAGE, argument.removeprefix('existing_fsx.'))}"
         if error.component in ("FsxLustreStorage", "ExistingFsxVolume"):
             return f"{_key('storage')}.{_camel(STORAGE, argument)}"
         if argument == "storage":
@@ -289,7 +314,9 @@ def _camel(table: Mapping[str, tuple[str, type]], argument: str) -> str:
     return next((name for name, (snake, _) in table.items() if snake == argument), argument)
 
 
-def _node_groups(raw: list[Any], zones: list[str]) -> tuple[TrainingPlatformArgs, _Layout, dict[str, str]]:
+def _node_groups(raw: list[Any], zones: list[str] | None) -> tuple[TrainingPlatformArgs, _Layout, dict[str, str]]:
+    """The system group's settings and the training groups; `zones` are those a group may name (None: an existing
+    cluster's groups, which live where they are)."""
     platform_args: TrainingPlatformArgs = {}
     groups: list[NodeGroupShape] = []
     images: dict[str, str] = {}
@@ -302,7 +329,7 @@ def _node_groups(raw: list[Any], zones: list[str]) -> tuple[TrainingPlatformArgs
             platform_args.update({k: v for k, v in system.items() if k != "name"})  # type: ignore[typeddict-item]
             continue
         group = _fields(item, key, NODE_GROUP)
-        if group.get("availability_zone") not in zones:
+        if zones is not None and group.get("availability_zone") not in zones:
             raise ConfigError(
                 f"{key}.availabilityZone",
                 group.get("availability_zone"),
@@ -352,6 +379,11 @@ def _region(region: str | None) -> str:
         hint = f"did you mean {', '.join(near)}?" if near else f"use one of {', '.join(REGIONS)}"
         raise ConfigError("aws:region", region, f"no AWS region of that name; {hint}")
     return region
+
+
+def default_vpc(region: str) -> dict[str, Any]:
+    """`eks-ddp:vpc` when the stack sets none: a /16 in the region's first two zones."""
+    return {"cidr": "10.0.0.0/16", "availabilityZones": [f"{region}a", f"{region}b"]}
 
 
 def _zones(zones: list[str], region: str, key: str) -> list[str]:
@@ -548,16 +580,33 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     """
     top = _fields(dict(values), PROJECT, TOP_LEVEL)
     region = _region(region)
-    network = _fields(top.get("vpc") or {}, _key("vpc"), VPC)
-    zones = _zones(
-        _strings(network.get("availability_zones", []), f"{_key('vpc')}.availabilityZones"), region, "availabilityZones"
-    )
-    if "existing_private_subnet_ids" in network:  # an existing VPC: its zones are the subnets' (zone -> id)
-        subnets = network["existing_private_subnet_ids"]
-        zones = _zones(list(subnets), region, "existingPrivateSubnetIds")
-        _strings(list(subnets.values()), f"{_key('vpc')}.existingPrivateSubnetIds")
-    platform_args, layout, group_images = _node_groups(top.get("node_groups", []), zones)
-    platform_args.update({"network": network, "tags": {"project": PROJECT}})  # type: ignore[typeddict-item]
+    if "existing_cluster" in top:
+        existing = _fields(top["existing_cluster"], _key("existingCluster"), EXISTING_CLUSTER)
+        platform_args, layout, group_images = _node_groups(top.get("node_groups", []), None)
+        platform_args["existing_cluster"] = existing  # type: ignore[typeddict-item]
+        if "vpc" in top:
+            platform_args["network"] = top["vpc"]  # refused by the platform, naming the key
+    else:
+        network = _fields(top.get("vpc") or default_vpc(region), _key("vpc"), VPC)
+        zones = _zones(
+            _strings(network.get("availability_zones", []), f"{_key('vpc')}.availabilityZones"),
+            region,
+            "availabilityZones",
+        )
+        if "existing_private_subnet_ids" in network:  # an existing VPC: its zones are the subnets' (zone -> id)
+            subnets = network["existing_private_subnet_ids"]
+            zones = _zones(list(subnets), region, "existingPrivateSubnetIds")
+            _strings(list(subnets.values()), f"{_key('vpc')}.existingPrivateSubnetIds")
+        platform_args, layout, group_images = _node_groups(top.get("node_groups", []), zones)
+        platform_args["network"] = network  # type: ignore[typeddict-item]
+    platform_args["tags"] = {"project": PROJECT}
+    addons = _fields(top.get("addons") or {}, _key("addons"), ADDONS)
+    sources = {name: addons.pop(name) for name in list(addons) if isinstance(addons[name], str)}
+    platform_args.update(addons)  # type: ignore[typeddict-item]
+    if sources:
+        platform_args["addon_sources"] = sources
+    if "model_bucket" in top:
+        platform_args["model_bucket"] = top["model_bucket"]
     for argument in ("cluster_name", "kubernetes_version", "training_namespace", "checkpoint_expiry_days"):
         if top.get(argument) not in (None, "", 0):  # the project defaults mean "not set"
             platform_args[argument] = top[argument]  # type: ignore[literal-required]
@@ -599,6 +648,12 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     platform_args["training_operator"] = operator
     claim = None if kind == StorageKind.NONE else "shared"
     image = top.get("image") or None
+    existing = platform_args.get("existing_cluster")
+    if image is None and existing is not None and aws_side_problem(existing):
+        raise ConfigError(
+            _key("image"), None, "the cluster is given by kubeconfig, so no image is built in ECR: give the image "
+            "its nodes pull (trainer/Dockerfile built and pushed where they reach it)"
+        )
     namespace = platform_args.get("training_namespace", "training")
     groups = [*platform_args.get("node_groups", []), system_shape(platform_args)]
     job = _job(top.get("job"), groups, namespace, image or BUILT_IMAGE, claim, describe)

@@ -159,6 +159,20 @@ class RecordingMocks(pulumi.runtime.Mocks):
             return instance_facts.ec2_answer(args.args["instanceType"]), []
         if args.token == "aws:index/getRegion:getRegion":
             return {"name": self.region, "region": self.region}, []
+        if args.token == "aws:eks/getCluster:getCluster":  # an EKS cluster made elsewhere, as EKS describes it
+            name = args.args["name"]
+            issuer = f"https://oidc.eks.{self.region}.amazonaws.com/id/{name.upper()}"
+            return {
+                "name": name,
+                "endpoint": f"https://{name}.gr7.{self.region}.eks.amazonaws.com",
+                "certificateAuthorities": [{"data": "bW9jay1jYQ=="}],
+                "identities": [{"oidcs": [{"issuer": issuer}]}],
+                "vpcConfig": {"vpcId": f"vpc-{name}", "clusterSecurityGroupId": f"sg-{name}"},
+                "version": "1.35",
+            }, []
+        if args.token == "aws:iam/getOpenIdConnectProvider:getOpenIdConnectProvider":
+            host = str(args.args["url"]).removeprefix("https://")
+            return {"arn": f"arn:aws:iam::{ACCOUNT}:oidc-provider/{host}", "url": args.args["url"]}, []
         return {}, []
 
 

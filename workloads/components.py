@@ -448,7 +448,7 @@ class NcclCheckJob(_BatchJob):
         k8s.batch.v1.JobPatch(
             f"{name}-passed",
             metadata={
-                "name": attempt.metadata.apply(lambda meta: meta.name),
+                "name": attempt.metadata.apply(lambda meta: str(meta.name)),
                 "namespace": namespace,
                 "annotations": {
                     # The attempt Job's own field manager set completions and parallelism: this patch takes them

@@ -38,6 +38,9 @@ class TrainingOperatorArgs(TypedDict):
     """Release tag of the v1 line (default versions.TRAINING_OPERATOR_VERSION)."""
     mpi_jobs: NotRequired[bool]
     """Run its MPIJob v1 controller and CRD (default true); false where the MPI operator v2 owns MPIJobs."""
+    directory: NotRequired[str]
+    """The release's kustomization in a local folder, for clusters that cannot fetch it from GitHub (default: its
+    standalone overlay on GitHub at `version`)."""
 
 
 # Without MPIJob v1, where the MPI operator v2 is installed (a local kustomization over the same release, shipped
@@ -76,7 +79,7 @@ class TrainingOperator(pulumi.ComponentResource):
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         self.version = version
         scoped = pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=waits_for(opts))
-        directory = versions.TRAINING_OPERATOR_OVERLAY.format(version=version)
+        directory = args.get("directory") or versions.TRAINING_OPERATOR_OVERLAY.format(version=version)
         if without_mpi:
             directory = _stable_path(WITHOUT_MPIJOB)
         self.manifests = k8s.kustomize.v2.Directory(

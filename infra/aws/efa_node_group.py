@@ -224,9 +224,10 @@ def unsupported_accelerator(instance: InstanceType) -> str | None:
     return None
 
 
-def validate_shape(args: NodeGroupShape, instance: InstanceType) -> None:
+def validate_shape(args: NodeGroupShape, instance: InstanceType, zoned: bool = True) -> None:
     """The group's own settings against its type's facts, independent of any cluster (stack config checks
-    these early, with the catalogue's facts)."""
+    these early, with the catalogue's facts). `zoned`: the group is made here, in one zone it must name (an existing
+    cluster's groups live where they are)."""
     instance_facts.check_name(COMPONENT, "instance_type", args.get("instance_type", ""))
     accelerator = unsupported_accelerator(instance)
     if accelerator:
@@ -240,7 +241,9 @@ def validate_shape(args: NodeGroupShape, instance: InstanceType) -> None:
             f"{instance.name} does not support EFA; turn efa off or use an "
             f"EFA type such as {', '.join(sorted(catalogue.EFA_INSTANCE_TYPES)[:4])}",
         )
-    if not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d[a-z]", args.get("availability_zone", "")):
+    if (zoned or "availability_zone" in args) and not re.fullmatch(
+        r"[a-z]{2}(-[a-z]+)+-\d[a-z]", args.get("availability_zone", "")
+    ):
         raise InvalidArgument(
             COMPONENT, "availability_zone", args.get("availability_zone"), "name one zone, such as us-east-1a"
         )

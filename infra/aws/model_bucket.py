@@ -193,13 +193,12 @@ class ModelBucket(pulumi.ComponentResource):
             policy=self.bucket.arn.apply(lambda arn: json.dumps(access_policy(arn))),
             opts=child,
         )
+        identity: k8s.meta.v1.ObjectMetaArgsDict = {"name": self.service_account_name, "namespace": args["namespace"]}
+        if granted.annotations:
+            identity["annotations"] = granted.annotations
         k8s.core.v1.ServiceAccount(
             f"{name}-service-account",
-            metadata={
-                "name": self.service_account_name,
-                "namespace": args["namespace"],
-                "annotations": granted.annotations,
-            },
+            metadata=identity,
             opts=pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=waits_for(opts)),
         )
         self.bucket_name = self.bucket.bucket

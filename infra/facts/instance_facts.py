@@ -2,9 +2,12 @@
 
 `describe` asks EC2 (`aws.ec2.get_instance_type`, DescribeInstanceTypes), so any type works in `pulumi up`, one
 newer than the catalogue included; the project's mocks answer that call from `offline`, which knows every type of
-the catalogue and refuses any other name with the closest real ones.
+the catalogue and refuses any other name with the closest real ones. A program whose target cluster is reached
+without AWS (an existing cluster given by kubeconfig) asks EC2 nothing: `from_catalogue` turns `describe` to the
+catalogue for the rest of the program.
 """
 
+import contextvars
 import difflib
 import re
 from typing import Any
@@ -19,6 +22,12 @@ from eks_ddp.infra.facts.catalogue import Architecture, InstanceType
 # EC2's naming: family, generation, attributes (hyphens and digits too: p6-b200, u7i-12tb), then the size.
 NAME = re.compile(r"(?P<family>[a-z]+)(?P<generation>\d+)(?P<attributes>[a-z0-9-]*)\.(?P<size>[a-z0-9-]+)")
 GET_INSTANCE_TYPE = "aws:ec2/getInstanceType:getInstanceType"
+_ASK_EC2 = contextvars.ContextVar("instance facts from EC2", default=True)
+
+
+def from_catalogue() -> None:
+    """From here on in this program, `describe` answers from the catalogue: AWS is not to be asked."""
+    _ASK_EC2.set(False)
 
 
 def name_problem(name: str) -> str | None:
@@ -38,6 +47,8 @@ def check_name(component: str, argument: str, name: str) -> None:
 def describe(name: str, opts: pulumi.InvokeOptions | None = None) -> InstanceType:
     """EC2's facts for `name` (in a Pulumi program; the project's mocks answer from `offline`). A name EC2 does not
     know is refused in one line with the closest names the catalogue has, as offline."""
+    if not _ASK_EC2.get():
+        return offline(name)
     try:
         result = aws.ec2.get_instance_type(instance_type=name, opts=opts)
     except Exception as error:  # the provider's invoke error: EC2's InvalidInstanceType, or no credentials

@@ -18,7 +18,6 @@ from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts import versions
 from eks_ddp.infra.options import waits_for
 from eks_ddp.infra.storage.fsx import LUSTRE_PORTS, valid_capacity
-from eks_ddp.infra.storage.shared_claim import SharedStorageArgs
 
 COMPONENT = "ExistingFsxVolume"
 DRIVER = "fsx.csi.aws.com"
@@ -33,14 +32,26 @@ class ExistingFsxOptions(TypedDict):
     """Its DNS name, such as fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com."""
     mount_name: str
     """Its Lustre mount name (8 characters, or `fsx` for SCRATCH_1)."""
-    security_group_id: str
-    """The security group on its network interfaces: the nodes are let in on Lustre's ports."""
+    security_group_id: NotRequired[str]
+    """The security group on its network interfaces: the nodes are let in on Lustre's ports (leave it out where they
+    are let in already, as on a cluster given by kubeconfig, where nothing is made in AWS)."""
     capacity_gib: NotRequired[int]
     """Its storage capacity (default 1200 GiB): the volume's and the claim's size."""
 
 
-class ExistingFsxVolumeArgs(ExistingFsxOptions, SharedStorageArgs):
-    pass
+class ExistingFsxVolumeArgs(ExistingFsxOptions):
+    provider: k8s.Provider
+    """Kubernetes provider of the cluster."""
+    namespace: str
+    """Namespace of the claim (the training namespace)."""
+    node_security_group_id: NotRequired[pulumi.Input[str]]
+    """Security group of the nodes, let in with `security_group_id`."""
+    claim_name: NotRequired[str]
+    """Name of the ReadWriteMany claim (default `shared`)."""
+    csi_driver: NotRequired[bool]
+    """Install the FSx for Lustre CSI driver (default true; false where the cluster runs it already)."""
+    tags: NotRequired[dict[str, str]]
+    """Tags for every taggable resource."""
 
 
 def validate(args: ExistingFsxOptions) -> None:
@@ -51,6 +62,8 @@ def validate(args: ExistingFsxOptions) -> None:
         ("security_group_id", r"sg-[0-9a-f]{8,17}", "use its security group's id, such as sg-0123456789abcdef0"),
     )
     for key, pattern, allowed in checks:
+        if key == "security_group_id" and key not in args:
+            continue
         value = args.get(key)
         if not isinstance(value, str) or not re.fullmatch(pattern, value):
             raise InvalidArgument(COMPONENT, key, value, allowed)
@@ -73,19 +86,21 @@ class ExistingFsxVolume(pulumi.ComponentResource):
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = dict(args.get("tags", {}))
-        for low, high in LUSTRE_PORTS:
-            aws.vpc.SecurityGroupIngressRule(
-                f"{name}-lustre-{low}",
-                security_group_id=args["security_group_id"],
-                referenced_security_group_id=args["node_security_group_id"],
-                ip_protocol="tcp",
-                from_port=low,
-                to_port=high,
-                description=f"Lustre {low}-{high} from the EKS nodes",
-                tags=tags,
-                opts=child,
-            )
-        driver = helm.release(
+        opened, nodes = args.get("security_group_id"), args.get("node_security_group_id")
+        if opened and nodes:
+            for low, high in LUSTRE_PORTS:
+                aws.vpc.SecurityGroupIngressRule(
+                    f"{name}-lustre-{low}",
+                    security_group_id=opened,
+                    referenced_security_group_id=nodes,
+                    ip_protocol="tcp",
+                    from_port=low,
+                    to_port=high,
+                    description=f"Lustre {low}-{high} from the EKS nodes",
+                    tags=tags,
+                    opts=child,
+                )
+        driver = None if not args.get("csi_driver", True) else helm.release(
             f"{name}-csi",
             self,
             args["provider"],
@@ -99,7 +114,9 @@ class ExistingFsxVolume(pulumi.ComponentResource):
         )
         self.claim_name = args.get("claim_name", "shared")
         size = f"{args.get('capacity_gib', 1200)}Gi"
-        scoped = pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=[driver])
+        scoped = pulumi.ResourceOptions(
+            parent=self, provider=args["provider"], depends_on=[driver] if driver else waits_for(opts)
+        )
         volume = k8s.core.v1.PersistentVolume(
             f"{name}-volume",
             metadata={"name": f"{args['namespace']}-{self.claim_name}-{args['file_system_id']}"},

@@ -120,7 +120,7 @@ def test_values_the_cli_accepts_reach_the_program_as_the_sdk_reads_them(tmp_path
     """The CLI lets a typed key be a string ("false", "7"); Config.get_bool / get_int parse it."""
     values, region = _scratch_stack(tmp_path, "  eks-ddp:ncclCheck: 'false'\n  eks-ddp:checkpointExpiryDays: '7'\n")
     assert region == "eu-west-1" and values["ncclCheck"] is False and values["checkpointExpiryDays"] == 7
-    assert values["kubernetesVersion"] == "1.35"  # the project default
+    assert values["trainingOperator"] == "v1"  # a project default
 
 
 def test_the_program_refuses_a_key_pulumi_yaml_does_not_declare(pulumi_mocks: Recorded) -> None:

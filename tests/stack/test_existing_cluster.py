@@ -1,0 +1,77 @@
+"""A cluster made elsewhere as the target: only the cluster half is registered, and what it cannot take is refused
+in one line naming the stack key."""
+
+import copy
+from typing import Any
+
+import pytest
+
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.config import ConfigError, parse
+from tests.stack.registered import registered
+
+DEV, REGION = stack_file.load("dev")
+KUBECONFIG = "/tmp/kubeconfig-of-a-cluster-made-elsewhere"
+FSX = "fs-0123456789abcdef0"
+
+
+def _existing(**changes: Any) -> dict[str, Any]:
+    """The dev stack on a cluster given by kubeconfig, with what such a target cannot take turned off."""
+    values = {key: value for key, value in copy.deepcopy(DEV).items() if key not in ("vpc", "clusterName")}
+    values.update({
+        "existingCluster": {"kubeconfig": KUBECONFIG},
+        "autoscaler": "none",
+        "storage": {"kind": "existing-fsx", "fileSystemId": FSX, "dnsName": f"{FSX}.fsx.us-east-1.amazonaws.com",
+                    "mountName": "abcdefgh"},
+        "modelBucket": False,
+        "nodeHealth": False,
+        "image": "registry.example/eks-ddp-trainer:1",
+    })
+    values.update(changes)
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def test_a_cluster_given_by_kubeconfig_gets_only_kubernetes_objects() -> None:
+    registrations = registered(_existing(), REGION)
+    types = {r.type for r in registrations}
+    assert not {t for t in types if t.startswith("aws:") or t.startswith("eks:")}, types
+    assert "kubernetes:kubeflow.org/v1:PyTorchJob" in types
+    provider = next(r for r in registrations if r.type == "pulumi:providers:kubernetes")
+    assert provider.sent["kubeconfig"]["value"] == KUBECONFIG  # a secret
+    groups = [r for r in registrations if r.type == "eksddp:index:ExistingNodeGroup"]
+    assert [g.name for g in groups] == ["eks-ddp-workers"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "key"),
+    [
+        ({"autoscaler": "karpenter"}, "eks-ddp:autoscaler: 'karpenter' is not allowed"),
+        ({"storage": {"kind": "fsx"}}, "eks-ddp:storage.kind: 'fsx' is not allowed"),
+        ({"modelBucket": None}, "eks-ddp:modelBucket: True is not allowed"),
+        ({"storage": {"kind": "existing-fsx", "fileSystemId": FSX, "dnsName": f"{FSX}.fsx.us-east-1.amazonaws.com",
+                      "mountName": "abcdefgh", "securityGroupId": "sg-0123456789abcdef0"}},
+         "eks-ddp:storage.securityGroupId: 'sg-0123456789abcdef0' is not allowed"),
+        ({"nodeHealth": None}, "eks-ddp:nodeHealth: True is not allowed"),
+        ({"vpc": {"cidr": "10.0.0.0/16"}}, "eks-ddp:vpc: {'cidr': '10.0.0.0/16'} is not allowed"),
+        ({"clusterName": "mine"}, "eks-ddp:clusterName: 'mine' is not allowed"),
+        ({"image": None}, "eks-ddp:image: None is not allowed"),
+        ({"existingCluster": {"kubeconfig": KUBECONFIG, "eksClusterName": "x"}}, "eks-ddp:existingCluster: "),
+        ({"existingCluster": {"eksClusterName": "x", "context": "c"}}, "eks-ddp:existingCluster.context: 'c'"),
+        ({"existingCluster": {"kubeconfg": KUBECONFIG}}, "eks-ddp:existingCluster.kubeconfg: "),
+    ],
+)
+def test_what_an_existing_cluster_cannot_take_is_refused_naming_the_key(changes: dict[str, Any], key: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse(_existing(**changes), REGION)
+    assert str(refused.value).startswith(key), str(refused.value)
+
+
+def test_an_eks_cluster_given_by_name_may_have_its_aws_side() -> None:
+    values = _existing(existingCluster={"eksClusterName": "made-by-eksctl"}, modelBucket=None, nodeHealth=None)
+    registrations = registered(values, REGION)
+    types = {r.type for r in registrations}
+    assert {"aws:s3/bucket:Bucket", "aws:eks/addon:Addon"} <= types
+    assert "aws:eks/cluster:Cluster" not in types and "aws:ec2/vpc:Vpc" not in types
+    named = [r for r in registrations if r.type in ("aws:eks/addon:Addon", "aws:eks/podIdentityAssociation:"
+                                                    "PodIdentityAssociation")]
+    assert named and {r.sent["clusterName"] for r in named} == {"made-by-eksctl"}
