@@ -48,7 +48,7 @@ UV_INSTALL = out=$$($(UV) pip install --python $(1) $(2) 2>&1) || { echo "$$out"
 	echo "$$out" | sed -n -E 's/^(Resolved|Prepared|Installed|Uninstalled) /    &/p'
 
 .PHONY: help demo tensorboard preview rehearse test typecheck docs unit bench bench-phases bench-accuracy \
-	watch-picture clean engines cluster-up cluster-down planted-defects
+	watch-picture clean engines cluster-up cluster-down deploy-local deploy-local-down planted-defects
 .DEFAULT_GOAL := help
 
 CHECKOV_VENV := .venv-checkov
@@ -124,6 +124,14 @@ cluster-up: $(STAMP)
 ## cluster-down: stop every process of every local cluster that make cluster-up started
 cluster-down: $(STAMP)
 	$(BIN)/python -m tests.cluster.local_cluster down
+
+## deploy-local: the real `pulumi up` of a stack onto a local cluster of its nodes, as an existing cluster (STACK=dev)
+deploy-local: $(STAMP)
+	$(BIN)/python -m tests.cluster.deploy_local up --stack $(STACK)
+
+## deploy-local-down: `pulumi destroy` of what deploy-local deployed (STACK=dev), then its cluster stopped
+deploy-local-down: $(STAMP)
+	$(BIN)/python -m tests.cluster.deploy_local down --stack $(STACK)
 
 ## planted-defects: put back, one at a time, six bugs the cluster tests must catch, and show each test failing
 planted-defects: $(STAMP) engines

@@ -27,9 +27,10 @@ pulumi.export("kubeconfig", platform.kubeconfig)
 pulumi.export("clusterName", platform.cluster_name)
 pulumi.export("trainingNamespace", platform.training_namespace)
 pulumi.export("images", deployed.images)
-pulumi.export(
-    "updateKubeconfig", f"aws eks update-kubeconfig --name {platform.cluster_name} --region {settings.region}"
-)
+if platform.cluster_name:  # an EKS cluster's (a cluster given by kubeconfig has none)
+    pulumi.export(
+        "updateKubeconfig", f"aws eks update-kubeconfig --name {platform.cluster_name} --region {settings.region}"
+    )
 if platform.bucket_name is not None:
     pulumi.export("bucketName", platform.bucket_name)
 if settings.job is not None:

@@ -362,8 +362,8 @@ class TrainingPlatform(pulumi.ComponentResource):
     """The ReadWriteMany claim jobs mount (null without shared storage)."""
     bucket_name: pulumi.Output[str] | None
     """The model bucket (null when turned off): a job's `artifact_bucket`."""
-    service_account_name: str | None
-    """ServiceAccount with access to the bucket (null when turned off)."""
+    service_account_name: str
+    """The ServiceAccount training pods run as, with access to the bucket when there is one."""
     service_account_roles: RoleAccess
     """How service accounts get their IAM roles (EKS Pod Identity or IRSA)."""
 
@@ -723,9 +723,16 @@ class TrainingPlatform(pulumi.ComponentResource):
     def _build_bucket(
         self, name: str, args: TrainingPlatformArgs, tags: dict[str, str], namespace: pulumi.Resource
     ) -> None:
-        """The model bucket and the service account whose role may use it."""
-        self.bucket_name = self.service_account_name = None
+        """The model bucket and the service account whose role may use it; without the bucket, the same service
+        account with no role, since every training pod runs as it (and NodeQuarantine grants it its rights)."""
+        self.bucket_name = None
         if not args.get("model_bucket", True):
+            k8s.core.v1.ServiceAccount(
+                f"{name}-training-service-account",
+                metadata={"name": DEFAULT_SERVICE_ACCOUNT, "namespace": self.training_namespace},
+                opts=pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[namespace]),
+            )
+            self.service_account_name = DEFAULT_SERVICE_ACCOUNT
             return
         bucket = ModelBucket(
             f"{name}-models",

@@ -406,7 +406,7 @@ def _choice(key: str, value: str, kind: type[Kind]) -> Kind:
 def _job(
     raw: Any, groups: Sequence[NodeGroupShape], namespace: str, image: str, claim: str | None, describe: Describe
 ) -> JobConfig | None:
-    if raw is None:
+    if not raw:  # the project default, {}: no job
         return None
     key = _key("job")
     fields = _fields(raw, key, JOB)
@@ -580,11 +580,11 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     """
     top = _fields(dict(values), PROJECT, TOP_LEVEL)
     region = _region(region)
-    if "existing_cluster" in top:
+    if top.get("existing_cluster"):  # the project default, {}: the stack makes its own cluster
         existing = _fields(top["existing_cluster"], _key("existingCluster"), EXISTING_CLUSTER)
         platform_args, layout, group_images = _node_groups(top.get("node_groups", []), None)
         platform_args["existing_cluster"] = existing  # type: ignore[typeddict-item]
-        if "vpc" in top:
+        if top.get("vpc"):
             platform_args["network"] = top["vpc"]  # refused by the platform, naming the key
     else:
         network = _fields(top.get("vpc") or default_vpc(region), _key("vpc"), VPC)

@@ -134,7 +134,7 @@ def _checks(config: StackConfig, platform: TrainingPlatform, name: str) -> list[
 def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
     platform = TrainingPlatform(name, config.platform)
     pod_identity = (
-        platform.service_account_name is not None and platform.service_account_roles == RoleAccess.POD_IDENTITY
+        platform.bucket_name is not None and platform.service_account_roles == RoleAccess.POD_IDENTITY
     )
     for policy in network_policy.training_policies(platform.training_namespace, pod_identity):
         apply(f"{name}-{policy['metadata']['name']}", policy, platform, platform.provider, [platform.namespace])

@@ -39,7 +39,9 @@ NOT_RUN_COMMANDS = {
     r"make test\b": "the whole suite, which this test is part of",
     r"make cluster-(up|down)\b": "the machine's one local cluster, which tests/cluster/ runs the same deploy on "
     "meanwhile (under that contention a cluster-up failed twice, cause not yet found)",
-    r"(\$\()?pulumi\b": "needs the Pulumi CLI and an AWS account, neither of which is here",
+    r"make deploy-local(-down)?\b": "the machine's one local cluster, on which tests/cluster/"
+    "test_deploy_local_on_engines.py runs the same `pulumi up`, again and `pulumi destroy`",
+    r"(\$\()?pulumi\b": "needs an AWS account, which is not here (the CLI itself runs in make deploy-local)",
     r"python -m venv venv\b": "the reader's own environment, which the next lines fill from a placeholder",
     r"pip install '?<clone-or-wheel>": "a placeholder; tests/test_wheel.py installs the wheel in a fresh environment",
 }

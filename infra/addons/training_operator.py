@@ -48,6 +48,20 @@ class TrainingOperatorArgs(TypedDict):
 WITHOUT_MPIJOB = str(Path(__file__).resolve().parent / "manifests" / "training-operator-without-mpijob")
 
 
+# The Secret the operator's certificate rotator (open-policy-agent/cert-controller) fills with its webhook's serving
+# certificate (training-operator v1.9.4 manifests/base/webhook/secret.yaml, empty in the release).
+WEBHOOK_SECRET = "training-operator-webhook-cert"
+
+
+def _keep_rotated_certificate(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+    """Leave the webhook Secret's data to the operator: the next `pulumi up` saw the certificate as a change, replaced
+    the Secret and dropped the certificate its webhook serves (found by `make deploy-local`, the real engine)."""
+    if args.type_ != "kubernetes:core/v1:Secret" or not args.name.endswith(f"/{WEBHOOK_SECRET}"):
+        return None
+    kept = pulumi.ResourceOptions(ignore_changes=["data"])
+    return pulumi.ResourceTransformResult(args.props, pulumi.ResourceOptions.merge(args.opts, kept))
+
+
 def _stable_path(directory: str) -> str:
     """Relative to the program's directory when inside it: an absolute path would differ between checkouts
     and show as a change in every other machine's `pulumi preview`."""
@@ -83,7 +97,10 @@ class TrainingOperator(pulumi.ComponentResource):
         if without_mpi:
             directory = _stable_path(WITHOUT_MPIJOB)
         self.manifests = k8s.kustomize.v2.Directory(
-            f"{name}-manifests", directory=directory, namespace=NAMESPACE, opts=scoped
+            f"{name}-manifests",
+            directory=directory,
+            namespace=NAMESPACE,
+            opts=pulumi.ResourceOptions.merge(scoped, pulumi.ResourceOptions(transforms=[_keep_rotated_certificate])),
         )
         # Elastic PyTorchJobs with metrics create HorizontalPodAutoscalers.
         hpa_role = k8s.rbac.v1.ClusterRole(

@@ -142,6 +142,12 @@ class ControlPlane:
                 str(self.kwok),
                 f"--kubeconfig={self._kubeconfig_of(KWOK)}",
                 "--manage-all-nodes=false",
+                # Node leases, renewed as a kubelet renews them: without the flag KWOK v0.8.0 makes none (its default
+                # of 40 applies to a configuration file, pkg/apis/config/v1alpha1 zz_generated.defaults.go), and its
+                # heartbeat stage posts node status every 10 to 20 minutes (kustomize/stage/node/
+                # heartbeat-with-lease), so the node lifecycle controller marks every node NotReady 40 s after it
+                # last saw one and every pod on it not Ready: Pulumi's await of a Deployment or Service never ends.
+                "--node-lease-duration-seconds=40",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                 f"--cidr={POD_RANGE}",
                 f"--node-ip={LOOPBACK}",

@@ -68,7 +68,7 @@ def test_the_schema_has_no_any_and_describes_every_component_type_and_property()
         if not value.get("description")
     ] == []
     assert SCHEMA["version"] == provider.version() and SCHEMA["namespace"] == "eks-ddp"  # one SDK name from every source
-    assert SCHEMA["dependencies"] == [{"name": "kubernetes", "version": "4.25.0"}]  # the provider input's package
+    assert SCHEMA["dependencies"] == [{"name": "kubernetes", "version": "4.34.2"}]  # the provider input's package
 
 
 def _unwrapped(hint: Any) -> tuple[Any, bool]:

@@ -1,0 +1,314 @@
+"""`make deploy-local`: Pulumi's own engine deploys a stack onto the local cluster, as onto a cluster made elsewhere.
+
+    python -m tests.cluster.deploy_local up --stack dev
+    python -m tests.cluster.deploy_local down --stack dev
+
+`up` builds the engines (the control plane's, the operators', the Pulumi CLI and its Kubernetes provider), starts
+the stack's local cluster with its nodes and nothing applied (or keeps the one running for it, whose Pulumi state
+is then current), and runs the real `pulumi up --yes` of the stack in existing-cluster mode against it
+(`eks-ddp:existingCluster`), printing Pulumi's own output. The program runs inline through the Automation API
+(`pulumi up --client`): the Go module proxy serves no Python language host (github.com/pulumi/pulumi/sdk/python/cmd/
+pulumi-language-python/v3 is refused at every version), and the CLI then needs none (tests/cluster/engines/pulumi).
+While Pulumi applies, the operators' Deployments it creates are run as processes of their engines, as the kubelet
+would run their containers (tests/cluster/operators.py). `down` runs `pulumi destroy --yes`, then stops the cluster.
+
+What a cluster given by kubeconfig cannot take (anything made in AWS), and the add-ons no Go module ships a chart
+of, are left out by configuration (`LEFT_OUT`), and `up` says which. Everything stays under runs/deploy-local/<stack>:
+the cluster's state, the Pulumi project and stack file it deploys, the file backend with the stack's state, and
+PULUMI_HOME with the provider plugin; no Pulumi Cloud, no plugin download (both turned off).
+"""
+
+import argparse
+import copy
+import runpy
+import shutil
+import sys
+import threading
+from dataclasses import dataclass, field
+from importlib.metadata import version as sdk_version
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pulumi import automation as auto
+
+from eks_ddp.infra.facts import versions
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.engine_rules.base import node_sources
+from eks_ddp.stack.project_config import PROJECT, StackFileError
+from tests.cluster import local_cluster, manifests, nodes, operators
+from tests.cluster.control_plane import POLL_S, ControlPlane, ControlPlaneError, any_alive, stop_recorded
+from tests.cluster.engines import build
+from tests.cluster.engines.build import BuildError
+from tests.cluster.kubectl import Kubectl
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = ROOT / "runs" / "deploy-local"
+PULUMI_ENGINES = ["pulumi", "pulumi-kubernetes"]
+PROVIDER = "kubernetes"
+PROVIDER_VERSION = "github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version"
+# Keys only a new cluster takes (the local cluster exists, as one made elsewhere would).
+NEW_CLUSTER_KEYS = ("vpc", "clusterName", "kubernetesVersion", "adminPrincipalArns")
+# Image every pod names: KWOK runs no container, so none is pulled.
+IMAGE = "eks-ddp-trainer:local"
+# A file system's facts for the shared claim: the volume binds on the local cluster, and no node mounts it.
+STAND_IN_FSX = {"kind": "existing-fsx", "fileSystemId": "fs-00000000000000001",
+                "dnsName": "fs-00000000000000001.fsx.us-east-1.amazonaws.com", "mountName": "standin1"}
+# What this run leaves out, and why: stack key -> (value, reason).
+LEFT_OUT: dict[str, tuple[Any, str]] = {
+    "autoscaler": ("none", "the nodes are KWOK's, and nothing here launches EC2 instances"),
+    "modelBucket": (False, "an S3 bucket is made in AWS"),
+    "nodeHealth": (False, "the node monitoring agent is an EKS add-on"),
+    "monitoring": ("none", "the kube-prometheus-stack chart ships in no Go module"),
+    "addons": ({
+        "efaDevicePlugin": False, "nvidiaDevicePlugin": False, "neuronDevicePlugin": False, "fsxCsiDriver": False,
+        "metricsServer": False,
+    }, "the device plugins' and the FSx CSI driver's charts ship in no Go module pinned here, and metrics-server's "
+       "APIService needs a server that answers, which KWOK does not run"),
+}
+
+
+@dataclass
+class Workspace:
+    """Where one stack's local deploy keeps everything."""
+
+    stack: str
+    runs: Path = RUNS
+
+    @property
+    def root(self) -> Path:
+        return self.runs / self.stack
+
+    @property
+    def cluster(self) -> Path:
+        """The local cluster's state (local_cluster.new_plane keeps the folders below beside it)."""
+        return self.root
+
+    @property
+    def project(self) -> Path:
+        return self.root / "project"
+
+    @property
+    def backend(self) -> Path:
+        return self.root / "state"
+
+    @property
+    def pulumi_home(self) -> Path:
+        return self.root / "pulumi-home"
+
+
+def deploy_config(stack: str, kubeconfig: Path) -> dict[str, Any]:
+    """The stack file's config with the local cluster as an existing cluster and LEFT_OUT applied."""
+    config = copy.deepcopy(stack_file.settings(stack_file.stack_path(stack)))
+    for key in NEW_CLUSTER_KEYS:
+        config.pop(f"{PROJECT}:{key}", None)
+    storage = config.get(f"{PROJECT}:storage") or {}
+    if storage.get("kind", "none") != "none":
+        config[f"{PROJECT}:storage"] = dict(STAND_IN_FSX)
+    config.setdefault(f"{PROJECT}:image", IMAGE)
+    config[f"{PROJECT}:existingCluster"] = {"kubeconfig": str(kubeconfig)}
+    for key, (value, _) in LEFT_OUT.items():
+        config[f"{PROJECT}:{key}"] = copy.deepcopy(value)
+    if config.get(f"{PROJECT}:trainingOperator", "v1") == "v1":
+        overlay = versions.TRAINING_OPERATOR_OVERLAY.format(version=versions.TRAINING_OPERATOR_VERSION)
+        config[f"{PROJECT}:addons"]["trainingOperator"] = str(manifests.local_path(overlay))
+    return config
+
+
+def provider_version() -> str:
+    """The release the provider engine reports (its engine.toml)."""
+    return build.Engine.read(build.HERE / "pulumi-kubernetes").variables[PROVIDER_VERSION]
+
+
+def write_project(workspace: Workspace, config: dict[str, Any], binaries: dict[str, Path]) -> None:
+    """The project folder the CLI runs in: this repository's Pulumi.yaml, with the Kubernetes provider built here as
+    the project's plugin, and the stack file to deploy.
+
+    The plugin is named by path, without a version, so it serves the version the SDK asks for (pulumi/pkg/v3
+    v3.274.1 pkg/resource/plugin/host.go resolvePluginPath): requirements.txt pins the SDK pulumi-kubernetes 4.34.2,
+    whose provider module the Go module proxy refuses, and the one it serves is v4.25.0 (tests/cluster/engines/
+    pulumi-kubernetes). The CLI's own plugin search takes only the exact version (SelectCompatiblePlugin), and the SDK
+    4.25.0 cannot be used instead: it types kustomize.v2.Directory's `resources` as a string, which the pulumi 3.272.0
+    SDK refuses at every Directory ("Unexpected type. Expected 'list'").
+    """
+    plugin = workspace.root / "provider"
+    plugin.mkdir(parents=True, exist_ok=True)
+    target = plugin / f"pulumi-resource-{PROVIDER}"
+    target.unlink(missing_ok=True)
+    target.symlink_to(binaries["pulumi-kubernetes"])
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    project["plugins"] = {"providers": [{"name": PROVIDER, "path": str(plugin)}]}
+    workspace.project.mkdir(parents=True, exist_ok=True)
+    (workspace.project / "Pulumi.yaml").write_text(yaml.safe_dump(project, sort_keys=False))
+    stack_yaml = workspace.project / f"Pulumi.{workspace.stack}.yaml"
+    stack_yaml.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+
+
+def pulumi_env(workspace: Workspace) -> dict[str, str]:
+    """Nothing from the network: a file backend, no plugin download, no update check, no ambient plugins."""
+    return {
+        "PULUMI_BACKEND_URL": f"file://{workspace.backend}",
+        "PULUMI_CONFIG_PASSPHRASE": "",
+        "PULUMI_HOME": str(workspace.pulumi_home),
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        "PULUMI_IGNORE_AMBIENT_PLUGINS": "true",
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+    }
+
+
+def pulumi_command(workspace: Workspace, binaries: dict[str, Path]) -> auto.PulumiCommand:
+    """The CLI built here, as the Automation API runs it (<root>/bin/pulumi)."""
+    bin_dir = workspace.root / "cli" / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    link = bin_dir / "pulumi"
+    link.unlink(missing_ok=True)
+    link.symlink_to(binaries["pulumi"])
+    return auto.PulumiCommand(root=str(bin_dir.parent))
+
+
+def _program() -> None:
+    """The stack program itself, as `pulumi up` runs it."""
+    runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+
+
+def stack_of(workspace: Workspace, binaries: dict[str, Path]) -> auto.Stack:
+    workspace.backend.mkdir(parents=True, exist_ok=True)
+    options = auto.LocalWorkspaceOptions(
+        work_dir=str(workspace.project),
+        pulumi_home=str(workspace.pulumi_home),
+        env_vars=pulumi_env(workspace),
+        pulumi_command=pulumi_command(workspace, binaries),
+    )
+    return auto.create_or_select_stack(workspace.stack, project_name=PROJECT, program=_program, opts=options)
+
+
+@dataclass
+class OperatorRunner:
+    """Runs each operator Deployment that appears as its engine's process, as the kubelet runs its container, until
+    stopped; what failed is kept for the caller."""
+
+    plane: ControlPlane
+    kubectl: Kubectl
+    binaries: dict[str, Path]
+    started: set[str] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="operators", daemon=True)
+
+    def __enter__(self) -> "OperatorRunner":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            listed = self.kubectl.api.items("/apis/apps/v1/deployments")  # a list's items carry no kind
+            deployments = [{"apiVersion": "apps/v1", "kind": "Deployment", **item} for item in listed]
+            for operator, deployment in operators.installed(deployments):
+                if operator.engine in self.started or not self._webhook_served(operator):
+                    continue
+                self.started.add(operator.engine)
+                try:
+                    operators.start(self.plane, self.kubectl, self.binaries, operator, deployment)
+                    print(f"    [local cluster] {operator.engine} runs as Deployment {operator.deployment}", flush=True)
+                except operators.OperatorError as error:
+                    self.errors.append(str(error))
+            self._stop.wait(POLL_S)
+
+    def _webhook_served(self, operator: operators.Operator) -> bool:
+        """Its webhook's Service exists (Pulumi may create it after the Deployment), or it has none."""
+        if operator.webhook is None:
+            return True
+        services = self.kubectl.api.items(f"/api/v1/namespaces/{operator.namespace}/services")
+        return any(service["metadata"]["name"] == operator.webhook.service for service in services)
+
+
+def running_operators(plane: ControlPlane) -> set[str]:
+    """The operators a kept cluster already runs (by engine name, as ControlPlane.spawn records them)."""
+    pids = plane.state / "pids"
+    lines = pids.read_text().splitlines() if pids.exists() else []
+    return {line.split(maxsplit=1)[1] for line in lines if line.strip()} & {op.engine for op in operators.OPERATORS}
+
+
+def cluster_for(workspace: Workspace, binaries: dict[str, Path]) -> tuple[ControlPlane, Kubectl, bool]:
+    """The stack's local cluster: the one running for it, else a new one with its nodes (and no Pulumi state, which
+    would name objects of the cluster before). True when it is new."""
+    plane = ControlPlane(workspace.cluster, binaries["kube"], binaries["kwok"])
+    if any_alive(workspace.cluster) and plane.kubeconfig.exists():
+        return plane, Kubectl(binaries["kube"], plane.kubeconfig), False
+    shutil.rmtree(workspace.backend, ignore_errors=True)
+    cluster = local_cluster.start(workspace.stack, binaries, runs=RUNS, wait_s=local_cluster.CLI_WAIT_S)
+    deployment = local_cluster.deployment_of(workspace.stack, {})
+    cluster.kubectl.apply(nodes.nodes(node_sources(deployment)))
+    return cluster.control_plane, cluster.kubectl, True
+
+
+def pulumi_up(workspace: Workspace, plane: ControlPlane, kubectl: Kubectl, binaries: dict[str, Path],
+              on_output: Any = print) -> auto.UpResult:
+    """The real `pulumi up --yes` of the workspace's stack onto the cluster of `plane`, its operators run as their
+    Deployments appear; CommandError when Pulumi fails, OperatorError when an operator did not start."""
+    config = deploy_config(workspace.stack, plane.kubeconfig)
+    write_project(workspace, config, binaries)
+    on_output(f"==> left out of this run by configuration ({workspace.project / f'Pulumi.{workspace.stack}.yaml'}):")
+    for key, (value, why) in LEFT_OUT.items():
+        on_output(f"    {PROJECT}:{key} = {value}: {why}")
+    on_output(f"==> pulumi up --yes (Pulumi {build.version(build.Engine.read(build.HERE / 'pulumi'))}, "
+              f"pulumi-kubernetes {provider_version()} for the SDK's {sdk_version('pulumi-kubernetes')}, the program "
+              f"inline; state in {workspace.backend})")
+    runner = OperatorRunner(plane, kubectl, binaries, started=running_operators(plane))
+    with runner:
+        result = stack_of(workspace, binaries).up(on_output=on_output, color="never")
+    if runner.errors:
+        raise operators.OperatorError("; ".join(runner.errors))
+    return result
+
+
+def pulumi_destroy(workspace: Workspace, binaries: dict[str, Path], on_output: Any = print) -> auto.DestroyResult:
+    on_output(f"==> pulumi destroy --yes ({workspace.stack})")
+    return stack_of(workspace, binaries).destroy(on_output=on_output, color="never")
+
+
+def up(stack: str) -> auto.UpResult:
+    workspace = Workspace(stack)
+    binaries = build.build_all([*local_cluster.ENGINES, *PULUMI_ENGINES])
+    plane, kubectl, new = cluster_for(workspace, binaries)
+    print(f"==> the local cluster of {stack}: {'started, with its nodes and nothing applied' if new else 'kept'}; "
+          f"kubeconfig {plane.kubeconfig}", flush=True)
+    return pulumi_up(workspace, plane, kubectl, binaries)
+
+
+def down(stack: str) -> None:
+    workspace = Workspace(stack)
+    if any_alive(workspace.cluster) and (workspace.backend / ".pulumi").exists():
+        pulumi_destroy(workspace, build.build_all(PULUMI_ENGINES))
+    stopped = stop_recorded(workspace.cluster)
+    print(f"==> {workspace.cluster}: stopped {', '.join(stopped) if stopped else 'nothing (not running)'}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.cluster.deploy_local", description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("command", choices=("up", "down"))
+    parser.add_argument("--stack", default="dev")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "up":
+            up(args.stack)
+        else:
+            down(args.stack)
+    except auto.CommandError:
+        print(f"error: pulumi {args.command} of {args.stack} failed: its output is above", file=sys.stderr)
+        return 1
+    except (BuildError, ControlPlaneError, FileNotFoundError, StackFileError, manifests.ManifestSourceError,
+            operators.OperatorError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
