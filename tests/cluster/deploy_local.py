@@ -49,8 +49,10 @@ PROVIDER = "kubernetes"
 PROVIDER_VERSION = "github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version"
 # Keys only a new cluster takes (the local cluster exists, as one made elsewhere would).
 NEW_CLUSTER_KEYS = ("vpc", "clusterName", "kubernetesVersion", "adminPrincipalArns")
-# Image every pod names: KWOK runs no container, so none is pulled.
+# Images the pods name: KWOK runs no container, so none is pulled. The fabric check's is set too, so that the check
+# runs on every stack (none is published for arm64, and a stack without one skips it).
 IMAGE = "eks-ddp-trainer:local"
+FABRIC_CHECK_IMAGE = "eks-ddp-fabric-check:local"
 # A file system's facts for the shared claim: the volume binds on the local cluster, and no node mounts it.
 STAND_IN_FSX = {"kind": "existing-fsx", "fileSystemId": "fs-00000000000000001",
                 "dnsName": "fs-00000000000000001.fsx.us-east-1.amazonaws.com", "mountName": "standin1"}
@@ -106,6 +108,7 @@ def deploy_config(stack: str, kubeconfig: Path) -> dict[str, Any]:
     if storage.get("kind", "none") != "none":
         config[f"{PROJECT}:storage"] = dict(STAND_IN_FSX)
     config.setdefault(f"{PROJECT}:image", IMAGE)
+    config.setdefault(f"{PROJECT}:fabricCheckImage", FABRIC_CHECK_IMAGE)
     config[f"{PROJECT}:existingCluster"] = {"kubeconfig": str(kubeconfig)}
     for key, (value, _) in LEFT_OUT.items():
         config[f"{PROJECT}:{key}"] = copy.deepcopy(value)

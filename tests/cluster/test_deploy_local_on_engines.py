@@ -56,6 +56,10 @@ def test_a_real_pulumi_up_of_dev_then_no_changes_then_a_destroy_that_leaves_the_
     assert first.summary.result == "succeeded", "\n".join(said)
     assert first.summary.resource_changes and first.summary.resource_changes.get(OpType.CREATE, 0) > 30
 
+    check = kubectl.api.request("GET", "/apis/batch/v1/namespaces/training/jobs/eks-ddp-efa-check")
+    complete = {c["type"] for c in check["status"].get("conditions") or [] if c["status"] == "True"}
+    assert "Complete" in complete  # the EFA check gated training: pulumi up awaited it before the PyTorchJob
+
     def training_on_workers() -> list[dict] | None:
         pods = training(kubectl.api.items("/api/v1/namespaces/training/pods"))
         running = [p for p in pods if p["status"].get("phase") == "Running"
