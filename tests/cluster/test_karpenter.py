@@ -253,7 +253,11 @@ def test_dev_node_pool_cpu_limit_stops_karpenter_at_whole_instances(on_karpenter
     time.sleep(CLAIMS_AFTER_EVENTS_S)
     claims = on.kubectl.items("nodeclaims", "-l", f"{karpenter.NODEPOOL_LABEL}={pool.labels[karpenter.NODEPOOL_LABEL]}")
     assert len(claims) == len(on.nodes(pool)) == limit
-    assert len(pending) == 13 - (limit - before)
+    # Every new node holds one of the pods and the rest wait; a node that was there before may hold one too, where
+    # its own pods left room (one make test run at 2d6ca75 saw 5 bound, not 4): limit - before at least.
+    bound = [p for p in on.kubectl.items("pods", "-n", "default", "-l", "eks-ddp.local/test=spread")
+             if p["spec"].get("nodeName")]
+    assert len(bound) >= limit - before and len(pending) == 13 - len(bound)
 
 
 def test_gpu_training_pods_pending_on_an_empty_node_pool_get_nodes_from_karpenter(
