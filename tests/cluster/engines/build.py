@@ -111,7 +111,9 @@ def build(engine: Engine) -> Path:
     if target.exists():
         return target
     CACHE.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
+    # One partial file per process: two processes building one key at once (a test and `make deploy-local`) each
+    # rename their own, and the second rename replaces the first's identical binary.
+    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
     _go(["build", *BUILD_FLAGS, "-ldflags", " ".join(link_flags(engine)), "-o", str(partial), engine.package],
         engine.folder)
     partial.rename(target)
