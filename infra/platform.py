@@ -19,7 +19,7 @@ from eks_ddp.infra.addons.karpenter_nodes import KarpenterNodePool, KarpenterNod
 from eks_ddp.infra.addons.karpenter_nodes import validate as validate_karpenter_shape
 from eks_ddp.infra.addons.kubeflow_trainer import KubeflowTrainer
 from eks_ddp.infra.addons.metrics_server import MetricsServer
-from eks_ddp.infra.addons.mpi_operator import MpiOperator
+from eks_ddp.infra.addons.mpi_operator import MpiOperator, MpiOperatorArgs
 from eks_ddp.infra.addons.node_quarantine import NodeQuarantine
 from eks_ddp.infra.addons.neuron_device_plugin import NeuronDevicePlugin
 from eks_ddp.infra.addons.nvidia_device_plugin import NvidiaDevicePlugin
@@ -176,8 +176,8 @@ class TrainingPlatformArgs(TypedDict):
     training_operator: NotRequired[OperatorKind]
     """What runs training jobs (default v1: the training operator; v2: Kubeflow Trainer; none: nothing installed)."""
     addon_sources: NotRequired[Mapping[str, str]]
-    """Add-ons to install from a local folder instead of their registries (air-gapped clusters, the local cluster):
-    `training_operator`, its release's kustomization."""
+    """Add-ons to install from local files instead of their registries (air-gapped clusters, the local cluster):
+    `training_operator`, a kustomization (TrainingOperatorArgs.directory); `mpi_operator`, the release's manifest."""
     mpi_operator: NotRequired[bool]
     """Install the MPI operator v2 for MPIJobs (default true when a GPU group has EFA: the NCCL check)."""
     tags: NotRequired[dict[str, str]]
@@ -669,9 +669,10 @@ class TrainingPlatform(pulumi.ComponentResource):
         """The MPI operator v2: MPIJobs must depend on it (None when not installed)."""
         if with_mpi:
             mpi_after = [*system, *([self.training_operator.manifests] if self.training_operator else [])]
-            self.mpi_operator = MpiOperator(
-                f"{name}-mpi-operator", {"provider": self.provider}, opts=self._after(mpi_after)
-            )
+            mpi_args: MpiOperatorArgs = {"provider": self.provider}
+            if "mpi_operator" in sources:
+                mpi_args["file"] = sources["mpi_operator"]
+            self.mpi_operator = MpiOperator(f"{name}-mpi-operator", mpi_args, opts=self._after(mpi_after))
 
     def _build_storage(
         self,

@@ -462,6 +462,9 @@ class NcclCheckJob(_BatchJob):
             spec=k8s.batch.v1.JobSpecPatchArgs(
                 completions=nccl_check.PASSED["completions"], parallelism=nccl_check.PASSED["parallelism"]
             ),
-            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[mpijob]),
+            # Kept in the cluster on delete: the provider refuses to delete a Patch that manages a required field
+            # (spec.completions), which failed every `pulumi destroy` of a GPU stack (found by make deploy-local);
+            # the attempt Job it patched is deleted as its own resource.
+            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[mpijob], retain_on_delete=True),
         )
         self.register_outputs({})

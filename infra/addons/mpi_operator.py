@@ -1,6 +1,6 @@
 """MpiOperator: the MPI operator v2, which runs MPIJobs (kubeflow.org/v2beta1) such as the NCCL check."""
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -14,6 +14,8 @@ COMPONENT = "MpiOperator"
 class MpiOperatorArgs(TypedDict):
     provider: k8s.Provider
     """Kubernetes provider of the cluster (server-side apply: the MPIJob CRD is large)."""
+    file: NotRequired[str]
+    """The release's manifest in a local file, for clusters that cannot fetch it from GitHub (default: GitHub's)."""
 
 
 class MpiOperator(pulumi.ComponentResource):
@@ -24,7 +26,7 @@ class MpiOperator(pulumi.ComponentResource):
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         self.manifests = k8s.yaml.v2.ConfigFile(
             f"{name}-manifests",
-            file=versions.MPI_OPERATOR_MANIFEST.format(version=versions.MPI_OPERATOR_VERSION),
+            file=args.get("file") or versions.MPI_OPERATOR_MANIFEST.format(version=versions.MPI_OPERATOR_VERSION),
             opts=pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=waits_for(opts)),
         )
         self.register_outputs({})

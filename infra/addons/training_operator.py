@@ -39,8 +39,9 @@ class TrainingOperatorArgs(TypedDict):
     mpi_jobs: NotRequired[bool]
     """Run its MPIJob v1 controller and CRD (default true); false where the MPI operator v2 owns MPIJobs."""
     directory: NotRequired[str]
-    """The release's kustomization in a local folder, for clusters that cannot fetch it from GitHub (default: its
-    standalone overlay on GitHub at `version`)."""
+    """A local kustomization to install instead, for clusters that cannot fetch the release from GitHub: the
+    release's standalone overlay, or, without MPIJobs, one like WITHOUT_MPIJOB over a local copy of it (default: the
+    overlay on GitHub at `version`, or WITHOUT_MPIJOB)."""
 
 
 # Without MPIJob v1, where the MPI operator v2 is installed (a local kustomization over the same release, shipped
@@ -93,9 +94,8 @@ class TrainingOperator(pulumi.ComponentResource):
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         self.version = version
         scoped = pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=waits_for(opts))
-        directory = args.get("directory") or versions.TRAINING_OPERATOR_OVERLAY.format(version=version)
-        if without_mpi:
-            directory = _stable_path(WITHOUT_MPIJOB)
+        release = versions.TRAINING_OPERATOR_OVERLAY.format(version=version)
+        directory = args.get("directory") or (_stable_path(WITHOUT_MPIJOB) if without_mpi else release)
         self.manifests = k8s.kustomize.v2.Directory(
             f"{name}-manifests",
             directory=directory,

@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 from pulumi import automation as auto
 
+from eks_ddp.infra.addons.training_operator import WITHOUT_MPIJOB
 from eks_ddp.infra.facts import versions
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.engine_rules.base import node_sources
@@ -99,8 +100,9 @@ class Workspace:
         return self.root / "pulumi-home"
 
 
-def deploy_config(stack: str, kubeconfig: Path) -> dict[str, Any]:
-    """The stack file's config with the local cluster as an existing cluster and LEFT_OUT applied."""
+def deploy_config(stack: str, kubeconfig: Path, sources: Path) -> dict[str, Any]:
+    """The stack file's config with the local cluster as an existing cluster and LEFT_OUT applied; the operators'
+    manifests from the module cache (a kustomization of ours over them made in `sources`)."""
     config = copy.deepcopy(stack_file.settings(stack_file.stack_path(stack)))
     for key in NEW_CLUSTER_KEYS:
         config.pop(f"{PROJECT}:{key}", None)
@@ -112,10 +114,22 @@ def deploy_config(stack: str, kubeconfig: Path) -> dict[str, Any]:
     config[f"{PROJECT}:existingCluster"] = {"kubeconfig": str(kubeconfig)}
     for key, (value, _) in LEFT_OUT.items():
         config[f"{PROJECT}:{key}"] = copy.deepcopy(value)
+    addons = config[f"{PROJECT}:addons"]
+    mpi = versions.MPI_OPERATOR_MANIFEST.format(version=versions.MPI_OPERATOR_VERSION)
+    addons["mpiOperator"] = str(manifests.local_path(mpi))
     if config.get(f"{PROJECT}:trainingOperator", "v1") == "v1":
         overlay = versions.TRAINING_OPERATOR_OVERLAY.format(version=versions.TRAINING_OPERATOR_VERSION)
-        config[f"{PROJECT}:addons"]["trainingOperator"] = str(manifests.local_path(overlay))
+        addons["trainingOperator"] = str(manifests.local_path(overlay))
+        if _installs_mpi_operator(stack):  # the training operator without MPIJobs: our kustomization, offline
+            shutil.rmtree(sources, ignore_errors=True)
+            sources.mkdir(parents=True)
+            addons["trainingOperator"] = str(manifests.offline_kustomization(Path(WITHOUT_MPIJOB), sources))
     return config
+
+
+def _installs_mpi_operator(stack: str) -> bool:
+    """Whether the stack installs the MPI operator v2 (a GPU group with EFA), as its program registers it."""
+    return any(r.type == "eksddp:index:MpiOperator" for r in local_cluster.deployment_of(stack, {}).registrations)
 
 
 def provider_version() -> str:
@@ -255,7 +269,7 @@ def pulumi_up(workspace: Workspace, plane: ControlPlane, kubectl: Kubectl, binar
               on_output: Any = print) -> auto.UpResult:
     """The real `pulumi up --yes` of the workspace's stack onto the cluster of `plane`, its operators run as their
     Deployments appear; CommandError when Pulumi fails, OperatorError when an operator did not start."""
-    config = deploy_config(workspace.stack, plane.kubeconfig)
+    config = deploy_config(workspace.stack, plane.kubeconfig, workspace.root / "sources")
     write_project(workspace, config, binaries)
     on_output(f"==> left out of this run by configuration ({workspace.project / f'Pulumi.{workspace.stack}.yaml'}):")
     for key, (value, why) in LEFT_OUT.items():
@@ -286,11 +300,15 @@ def up(stack: str) -> auto.UpResult:
 
 
 def down(stack: str) -> None:
+    """`pulumi destroy`, then the cluster stopped whatever the destroy did (its state names only that cluster)."""
     workspace = Workspace(stack)
-    if any_alive(workspace.cluster) and (workspace.backend / ".pulumi").exists():
-        pulumi_destroy(workspace, build.build_all(PULUMI_ENGINES))
-    stopped = stop_recorded(workspace.cluster)
-    print(f"==> {workspace.cluster}: stopped {', '.join(stopped) if stopped else 'nothing (not running)'}", flush=True)
+    try:
+        if any_alive(workspace.cluster) and (workspace.backend / ".pulumi").exists():
+            pulumi_destroy(workspace, build.build_all(PULUMI_ENGINES))
+    finally:
+        stopped = stop_recorded(workspace.cluster)
+        print(f"==> {workspace.cluster}: stopped {', '.join(stopped) if stopped else 'nothing (not running)'}",
+              flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -304,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             down(args.stack)
     except auto.CommandError:
-        print(f"error: pulumi {args.command} of {args.stack} failed: its output is above", file=sys.stderr)
+        command = "up" if args.command == "up" else "destroy"
+        print(f"error: pulumi {command} of {args.stack} failed: its output is above", file=sys.stderr)
         return 1
     except (BuildError, ControlPlaneError, FileNotFoundError, StackFileError, manifests.ManifestSourceError,
             operators.OperatorError) as error:

@@ -65,7 +65,7 @@ def local_path(address: str) -> Path | None:
     return None
 
 
-def _kustomization_offline(directory: Path, into: Path) -> Path:
+def offline_kustomization(directory: Path, into: Path) -> Path:
     """A copy of our kustomization in `into` whose remote resources are their module-cache folders."""
     kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
     resources = []
@@ -81,7 +81,7 @@ def kustomize(directory: str, kube: Path) -> list[dict[str, Any]]:
     """`kubectl kustomize` of a Directory's `directory`: a release address, or a kustomization of ours."""
     local = local_path(directory)
     with tempfile.TemporaryDirectory() as scratch:
-        target = local if local is not None else _kustomization_offline(ROOT / directory, Path(scratch))
+        target = local if local is not None else offline_kustomization(ROOT / directory, Path(scratch))
         done = subprocess.run([str(kube), "kubectl", "kustomize", str(target)], capture_output=True, text=True)
     if done.returncode:
         raise ManifestSourceError(f"kustomize {directory}: {done.stderr.strip()}")
