@@ -295,6 +295,8 @@ def validate(
 
 # What only a new cluster takes: an existing one has its own VPC, name, version and access entries.
 NEW_CLUSTER_ONLY = ("network", "cluster_name", "kubernetes_version", "admin_principal_arns", "private_endpoint_only")
+# What only a group made here takes: how its instances are bought and booted.
+NEW_GROUP_ONLY = ("capacity_type", "capacity_reservation_id", "root_volume_gib", "metadata_hop_limit", "release_version")
 
 
 def _validate_existing(args: TrainingPlatformArgs, existing: ExistingClusterArgs) -> None:
@@ -305,6 +307,13 @@ def _validate_existing(args: TrainingPlatformArgs, existing: ExistingClusterArgs
     for key, value in args.items():
         if key in NEW_CLUSTER_ONLY:
             raise InvalidArgument(COMPONENT, key, value, "it shapes a new cluster: leave it out with existing_cluster")
+    for index, group in enumerate(args.get("node_groups", [])):
+        for key, value in group.items():
+            if key in NEW_GROUP_ONLY:
+                raise InvalidArgument(
+                    COMPONENT, f"node_groups[{index}].{key}", value, "it shapes a new node group: an existing group "
+                    "is described by its instance type, labels, taints, sizes and EFA; leave it out"
+                )
     autoscaler = args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER)
     if autoscaler != AutoscalerKind.NONE:
         raise InvalidArgument(

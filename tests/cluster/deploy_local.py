@@ -48,8 +48,9 @@ RUNS = ROOT / "runs" / "deploy-local"
 PULUMI_ENGINES = ["pulumi", "pulumi-kubernetes"]
 PROVIDER = "kubernetes"
 PROVIDER_VERSION = "github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version"
-# Keys only a new cluster takes (the local cluster exists, as one made elsewhere would).
+# Keys only a new cluster takes (the local cluster exists, as one made elsewhere would), and a new node group.
 NEW_CLUSTER_KEYS = ("vpc", "clusterName", "kubernetesVersion", "adminPrincipalArns")
+NEW_GROUP_KEYS = ("capacityType", "capacityReservationId", "rootVolumeGiB", "releaseVersion")
 # Images the pods name: KWOK runs no container, so none is pulled. The fabric check's is set too, so that the check
 # runs on every stack (none is published for arm64, and a stack without one skips it).
 IMAGE = "eks-ddp-trainer:local"
@@ -106,6 +107,8 @@ def deploy_config(stack: str, kubeconfig: Path, sources: Path) -> dict[str, Any]
     config = copy.deepcopy(stack_file.settings(stack_file.stack_path(stack)))
     for key in NEW_CLUSTER_KEYS:
         config.pop(f"{PROJECT}:{key}", None)
+    config[f"{PROJECT}:nodeGroups"] = [{key: value for key, value in group.items() if key not in NEW_GROUP_KEYS}
+                                       for group in config.get(f"{PROJECT}:nodeGroups") or []]
     storage = config.get(f"{PROJECT}:storage") or {}
     if storage.get("kind", "none") != "none":
         config[f"{PROJECT}:storage"] = dict(STAND_IN_FSX)

@@ -55,6 +55,8 @@ def test_a_cluster_given_by_kubeconfig_gets_only_kubernetes_objects() -> None:
         ({"vpc": {"cidr": "10.0.0.0/16"}}, "eks-ddp:vpc: {'cidr': '10.0.0.0/16'} is not allowed"),
         ({"clusterName": "mine"}, "eks-ddp:clusterName: 'mine' is not allowed"),
         ({"image": None}, "eks-ddp:image: None is not allowed"),
+        ({"nodeGroups": [*DEV["nodeGroups"][:1], {**DEV["nodeGroups"][1], "capacityReservationId": "cr-0a1b2c3d4e5f67"}]},
+         "eks-ddp:nodeGroups[1].capacityReservationId: 'cr-0a1b2c3d4e5f67' is not allowed; it shapes a new node group"),
         ({"existingCluster": {"kubeconfig": KUBECONFIG, "eksClusterName": "x"}}, "eks-ddp:existingCluster: "),
         ({"existingCluster": {"eksClusterName": "x", "context": "c"}}, "eks-ddp:existingCluster.context: 'c'"),
         ({"existingCluster": {"kubeconfg": KUBECONFIG}}, "eks-ddp:existingCluster.kubeconfg: "),
