@@ -48,7 +48,7 @@ UV_INSTALL = out=$$($(UV) pip install --python $(1) $(2) 2>&1) || { echo "$$out"
 	echo "$$out" | sed -n -E 's/^(Resolved|Prepared|Installed|Uninstalled) /    &/p'
 
 .PHONY: help demo tensorboard preview rehearse test typecheck docs unit bench bench-phases bench-accuracy \
-	watch-picture clean engines cluster-up cluster-down deploy-local deploy-local-down planted-defects
+	watch-picture clean engines cluster-up cluster-down deploy-local deploy-local-down test-pulumi planted-defects
 .DEFAULT_GOAL := help
 
 CHECKOV_VENV := .venv-checkov
@@ -125,13 +125,19 @@ cluster-up: $(STAMP)
 cluster-down: $(STAMP)
 	$(BIN)/python -m tests.cluster.local_cluster down
 
-## deploy-local: the real `pulumi up` of a stack onto a local cluster of its nodes, as an existing cluster (STACK=dev)
+## deploy-local: the real `pulumi up` of a stack (STACK=dev CONFIG=...) onto a local cluster of its nodes
 deploy-local: $(STAMP)
-	$(BIN)/python -m tests.cluster.deploy_local up --stack $(STACK)
+	$(BIN)/python -m tests.cluster.deploy_local up --stack $(STACK) $(addprefix --config ,$(CONFIG))
 
 ## deploy-local-down: `pulumi destroy` of what deploy-local deployed (STACK=dev), then its cluster stopped
 deploy-local-down: $(STAMP)
 	$(BIN)/python -m tests.cluster.deploy_local down --stack $(STACK)
+
+# Not in make test (about 15 minutes): .ci/run runs it after make test. tests/cluster/test_every_stack_on_pulumi.py
+# says what each case goes through.
+## test-pulumi: every stack under every operator through Pulumi's own CLI and provider on the engines (CI runs it)
+test-pulumi: engines
+	$(BIN)/python -m pytest -m pulumi_tier --durations=0 tests/cluster/test_every_stack_on_pulumi.py
 
 ## planted-defects: put back, one at a time, six bugs the cluster tests must catch, and show each test failing
 planted-defects: $(STAMP) engines

@@ -17,7 +17,7 @@ from eks_ddp.infra.addons.helm import tolerations
 from eks_ddp.infra.addons.karpenter import Karpenter
 from eks_ddp.infra.addons.karpenter_nodes import KarpenterNodePool, KarpenterNodePoolArgs
 from eks_ddp.infra.addons.karpenter_nodes import validate as validate_karpenter_shape
-from eks_ddp.infra.addons.kubeflow_trainer import KubeflowTrainer
+from eks_ddp.infra.addons.kubeflow_trainer import KubeflowTrainer, KubeflowTrainerArgs
 from eks_ddp.infra.addons.metrics_server import MetricsServer
 from eks_ddp.infra.addons.mpi_operator import MpiOperator, MpiOperatorArgs
 from eks_ddp.infra.addons.node_quarantine import NodeQuarantine
@@ -177,7 +177,8 @@ class TrainingPlatformArgs(TypedDict):
     """What runs training jobs (default v1: the training operator; v2: Kubeflow Trainer; none: nothing installed)."""
     addon_sources: NotRequired[Mapping[str, str]]
     """Add-ons to install from local files instead of their registries (air-gapped clusters, the local cluster):
-    `training_operator`, a kustomization (TrainingOperatorArgs.directory); `mpi_operator`, the release's manifest."""
+    `training_operator`, a kustomization (TrainingOperatorArgs.directory); `kubeflow_trainer`, the chart's folder
+    (KubeflowTrainerArgs.chart_folder); `mpi_operator`, the release's manifest."""
     mpi_operator: NotRequired[bool]
     """Install the MPI operator v2 for MPIJobs (default true when a GPU group has EFA: the NCCL check)."""
     tags: NotRequired[dict[str, str]]
@@ -672,7 +673,10 @@ class TrainingPlatform(pulumi.ComponentResource):
             )
             self.job_operator = self.training_operator.manifests
         elif operator == OperatorKind.V2:
-            trainer = KubeflowTrainer(f"{name}-kubeflow-trainer", {"provider": self.provider}, opts=self._after(system))
+            trainer_args: KubeflowTrainerArgs = {"provider": self.provider}
+            if "kubeflow_trainer" in sources:
+                trainer_args["chart_folder"] = sources["kubeflow_trainer"]
+            trainer = KubeflowTrainer(f"{name}-kubeflow-trainer", trainer_args, opts=self._after(system))
             self.job_operator = trainer.release
         self.mpi_operator: MpiOperator | None = None
         """The MPI operator v2: MPIJobs must depend on it (None when not installed)."""

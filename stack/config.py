@@ -167,6 +167,7 @@ ADDONS = {
     "metricsServer": ("metrics_server", bool),
     "fsxCsiDriver": ("fsx_csi_driver", bool),
     "trainingOperator": ("training_operator", str),
+    "kubeflowTrainer": ("kubeflow_trainer", str),
     "mpiOperator": ("mpi_operator", str),
 }
 SYSTEM = {

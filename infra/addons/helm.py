@@ -24,17 +24,21 @@ def release(
     namespace: str,
     values: Mapping[str, Any],
     depends_on: Sequence[pulumi.Resource] = (),
+    local_chart: str | None = None,
 ) -> k8s.helm.v3.Release:
-    """A helm.v3.Release: a plain resource whose chart, version and values show in previews."""
+    """A helm.v3.Release: a plain resource whose chart, version and values show in previews. `local_chart` is a
+    folder holding that chart as its release packaged it (dependencies in charts/), installed instead of the
+    registry's: Helm then reads no repository, and the chart's own Chart.yaml says its version."""
     chart_name, version, repository = chart
     # An OCI registry is named in the chart reference itself; Helm refuses it as a repository URL.
     oci = repository.startswith("oci://")
+    reference = local_chart or (f"{repository}/{chart_name}" if oci else chart_name)
     return k8s.helm.v3.Release(
         name,
         name=chart_name,
-        chart=f"{repository}/{chart_name}" if oci else chart_name,
-        version=version,
-        repository_opts=None if oci else {"repo": repository},
+        chart=reference,
+        version=None if local_chart else version,
+        repository_opts=None if oci or local_chart else {"repo": repository},
         namespace=namespace,
         create_namespace=namespace != "kube-system",
         values=dict(values),

@@ -1,6 +1,6 @@
 """KubeflowTrainer: Kubeflow Trainer v2 and its JobSet controller, which run TrainJobs (trainer.kubeflow.org/v1alpha1)."""
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -17,6 +17,9 @@ NAMESPACE = "kubeflow-system"
 class KubeflowTrainerArgs(TypedDict):
     provider: k8s.Provider
     """Kubernetes provider of the cluster."""
+    chart_folder: NotRequired[str]
+    """The chart at versions.KUBEFLOW_TRAINER_CHART's version in a local folder, as its release packaged it (JobSet's
+    chart in charts/), for clusters that cannot pull it from its OCI registry (default: the registry's)."""
 
 
 class KubeflowTrainer(pulumi.ComponentResource):
@@ -43,5 +46,6 @@ class KubeflowTrainer(pulumi.ComponentResource):
             NAMESPACE,
             values,
             waits_for(opts),
+            local_chart=args.get("chart_folder"),
         )
         self.register_outputs({})

@@ -216,6 +216,28 @@ def render(
     return documents(done.stdout)
 
 
+def package(name: str, into: Path) -> Path:
+    """The chart `name` (of CHARTS) at `into` as its release packages it, for Helm to install from that folder: the
+    stamped values written into its values.yaml, as upstream's yq writes them, and its dependencies in charts/."""
+    chart = CHARTS[name]
+    shutil.rmtree(into, ignore_errors=True)
+    into.parent.mkdir(parents=True, exist_ok=True)
+    stamped = _assemble(chart, into, f"chart {name}")
+    values = into / "values.yaml"
+    values.write_text(yaml.safe_dump(_merged(yaml.safe_load(values.read_text()) or {}, stamped), sort_keys=False))
+    return into
+
+
+def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """`over` on `base`, maps merged key by key, as Helm merges a values file over a chart's values."""
+    merged = dict(base)
+    for key, value in over.items():
+        below = merged.get(key)
+        both_maps = isinstance(below, Mapping) and isinstance(value, Mapping)
+        merged[key] = _merged(below, value) if both_maps else value  # type: ignore[arg-type]
+    return merged
+
+
 def crds(group: str) -> list[dict[str, Any]]:
     """The CustomResourceDefinitions of an API group whose installing chart is stood in (see CRDS), read from the
     module that generates them."""

@@ -17,7 +17,7 @@ from tests.cluster import local_cluster
 from tests.cluster.control_plane import POLL_S
 from tests.cluster.engines import build
 from tests.cluster.kubectl import Kubectl
-from tests.cluster.shared_plane import SharedPlane
+from tests.cluster.shared_plane import SharedPlane, held
 
 # Another cluster may hold the machine's one slot (control_plane.HOLDER) this long before ours starts: less than
 # pytest's timeout, so that a cluster left running by `make cluster-up` fails the test with the line saying so.
@@ -36,6 +36,20 @@ def wait_for(what: str, check: Callable[[], Any], timeout_s: float = WAIT_S) -> 
         assert time.monotonic() < deadline, f"{what}: not after {timeout_s:.0f} s"
         time.sleep(POLL_S)
     return result
+
+
+SETTLED_S = 5.0
+
+
+def settled(kubectl: Kubectl) -> set[str]:
+    """What the cluster holds (shared_plane.held) once its controllers, started with the test, have made their own
+    objects (service accounts, root CA ConfigMaps): the same for SETTLED_S."""
+    def unchanged() -> set[str] | None:
+        first = held(kubectl.api)
+        time.sleep(SETTLED_S)
+        return first if held(kubectl.api) == first else None
+
+    return wait_for("the cluster's own objects, made by its controllers", unchanged)
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """`make deploy-local`: Pulumi's own engine deploys a stack onto the local cluster, as onto a cluster made elsewhere.
 
-    python -m tests.cluster.deploy_local up --stack dev
+    python -m tests.cluster.deploy_local up --stack dev [--config eks-ddp:trainingOperator=v2 ...]
     python -m tests.cluster.deploy_local down --stack dev
 
 `up` builds the engines (the control plane's, the operators', the Pulumi CLI and its Kubernetes provider), starts
@@ -20,24 +20,26 @@ PULUMI_HOME with the provider plugin; no Pulumi Cloud, no plugin download (both 
 
 import argparse
 import copy
-import runpy
 import shutil
 import sys
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import version as sdk_version
 from pathlib import Path
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+import pulumi
 import yaml
 from pulumi import automation as auto
 
-from eks_ddp.infra.addons.training_operator import WITHOUT_MPIJOB
+from eks_ddp.infra.addons.training_operator import WITHOUT_MPIJOB, OperatorKind
 from eks_ddp.infra.facts import versions
-from eks_ddp.stack import stack_file
+from eks_ddp.stack import config_paths, stack_file
 from eks_ddp.stack.engine_rules.base import node_sources
 from eks_ddp.stack.project_config import PROJECT, StackFileError
-from tests.cluster import local_cluster, manifests, nodes, operators
+from tests.cluster import charts, local_cluster, manifests, nodes, operators, pulumi_inline
 from tests.cluster.control_plane import POLL_S, ControlPlane, ControlPlaneError, any_alive, stop_recorded
 from tests.cluster.engines import build
 from tests.cluster.engines.build import BuildError
@@ -101,10 +103,12 @@ class Workspace:
         return self.root / "pulumi-home"
 
 
-def deploy_config(stack: str, kubeconfig: Path, sources: Path) -> dict[str, Any]:
-    """The stack file's config with the local cluster as an existing cluster and LEFT_OUT applied; the operators'
-    manifests from the module cache (a kustomization of ours over them made in `sources`)."""
-    config = copy.deepcopy(stack_file.settings(stack_file.stack_path(stack)))
+def deploy_config(
+    stack: str, kubeconfig: Path, sources: Path, override: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The stack file's config with `override` (full keys, as `pulumi up --config` sets them), the local cluster as an
+    existing cluster and LEFT_OUT applied; the operators from local files made in `sources` (local_addons)."""
+    config = config_paths.merged(stack_file.settings(stack_file.stack_path(stack)), override or {}, {})
     for key in NEW_CLUSTER_KEYS:
         config.pop(f"{PROJECT}:{key}", None)
     config[f"{PROJECT}:nodeGroups"] = [{key: value for key, value in group.items() if key not in NEW_GROUP_KEYS}
@@ -117,22 +121,34 @@ def deploy_config(stack: str, kubeconfig: Path, sources: Path) -> dict[str, Any]
     config[f"{PROJECT}:existingCluster"] = {"kubeconfig": str(kubeconfig)}
     for key, (value, _) in LEFT_OUT.items():
         config[f"{PROJECT}:{key}"] = copy.deepcopy(value)
-    addons = config[f"{PROJECT}:addons"]
-    mpi = versions.MPI_OPERATOR_MANIFEST.format(version=versions.MPI_OPERATOR_VERSION)
-    addons["mpiOperator"] = str(manifests.local_path(mpi))
-    if config.get(f"{PROJECT}:trainingOperator", "v1") == "v1":
-        overlay = versions.TRAINING_OPERATOR_OVERLAY.format(version=versions.TRAINING_OPERATOR_VERSION)
-        addons["trainingOperator"] = str(manifests.local_path(overlay))
-        if _installs_mpi_operator(stack):  # the training operator without MPIJobs: our kustomization, offline
-            shutil.rmtree(sources, ignore_errors=True)
-            sources.mkdir(parents=True)
-            addons["trainingOperator"] = str(manifests.offline_kustomization(Path(WITHOUT_MPIJOB), sources))
+    operator = config.get(f"{PROJECT}:trainingOperator", OperatorKind.V1.value)
+    config[f"{PROJECT}:addons"].update(local_addons(operator, _installs_mpi_operator(stack, override or {}), sources))
     return config
 
 
-def _installs_mpi_operator(stack: str) -> bool:
+def local_addons(operator: str, with_mpi: bool, sources: Path) -> dict[str, str]:
+    """`eks-ddp:addons` paths installing the operators from Go's module cache, as no registry is reached: the MPI
+    operator's manifest; the training operator v1's kustomization (ours without MPIJobs over it when the MPI operator
+    is installed, made offline in `sources`); Kubeflow Trainer's chart as its release packages it (made in
+    `sources`)."""
+    shutil.rmtree(sources, ignore_errors=True)
+    sources.mkdir(parents=True)
+    mpi = versions.MPI_OPERATOR_MANIFEST.format(version=versions.MPI_OPERATOR_VERSION)
+    addons = {"mpiOperator": str(manifests.local_path(mpi))}
+    if operator == OperatorKind.V1.value:
+        overlay = versions.TRAINING_OPERATOR_OVERLAY.format(version=versions.TRAINING_OPERATOR_VERSION)
+        release = manifests.offline_kustomization(Path(WITHOUT_MPIJOB), sources) if with_mpi else None
+        addons["trainingOperator"] = str(release or manifests.local_path(overlay))
+    elif operator == OperatorKind.V2.value:
+        chart = versions.KUBEFLOW_TRAINER_CHART[0]
+        addons["kubeflowTrainer"] = str(charts.package(chart, sources / chart))
+    return addons
+
+
+def _installs_mpi_operator(stack: str, override: dict[str, str]) -> bool:
     """Whether the stack installs the MPI operator v2 (a GPU group with EFA), as its program registers it."""
-    return any(r.type == "eksddp:index:MpiOperator" for r in local_cluster.deployment_of(stack, {}).registrations)
+    registrations = local_cluster.deployment_of(stack, override).registrations
+    return any(r.type == "eksddp:index:MpiOperator" for r in registrations)
 
 
 def provider_version() -> str:
@@ -141,8 +157,8 @@ def provider_version() -> str:
 
 
 def write_project(workspace: Workspace, config: dict[str, Any], binaries: dict[str, Path]) -> None:
-    """The project folder the CLI runs in: this repository's Pulumi.yaml, with the Kubernetes provider built here as
-    the project's plugin, and the stack file to deploy.
+    """The project folder the CLI runs in: this repository's program and Pulumi.yaml, with the Kubernetes provider
+    built here as the project's plugin, and the stack file to deploy.
 
     The plugin is named by path, without a version, so it serves the version the SDK asks for (pulumi/pkg/v3
     v3.274.1 pkg/resource/plugin/host.go resolvePluginPath): requirements.txt pins the SDK pulumi-kubernetes 4.34.2,
@@ -160,6 +176,7 @@ def write_project(workspace: Workspace, config: dict[str, Any], binaries: dict[s
     project["plugins"] = {"providers": [{"name": PROVIDER, "path": str(plugin)}]}
     workspace.project.mkdir(parents=True, exist_ok=True)
     (workspace.project / "Pulumi.yaml").write_text(yaml.safe_dump(project, sort_keys=False))
+    shutil.copyfile(ROOT / "__main__.py", workspace.project / "__main__.py")
     stack_yaml = workspace.project / f"Pulumi.{workspace.stack}.yaml"
     stack_yaml.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
 
@@ -176,30 +193,22 @@ def pulumi_env(workspace: Workspace) -> dict[str, str]:
     }
 
 
-def pulumi_command(workspace: Workspace, binaries: dict[str, Path]) -> auto.PulumiCommand:
-    """The CLI built here, as the Automation API runs it (<root>/bin/pulumi)."""
+def pulumi_command(workspace: Workspace, binaries: dict[str, Path]) -> Path:
+    """The folder whose bin/pulumi is the CLI built here, as the Automation API runs it."""
     bin_dir = workspace.root / "cli" / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     link = bin_dir / "pulumi"
     link.unlink(missing_ok=True)
     link.symlink_to(binaries["pulumi"])
-    return auto.PulumiCommand(root=str(bin_dir.parent))
+    return bin_dir.parent
 
 
-def _program() -> None:
-    """The stack program itself, as `pulumi up` runs it."""
-    runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
-
-
-def stack_of(workspace: Workspace, binaries: dict[str, Path]) -> auto.Stack:
+def stack_of(
+    workspace: Workspace, binaries: dict[str, Path], transforms: Sequence[pulumi.ResourceTransform] = ()
+) -> auto.Stack:
     workspace.backend.mkdir(parents=True, exist_ok=True)
-    options = auto.LocalWorkspaceOptions(
-        work_dir=str(workspace.project),
-        pulumi_home=str(workspace.pulumi_home),
-        env_vars=pulumi_env(workspace),
-        pulumi_command=pulumi_command(workspace, binaries),
-    )
-    return auto.create_or_select_stack(workspace.stack, project_name=PROJECT, program=_program, opts=options)
+    cli_root = pulumi_command(workspace, binaries)
+    return pulumi_inline.stack(workspace.project, workspace.stack, cli_root, pulumi_env(workspace), transforms)
 
 
 @dataclass
@@ -255,7 +264,9 @@ def running_operators(plane: ControlPlane) -> set[str]:
     return {line.split(maxsplit=1)[1] for line in lines if line.strip()} & {op.engine for op in operators.OPERATORS}
 
 
-def cluster_for(workspace: Workspace, binaries: dict[str, Path]) -> tuple[ControlPlane, Kubectl, bool]:
+def cluster_for(workspace: Workspace, binaries: dict[str, Path], override: dict[str, str]) -> tuple[
+    ControlPlane, Kubectl, bool
+]:
     """The stack's local cluster: the one running for it, else a new one with its nodes (and no Pulumi state, which
     would name objects of the cluster before). True when it is new."""
     plane = ControlPlane(workspace.cluster, binaries["kube"], binaries["kwok"])
@@ -263,29 +274,53 @@ def cluster_for(workspace: Workspace, binaries: dict[str, Path]) -> tuple[Contro
         return plane, Kubectl(binaries["kube"], plane.kubeconfig), False
     shutil.rmtree(workspace.backend, ignore_errors=True)
     cluster = local_cluster.start(workspace.stack, binaries, runs=RUNS, wait_s=local_cluster.CLI_WAIT_S)
-    deployment = local_cluster.deployment_of(workspace.stack, {})
+    deployment = local_cluster.deployment_of(workspace.stack, override)
     cluster.kubectl.apply(nodes.nodes(node_sources(deployment)))
     return cluster.control_plane, cluster.kubectl, True
 
 
+@contextmanager
+def operators_running(plane: ControlPlane, kubectl: Kubectl, binaries: dict[str, Path]) -> Iterator[None]:
+    """While Pulumi applies: each operator Deployment it creates run as its engine's process (OperatorRunner);
+    OperatorError after, when one did not start."""
+    runner = OperatorRunner(plane, kubectl, binaries, started=running_operators(plane))
+    with runner:
+        yield
+    if runner.errors:
+        raise operators.OperatorError("; ".join(runner.errors))
+
+
 def pulumi_up(workspace: Workspace, plane: ControlPlane, kubectl: Kubectl, binaries: dict[str, Path],
-              on_output: Any = print) -> auto.UpResult:
-    """The real `pulumi up --yes` of the workspace's stack onto the cluster of `plane`, its operators run as their
-    Deployments appear; CommandError when Pulumi fails, OperatorError when an operator did not start."""
-    config = deploy_config(workspace.stack, plane.kubeconfig, workspace.root / "sources")
-    write_project(workspace, config, binaries)
+              on_output: Any = print, override: dict[str, str] | None = None,
+              transforms: Sequence[pulumi.ResourceTransform] = ()) -> auto.UpResult:
+    """The real `pulumi up --yes` of the workspace's stack, with `override` as `--config` would set it (and a test's
+    `transforms`), onto the cluster of `plane`, its operators run as their Deployments appear; CommandError when
+    Pulumi fails, OperatorError when an operator did not start."""
+    prepare(workspace, plane, binaries, override)
     on_output(f"==> left out of this run by configuration ({workspace.project / f'Pulumi.{workspace.stack}.yaml'}):")
     for key, (value, why) in LEFT_OUT.items():
         on_output(f"    {PROJECT}:{key} = {value}: {why}")
     on_output(f"==> pulumi up --yes (Pulumi {build.version(build.Engine.read(build.HERE / 'pulumi'))}, "
               f"pulumi-kubernetes {provider_version()} for the SDK's {sdk_version('pulumi-kubernetes')}, the program "
               f"inline; state in {workspace.backend})")
-    runner = OperatorRunner(plane, kubectl, binaries, started=running_operators(plane))
-    with runner:
-        result = stack_of(workspace, binaries).up(on_output=on_output, color="never")
-    if runner.errors:
-        raise operators.OperatorError("; ".join(runner.errors))
-    return result
+    with operators_running(plane, kubectl, binaries):
+        return stack_of(workspace, binaries, transforms).up(on_output=on_output, color="never")
+
+
+def prepare(
+    workspace: Workspace, plane: ControlPlane, binaries: dict[str, Path], override: dict[str, str] | None = None
+) -> None:
+    """The workspace's project written for a run onto the cluster of `plane` (deploy_config, write_project)."""
+    write_project(workspace, deploy_config(workspace.stack, plane.kubeconfig, workspace.root / "sources", override),
+                  binaries)
+
+
+def pulumi_preview(workspace: Workspace, plane: ControlPlane, binaries: dict[str, Path], on_output: Any = print,
+                   override: dict[str, str] | None = None) -> auto.PreviewResult:
+    """The real `pulumi preview --diff` of the workspace's stack, with `override` as `--config` would set it."""
+    prepare(workspace, plane, binaries, override)
+    on_output(f"==> pulumi preview --diff ({workspace.stack})")
+    return stack_of(workspace, binaries).preview(diff=True, on_output=on_output, color="never")
 
 
 def pulumi_destroy(workspace: Workspace, binaries: dict[str, Path], on_output: Any = print) -> auto.DestroyResult:
@@ -293,13 +328,13 @@ def pulumi_destroy(workspace: Workspace, binaries: dict[str, Path], on_output: A
     return stack_of(workspace, binaries).destroy(on_output=on_output, color="never")
 
 
-def up(stack: str) -> auto.UpResult:
+def up(stack: str, override: dict[str, str]) -> auto.UpResult:
     workspace = Workspace(stack)
     binaries = build.build_all([*local_cluster.ENGINES, *PULUMI_ENGINES])
-    plane, kubectl, new = cluster_for(workspace, binaries)
+    plane, kubectl, new = cluster_for(workspace, binaries, override)
     print(f"==> the local cluster of {stack}: {'started, with its nodes and nothing applied' if new else 'kept'}; "
           f"kubeconfig {plane.kubeconfig}", flush=True)
-    return pulumi_up(workspace, plane, kubectl, binaries)
+    return pulumi_up(workspace, plane, kubectl, binaries, override=override)
 
 
 def down(stack: str) -> None:
@@ -315,13 +350,15 @@ def down(stack: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.cluster.deploy_local", description=(__doc__ or "").split("\n")[0])
+    description = (__doc__ or "").split("\n")[0]
+    parser = argparse.ArgumentParser(prog="python -m tests.cluster.deploy_local", description=description)
     parser.add_argument("command", choices=("up", "down"))
     parser.add_argument("--stack", default="dev")
+    parser.add_argument("--config", action="append", default=[], help="<key>=<value>, as pulumi up --config (up)")
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
-            up(args.stack)
+            up(args.stack, stack_file.overrides(args.config))
         else:
             down(args.stack)
     except auto.CommandError:

@@ -20,6 +20,8 @@ from eks_ddp.stack.mocking import Registration
 
 STAND_IN_IMAGE = "registry.k8s.io/pause:3.10"
 EXIT_CODE = "eks-ddp.local/exit-code"
+MESSAGE = "eks-ddp.local/message"
+"""The termination message the exit-code stage gives the pod's containers (the kubelet's log tail, in a cluster)."""
 """A pod annotated so ends its containers with that code (tests/cluster/stages/pod-exit.yaml)."""
 STAND_IN_LABEL = "eks-ddp.local/stand-in-for"
 
@@ -125,14 +127,17 @@ def stand_ins(deployment: Deployment) -> dict[str, list[dict[str, Any]]]:
     return dict(by_owner)
 
 
-def exiting(manifest: dict[str, Any], code: int) -> dict[str, Any]:
-    """The object with every pod template it has annotated to end with `code`: a fault a test injects."""
+def exiting(manifest: dict[str, Any], code: int, message: str = "") -> dict[str, Any]:
+    """The object with every pod template it has annotated to end with `code` (and termination `message`): a fault a
+    test injects."""
+    fault = {EXIT_CODE: str(code), **({MESSAGE: message} if message else {})}
+
     def mark(node: Any) -> Any:
         if isinstance(node, dict):
             marked = {key: mark(value) for key, value in node.items()}
             if "template" in node and isinstance(node["template"], dict) and "spec" in node["template"]:
                 metadata = marked["template"].setdefault("metadata", {})
-                metadata["annotations"] = {**(metadata.get("annotations") or {}), EXIT_CODE: str(code)}
+                metadata["annotations"] = {**(metadata.get("annotations") or {}), **fault}
             return marked
         if isinstance(node, list):
             return [mark(item) for item in node]

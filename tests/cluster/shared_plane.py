@@ -47,6 +47,16 @@ class _Object:
         return f"{self.resource.kind} {self.meta.get('namespace', '')}/{self.meta['name']}"
 
 
+VOLATILE = {"Event", "Lease", "Endpoints", "EndpointSlice"}
+"""Kinds whose objects come and go with the cluster's own life, not with what was applied to it."""
+
+
+def held(api: Api) -> set[str]:
+    """Every object the API server holds but the volatile ones, as "kind namespace/name"."""
+    return {f"{o.resource.kind} {o.meta.get('namespace', '')}/{o.meta['name']}" for o in _objects(api)
+            if o.resource.kind not in VOLATILE}
+
+
 def _objects(api: Api) -> list[_Object]:
     """Every object the API server holds, each once (events are served by two groups): its metadata."""
     found: dict[str, _Object] = {}

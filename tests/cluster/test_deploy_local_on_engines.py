@@ -1,7 +1,6 @@
 """A real `pulumi up`: Pulumi's own CLI and Kubernetes provider deploy a stack onto the engines, as onto a cluster
 made elsewhere (tests/cluster/deploy_local.py), then `pulumi up` again, then `pulumi destroy`."""
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,32 +9,10 @@ from pulumi.automation import OpType
 
 from eks_ddp.stack.engine_rules.base import node_sources
 from tests.cluster import deploy_local, local_cluster, nodes
-from tests.cluster.conftest import training, wait_for
+from tests.cluster.conftest import settled, training, wait_for
 from tests.cluster.engines import build
 from tests.cluster.kubectl import Kubectl
-from tests.cluster.shared_plane import SharedPlane, _objects
-
-# Kinds whose objects come and go with the cluster's own life, not with what Pulumi applied.
-VOLATILE = {"Event", "Lease", "Endpoints", "EndpointSlice"}
-SETTLED_S = 5.0
-
-
-def _held(kubectl: Kubectl) -> set[str]:
-    """Every object the API server holds but the volatile ones, by kind, namespace and name."""
-    return {f"{o.resource.kind} {o.meta.get('namespace', '')}/{o.meta['name']}" for o in _objects(kubectl.api)
-            if o.resource.kind not in VOLATILE}
-
-
-def _settled(kubectl: Kubectl) -> set[str]:
-    """What the cluster holds once its controllers, started with the test, have made their own objects (service
-    accounts, root CA ConfigMaps): the same for SETTLED_S."""
-    def unchanged() -> set[str] | None:
-        first = _held(kubectl)
-        time.sleep(SETTLED_S)
-        return first if _held(kubectl) == first else None
-
-    return wait_for("the cluster's own objects, made by its controllers", unchanged)
-
+from tests.cluster.shared_plane import SharedPlane, held
 
 @pytest.fixture
 def on_dev(engines: dict[str, Path], shared_plane: SharedPlane, tmp_path: Path) -> Iterator[tuple]:
@@ -50,7 +27,7 @@ def on_dev(engines: dict[str, Path], shared_plane: SharedPlane, tmp_path: Path) 
 def test_a_real_pulumi_up_of_dev_then_no_changes_then_a_destroy_that_leaves_the_cluster_as_it_was(on_dev) -> None:
     running, workspace, binaries = on_dev
     plane, kubectl, said = running.control_plane, running.kubectl, []
-    before = _settled(kubectl)
+    before = settled(kubectl)
 
     first = deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append)
     assert first.summary.result == "succeeded", "\n".join(said)
@@ -73,4 +50,4 @@ def test_a_real_pulumi_up_of_dev_then_no_changes_then_a_destroy_that_leaves_the_
 
     gone = deploy_local.pulumi_destroy(workspace, binaries, said.append)
     assert gone.summary.resource_changes == {OpType.DELETE: first.summary.resource_changes[OpType.CREATE]}, "\n".join(said)
-    assert not (_held(kubectl) - before), sorted(_held(kubectl) - before)  # destroy waits for each deletion
+    assert not (held(kubectl.api) - before), sorted(held(kubectl.api) - before)  # destroy waits for each deletion

@@ -77,3 +77,19 @@ def test_an_eks_cluster_given_by_name_may_have_its_aws_side() -> None:
     named = [r for r in registrations if r.type in ("aws:eks/addon:Addon", "aws:eks/podIdentityAssociation:"
                                                     "PodIdentityAssociation")]
     assert named and {r.sent["clusterName"] for r in named} == {"made-by-eksctl"}
+
+
+def test_the_operators_install_from_local_files_where_no_registry_is_reached() -> None:
+    """`eks-ddp:addons` paths: Kubeflow Trainer's chart from a folder (Helm reads no registry, the chart says its
+    version), the MPI operator's manifest from a file."""
+    chart, manifest = "/srv/charts/kubeflow-trainer", "/srv/mpi-operator.yaml"
+    values = _existing(trainingOperator="v2", addons={"kubeflowTrainer": chart, "mpiOperator": manifest},
+                       nodeGroups=[{**DEV["nodeGroups"][0], "instanceType": "m5.large"}, {"name": "gpu", "instanceType": "p4d.24xlarge",
+                                                            "maxSize": 2, "desiredSize": 2, "efa": True}],
+                       job={**DEV["job"], "nodeGroup": "gpu"})
+    registrations = registered(values, REGION)
+    (release,) = [r for r in registrations if r.name == "eks-ddp-kubeflow-trainer-chart"]
+    assert release.sent["chart"] == chart
+    assert "version" not in release.sent and "repositoryOpts" not in release.sent
+    (mpi,) = [r for r in registrations if r.type == "kubernetes:yaml/v2:ConfigFile" and "mpi-operator" in r.name]
+    assert mpi.sent["file"] == manifest

@@ -1,0 +1,211 @@
+"""Every stack under every operator it supports, deployed by Pulumi's own CLI and Kubernetes provider onto the engines
+(tests/cluster/deploy_local.py), through the life the docs promise (docs/deploy.md):
+
+1. a fabric check made to fail stops `pulumi up` within a minute of its verdict, with the verdict in the message,
+   and no training job is created (stacks with an EFA group);
+2. the next `pulumi up` runs the check again, and once it passes creates the training job, whose pods run on the
+   job's group;
+3. a second `pulumi up` changes nothing;
+4. `pulumi preview --diff` after a change to the job's pods (a new image) shows the training object replaced, and
+   `pulumi up` performs it: the old pods go, new ones start on the new image and resume the same run (the same
+   checkpoint directory: the run is named by what defines it, workloads/training_pod.run_id);
+5. `pulumi destroy` deletes every object and leaves the cluster holding what it held before.
+
+A tier of its own (`make test-pulumi`, which `.ci/run` runs after `make test`): seven cases of about two minutes do
+not fit in make test's ten minutes; make test keeps the dev stack's first up, second up and destroy
+(test_deploy_local_on_engines.py). The workshop stack's job is elastic, which only the training operator v1 runs.
+"""
+
+import calendar
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pulumi import ResourceTransformArgs, ResourceTransformResult
+from pulumi.automation import CommandError, OpType
+
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.engine_rules.base import node_sources
+from eks_ddp.workloads.batch_jobs import FABRIC_CHECK_LABEL
+from tests import test_wheel
+from tests.cluster import deploy_local, local_cluster, nodes, objects, pulumi_inline
+from tests.cluster.conftest import settled, training, true_conditions, wait_for
+from tests.cluster.engines import build
+from tests.cluster.shared_plane import SharedPlane, held
+
+pytestmark = pytest.mark.pulumi_tier
+
+CASES = [("dev", "v1"), ("dev", "v2"), ("dev", "none"), ("gpu", "v1"), ("gpu", "v2"), ("gpu", "none"),
+         ("workshop", "v1")]
+VERDICT = "EFA CHECK FAILED (client: no pingpong with eks-ddp-efa-check-0.eks-ddp-efa-check in 900 s)"
+"""The check's last log line when its peer never answers (workloads/batch_jobs.py FABRIC_SCRIPT), which the kubelet
+makes the failed container's termination message (the KWOK stage stands in for it)."""
+VERDICT_WITHIN_S = 60.0
+"""docs/deploy.md: a failed check stops `pulumi up` with its verdict within a minute."""
+NEW_IMAGE = "eks-ddp-trainer:local-2"
+TRAINING_KINDS = {"v1": "PyTorchJob", "v2": "TrainJob", "none": "Job"}
+
+
+@pytest.fixture
+def deploy(request: pytest.FixtureRequest, engines: dict[str, Path], shared_plane: SharedPlane,
+           tmp_path: Path) -> Iterator[tuple]:
+    """The shared plane reset, with no CRD kept (Pulumi installs them), and the stack's nodes; its workspace."""
+    stack, operator = request.param
+    override = {"eks-ddp:trainingOperator": operator}
+    running = shared_plane.take(stack, [])
+    running.kubectl.apply(nodes.nodes(node_sources(local_cluster.deployment_of(stack, override))))
+    binaries = {**engines, **build.build_all(deploy_local.PULUMI_ENGINES)}
+    yield running, deploy_local.Workspace(stack, runs=tmp_path), binaries, override
+    shared_plane.release()
+
+
+def _efa_check(stack: str, override: dict[str, str]) -> str | None:
+    """The name of the stack's EFA check Job, or None when it has none."""
+    sent = [r.sent for r in local_cluster.deployment_of(stack, override).registrations
+            if r.type == "kubernetes:batch/v1:Job" and FABRIC_CHECK_LABEL in (r.sent["metadata"].get("labels") or {})]
+    return sent[0]["metadata"]["name"] if sent else None
+
+
+def _failing(check: str):
+    """A transform that makes the check's pods end with exit code 1 and its verdict, as a fabric without a path
+    between the two nodes would."""
+    def transform(args: ResourceTransformArgs) -> ResourceTransformResult | None:
+        props = dict(args.props)
+        metadata = props.get("metadata")
+        if args.type_ != "kubernetes:batch/v1:Job" or not isinstance(metadata, dict) or metadata.get("name") != check:
+            return None
+        return ResourceTransformResult(objects.exiting(props, 1, VERDICT), args.opts)
+
+    return transform
+
+
+def _job_of(stack: str, override: dict[str, str]) -> dict[str, Any]:
+    return stack_file.load(stack, stack_file.ROOT, override)[0]["job"]
+
+
+def _training_pods(kubectl, stack: str, override: dict[str, str]) -> list[dict[str, Any]]:
+    """The training pods placed on the job's group and run (a Job's pod KWOK completes at once: Succeeded)."""
+    job = _job_of(stack, override)
+    group = job["nodeGroup"]
+    pods = training(kubectl.api.items("/api/v1/namespaces/training/pods"))
+    return [p for p in pods if p["status"].get("phase") in ("Running", "Succeeded") and not
+            p["metadata"].get("deletionTimestamp") and p["spec"].get("nodeName", "").startswith(f"{group}-")]
+
+
+def _checkpoints(pod: dict[str, Any]) -> set[str]:
+    """The checkpoint directories the pod's trainer is given (its command, arguments and environment)."""
+    said = [word for c in pod["spec"]["containers"] for word in (*c.get("command", []), *c.get("args", []),
+                                                                 *(e.get("value", "") for e in c.get("env", [])))]
+    return {word for word in said if "/checkpoints/" in word}
+
+
+def _exists(kubectl, kind: str, name: str) -> bool:
+    found = kubectl.run("get", kind.lower(), "-n", "training", "--ignore-not-found", "-o", "name", name)
+    return bool(found.strip())
+
+
+@pytest.mark.parametrize("deploy", CASES, indirect=True, ids=[f"{s}-{o}" for s, o in CASES])
+def test_the_stack_under_pulumi_up_fails_its_check_then_trains_then_replaces_then_destroys(deploy) -> None:
+    running, workspace, binaries, override = deploy
+    stack, operator = workspace.stack, override["eks-ddp:trainingOperator"]
+    plane, kubectl, said = running.control_plane, running.kubectl, []
+    before = settled(kubectl)
+    job = _job_of(stack, override)
+    kind = TRAINING_KINDS[operator]
+
+    def up(**kwargs: Any):
+        return deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append, **kwargs)
+
+    check, failed_uid = _efa_check(stack, override), None
+    if check is not None:  # 1. the check fails: pulumi up stops with its verdict, soon, and trains nothing
+        with pytest.raises(CommandError) as failed:
+            up(override=override, transforms=[_failing(check)])
+        returned = time.time()
+        failed_job = kubectl.api.request("GET", f"/apis/batch/v1/namespaces/training/jobs/{check}")
+        failed_uid = failed_job["metadata"]["uid"]
+        condition = true_conditions(failed_job)["Failed"]
+        failed_at = calendar.timegm(time.strptime(condition["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ"))
+        assert returned - failed_at < VERDICT_WITHIN_S, f"pulumi up ended {returned - failed_at:.0f} s after the check"
+        assert VERDICT in str(failed.value), str(failed.value)[-3000:]
+        assert not _exists(kubectl, kind, job["name"]), f"{kind} {job['name']} created after a failed check"
+
+    first = up(override=override)  # 2. the check runs again (a new Job), passes, and the job trains
+    assert first.summary.result == "succeeded", "\n".join(said)
+    if check is not None:
+        passed = kubectl.api.request("GET", f"/apis/batch/v1/namespaces/training/jobs/{check}")
+        assert "Complete" in true_conditions(passed)
+        assert passed["metadata"]["uid"] != failed_uid
+    replicas = job["replicas"]
+    old = wait_for(f"{replicas} training pods run on {job['nodeGroup']}",
+                   lambda: (pods := _training_pods(kubectl, stack, override)) and len(pods) >= replicas and pods,
+                   timeout_s=180)
+
+    again = up(override=override)  # 3. nothing changes
+    changes = again.summary.resource_changes or {}
+    assert set(changes) == {OpType.SAME}, "\n".join(said)
+
+    changed = {**override, "eks-ddp:image": NEW_IMAGE}  # 4. a change to the pods: replaced, resumed
+    preview = deploy_local.pulumi_preview(workspace, plane, binaries, said.append, override=changed)
+    assert preview.change_summary.get(OpType.REPLACE, 0) >= 1, preview.stdout
+    assert "+-kubernetes:" in preview.stdout and kind in preview.stdout, preview.stdout
+    replaced = up(override=changed)
+    assert replaced.summary.result == "succeeded", "\n".join(said)
+    old_uids = {p["metadata"]["uid"] for p in old}
+
+    def new_pods() -> list[dict[str, Any]]:
+        pods = _training_pods(kubectl, stack, changed)
+        fresh = [p for p in pods if p["metadata"]["uid"] not in old_uids]
+        images = {c["image"] for p in fresh for c in p["spec"]["containers"]}
+        return fresh if len(fresh) >= replicas and images == {NEW_IMAGE} else []
+
+    new = wait_for("the new training pods on the new image", new_pods, timeout_s=180)
+    def old_gone() -> bool:
+        alive = {p["metadata"]["uid"] for p in training(kubectl.api.items("/api/v1/namespaces/training/pods"))}
+        return not alive & old_uids
+
+    wait_for("the old training pods gone", old_gone)
+    assert {d for p in new for d in _checkpoints(p)} == {d for p in old for d in _checkpoints(p)} != set()
+
+    gone = deploy_local.pulumi_destroy(workspace, binaries, said.append)  # 5. everything deleted
+    assert set(gone.summary.resource_changes or {}) == {OpType.DELETE}, "\n".join(said)
+    assert not (held(kubectl.api) - before), sorted(held(kubectl.api) - before)
+
+
+@pytest.mark.parametrize("deploy", [("dev", "v1")], indirect=True, ids=["dev-v1"])
+def test_the_installed_wheel_deploys_the_program_from_a_project_outside_the_repository(deploy, tmp_path: Path) -> None:
+    """The wheel built from a clean copy, installed with its dependencies into a fresh environment, runs the stack
+    program from a project folder outside the checkout, as a user's own: its imports are the wheel's."""
+    running, workspace, binaries, override = deploy
+    plane, kubectl = running.control_plane, running.kubectl
+    before = settled(kubectl)
+    wheel, python = test_wheel.build_wheel(tmp_path), test_wheel.fresh_environment(tmp_path)
+    subprocess.run([*test_wheel.UV, "install", "--quiet", "--python", str(python), str(wheel)], check=True,
+                   env=test_wheel.FRESH, timeout=600)
+    deploy_local.prepare(workspace, plane, binaries, override)
+    assert not workspace.project.is_relative_to(deploy_local.ROOT)
+    where = subprocess.run([str(python), "-c", "import eks_ddp; print(eks_ddp.__file__)"], cwd=workspace.project,
+                           env=test_wheel.FRESH, capture_output=True, text=True, check=True).stdout
+    assert where.startswith(str(python.parent.parent)), where  # the wheel's package, not the checkout's
+
+    def run(command: str) -> dict[str, int]:
+        cli_root = deploy_local.pulumi_command(workspace, binaries)
+        argv = [str(python), str(Path(pulumi_inline.__file__)), command, "--project", str(workspace.project),
+                "--stack", workspace.stack, "--cli-root", str(cli_root)]
+        env = {**test_wheel.FRESH, **deploy_local.pulumi_env(workspace)}
+        with deploy_local.operators_running(plane, kubectl, binaries):
+            done = subprocess.run(argv, cwd=workspace.project, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    workspace.backend.mkdir(parents=True, exist_ok=True)
+    created = run("up")
+    assert set(created) == {"create"} and created["create"] > 30, created
+    replicas = _job_of(workspace.stack, override)["replicas"]
+    wait_for("the training pods run", lambda: len(_training_pods(kubectl, workspace.stack, override)) >= replicas,
+             timeout_s=180)
+    assert run("destroy") == {"delete": created["create"]}
+    assert not (held(kubectl.api) - before), sorted(held(kubectl.api) - before)
