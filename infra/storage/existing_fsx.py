@@ -9,7 +9,6 @@ import re
 from typing import NotRequired, TypedDict
 
 import pulumi
-import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from eks_ddp.infra.addons import helm
@@ -17,7 +16,7 @@ from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts import versions
 from eks_ddp.infra.options import waits_for
-from eks_ddp.infra.storage.fsx import LUSTRE_PORTS, valid_capacity
+from eks_ddp.infra.storage.fsx import lustre_ingress, valid_capacity
 
 COMPONENT = "ExistingFsxVolume"
 DRIVER = "fsx.csi.aws.com"
@@ -88,30 +87,13 @@ class ExistingFsxVolume(pulumi.ComponentResource):
         tags = dict(args.get("tags", {}))
         opened, nodes = args.get("security_group_id"), args.get("node_security_group_id")
         if opened and nodes:
-            for low, high in LUSTRE_PORTS:
-                aws.vpc.SecurityGroupIngressRule(
-                    f"{name}-lustre-{low}",
-                    security_group_id=opened,
-                    referenced_security_group_id=nodes,
-                    ip_protocol="tcp",
-                    from_port=low,
-                    to_port=high,
-                    description=f"Lustre {low}-{high} from the EKS nodes",
-                    tags=tags,
-                    opts=child,
-                )
-        driver = None if not args.get("csi_driver", True) else helm.release(
-            f"{name}-csi",
-            self,
-            args["provider"],
-            versions.FSX_CSI_CHART,
-            "kube-system",
-            {
-                "controller": {"nodeSelector": SYSTEM_LABEL},
-                "node": {"tolerateAllTaints": True},
-            },
-            waits_for(opts),
-        )
+            lustre_ingress(f"{name}-lustre", opened, nodes, "the EKS nodes", tags, child)
+        driver = None
+        if args.get("csi_driver", True):
+            values = {"controller": {"nodeSelector": SYSTEM_LABEL}, "node": {"tolerateAllTaints": True}}
+            driver = helm.release(
+                f"{name}-csi", self, args["provider"], versions.FSX_CSI_CHART, "kube-system", values, waits_for(opts)
+            )
         self.claim_name = args.get("claim_name", "shared")
         size = f"{args.get('capacity_gib', 1200)}Gi"
         scoped = pulumi.ResourceOptions(

@@ -111,6 +111,29 @@ def csi_policy() -> dict[str, Any]:
     )
 
 
+def lustre_ingress(
+    name: str,
+    group_id: pulumi.Input[str],
+    source: pulumi.Input[str],
+    source_described: str,
+    tags: dict[str, str],
+    opts: pulumi.ResourceOptions,
+) -> None:
+    """Lustre's ports (LUSTRE_PORTS) open on the file system's security group to the members of `source`."""
+    for low, high in LUSTRE_PORTS:
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-{low}",
+            security_group_id=group_id,
+            referenced_security_group_id=source,
+            ip_protocol="tcp",
+            from_port=low,
+            to_port=high,
+            description=f"Lustre {low}-{high} from {source_described}",
+            tags=tags,
+            opts=opts,
+        )
+
+
 class FsxLustreStorage(pulumi.ComponentResource):
     claim_name: str
     """The ReadWriteMany claim training pods mount."""
@@ -130,18 +153,7 @@ class FsxLustreStorage(pulumi.ComponentResource):
             opts=child,
         )
         for source_name, source in (("nodes", args["node_security_group_id"]), ("self", group.id)):
-            for low, high in LUSTRE_PORTS:
-                aws.vpc.SecurityGroupIngressRule(
-                    f"{name}-lustre-{source_name}-{low}",
-                    security_group_id=group.id,
-                    referenced_security_group_id=source,
-                    ip_protocol="tcp",
-                    from_port=low,
-                    to_port=high,
-                    description=f"Lustre {low}-{high} from {source_name}",
-                    tags=tags,
-                    opts=child,
-                )
+            lustre_ingress(f"{name}-lustre-{source_name}", group.id, source, source_name, tags, child)
         aws.vpc.SecurityGroupEgressRule(
             f"{name}-lustre-out",
             security_group_id=group.id,

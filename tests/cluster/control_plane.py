@@ -328,21 +328,27 @@ def claim(state: Path, wait_s: float) -> None:
             time.sleep(1)
 
 
-def any_alive(state: Path) -> bool:
+def recorded(state: Path) -> list[tuple[int, str]]:
+    """The processes `state/pids` records, started by `ControlPlane.spawn` (or the claim): (process id, name)."""
     pids = state / "pids"
-    return pids.exists() and any(_alive(int(line.split()[0])) for line in pids.read_text().splitlines() if line)
+    lines = pids.read_text().splitlines() if pids.exists() else []
+    return [(int(pid), name) for pid, name in (line.split(maxsplit=1) for line in lines if line.strip())]
+
+
+def any_alive(state: Path) -> bool:
+    return any(_alive(pid) for pid, _ in recorded(state))
 
 
 def stop_recorded(state: Path, grace_s: float = 2.0, keep: Collection[str] = ()) -> list[str]:
     """Ends every process `state/pids` records but those named in `keep` (SIGTERM, then SIGKILL after `grace_s`); the
     names of those that ran. With nothing kept the record goes, and with it the claim on the machine's cluster."""
     pids_file = state / "pids"
-    if not pids_file.exists():
+    records = recorded(state)
+    if not records:
+        pids_file.unlink(missing_ok=True)
         return []
-    records = [tuple(line.split(maxsplit=1)) for line in pids_file.read_text().splitlines() if line.strip()]
     kept = [(pid, name) for pid, name in records if keep and (name in keep or name == CLAIMER)]
-    running = [(int(pid), name) for pid, name in records
-               if (pid, name) not in kept and name != CLAIMER and _alive(int(pid))]
+    running = [(pid, name) for pid, name in records if (pid, name) not in kept and name != CLAIMER and _alive(pid)]
     for pid, _ in running:
         os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s

@@ -40,7 +40,7 @@ from eks_ddp.stack import config_paths, stack_file
 from eks_ddp.stack.engine_rules.base import node_sources
 from eks_ddp.stack.project_config import PROJECT, StackFileError
 from tests.cluster import charts, local_cluster, manifests, nodes, operators, pulumi_inline
-from tests.cluster.control_plane import POLL_S, ControlPlane, ControlPlaneError, any_alive, stop_recorded
+from tests.cluster.control_plane import POLL_S, ControlPlane, ControlPlaneError, any_alive, recorded, stop_recorded
 from tests.cluster.engines import build
 from tests.cluster.engines.build import BuildError
 from tests.cluster.kubectl import Kubectl
@@ -259,9 +259,7 @@ class OperatorRunner:
 
 def running_operators(plane: ControlPlane) -> set[str]:
     """The operators a kept cluster already runs (by engine name, as ControlPlane.spawn records them)."""
-    pids = plane.state / "pids"
-    lines = pids.read_text().splitlines() if pids.exists() else []
-    return {line.split(maxsplit=1)[1] for line in lines if line.strip()} & {op.engine for op in operators.OPERATORS}
+    return {name for _, name in recorded(plane.state)} & {op.engine for op in operators.OPERATORS}
 
 
 def cluster_for(workspace: Workspace, binaries: dict[str, Path], override: dict[str, str]) -> tuple[

@@ -59,7 +59,7 @@ from eks_ddp.stack.mocking import Registration
 from eks_ddp.workloads.target import KUBERNETES_ARCH
 from tests.cluster import charts, nodes
 from tests.cluster import crds as custom_resources
-from tests.cluster.control_plane import LOOPBACK, POLL_S, ControlPlane, free_port
+from tests.cluster.control_plane import LOOPBACK, POLL_S, ControlPlane, free_port, recorded
 from tests.cluster.documents import documents
 from tests.cluster.engines import build
 from tests.cluster.kubectl import Kubectl
@@ -349,9 +349,7 @@ def _token_kubeconfig(plane: ControlPlane, kubectl: Kubectl, namespace: str, acc
 
 
 def _pids(plane: ControlPlane, name: str) -> list[int]:
-    pids = plane.state / "pids"
-    lines = pids.read_text().splitlines() if pids.exists() else []
-    return [int(line.split()[0]) for line in lines if line.split()[1:] == [name]]
+    return [pid for pid, recorded_name in recorded(plane.state) if recorded_name == name]
 
 
 def _running(plane: ControlPlane, name: str) -> bool:

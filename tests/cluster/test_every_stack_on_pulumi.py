@@ -1,8 +1,8 @@
 """Every stack under every operator it supports, deployed by Pulumi's own CLI and Kubernetes provider onto the engines
 (tests/cluster/deploy_local.py), through the life the docs promise (docs/deploy.md):
 
-1. a fabric check made to fail stops `pulumi up` within a minute of its verdict, with the verdict in the message,
-   and no training job is created (stacks with an EFA group);
+1. a fabric check made to fail (the NCCL check on a GPU stack, the EFA check on dev) stops `pulumi up` within a
+   minute of its verdict, with the verdict in the message, and no training job is created;
 2. the next `pulumi up` runs the check again, and once it passes creates the training job, whose pods run on the
    job's group;
 3. a second `pulumi up` changes nothing;
@@ -21,6 +21,7 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ pytestmark = pytest.mark.pulumi_tier
 
 CASES = [("dev", "v1"), ("dev", "v2"), ("dev", "none"), ("gpu", "v1"), ("gpu", "v2"), ("gpu", "none"),
          ("workshop", "v1")]
-VERDICT = "EFA CHECK FAILED (client: no pingpong with eks-ddp-efa-check-0.eks-ddp-efa-check in 900 s)"
+EFA_VERDICT = "EFA CHECK FAILED (client: no pingpong with eks-ddp-efa-check-0.eks-ddp-efa-check in 900 s)"
 """The check's last log line when its peer never answers (workloads/batch_jobs.py FABRIC_SCRIPT), which the kubelet
 makes the failed container's termination message (the KWOK stage stands in for it)."""
 VERDICT_WITHIN_S = 60.0
@@ -63,24 +64,52 @@ def deploy(request: pytest.FixtureRequest, engines: dict[str, Path], shared_plan
     shared_plane.release()
 
 
-def _efa_check(stack: str, override: dict[str, str]) -> str | None:
-    """The name of the stack's EFA check Job, or None when it has none."""
-    sent = [r.sent for r in local_cluster.deployment_of(stack, override).registrations
-            if r.type == "kubernetes:batch/v1:Job" and FABRIC_CHECK_LABEL in (r.sent["metadata"].get("labels") or {})]
-    return sent[0]["metadata"]["name"] if sent else None
+@dataclass(frozen=True)
+class Fault:
+    """A fabric check made to fail: the object `pulumi up` awaits, the pods that fail in it and what `pulumi up`
+    must say."""
 
+    type_: str
+    name: str
+    said: str
+    pods_at: tuple[str, ...] = ()
+    """Where in the object's inputs the failing pods' templates are (all of them when empty)."""
+    path: str = ""
+    """The object's API path in the training namespace."""
 
-def _failing(check: str):
-    """A transform that makes the check's pods end with exit code 1 and its verdict, as a fabric without a path
-    between the two nodes would."""
-    def transform(args: ResourceTransformArgs) -> ResourceTransformResult | None:
+    def transform(self, args: ResourceTransformArgs) -> ResourceTransformResult | None:
+        """The check's pods end with exit code 1 and the EFA verdict as their termination message, as a fabric
+        without a path between the two nodes would have them."""
         props = dict(args.props)
         metadata = props.get("metadata")
-        if args.type_ != "kubernetes:batch/v1:Job" or not isinstance(metadata, dict) or metadata.get("name") != check:
+        if args.type_ != self.type_ or not isinstance(metadata, dict) or metadata.get("name") != self.name:
             return None
-        return ResourceTransformResult(objects.exiting(props, 1, VERDICT), args.opts)
+        holder: dict[str, Any] = props
+        for key in self.pods_at[:-1]:
+            holder = holder[key]
+        if self.pods_at:
+            holder[self.pods_at[-1]] = objects.exiting(holder[self.pods_at[-1]], 1, EFA_VERDICT)
+        else:
+            props = objects.exiting(props, 1, EFA_VERDICT)
+        return ResourceTransformResult(props, args.opts)
 
-    return transform
+
+def _fault(stack: str, override: dict[str, str]) -> Fault | None:
+    """The stack's last fabric check made to fail (the NCCL check where there is one, else the EFA check): the
+    checks before it pass. None without a check."""
+    registrations = local_cluster.deployment_of(stack, override).registrations
+    checks = {r.sent["kind"]: r.sent["metadata"]["name"] for r in registrations if r.type.startswith("kubernetes:")
+              and FABRIC_CHECK_LABEL in (r.sent.get("metadata", {}).get("labels") or {})}
+    if "MPIJob" in checks:
+        name = checks["MPIJob"]
+        return Fault("kubernetes:kubeflow.org/v2beta1:MPIJob", name, f"NCCL check training/{name} failed",
+                     ("spec", "mpiReplicaSpecs", "Launcher"),
+                     f"/apis/kubeflow.org/v2beta1/namespaces/training/mpijobs/{name}")
+    if "Job" in checks:
+        name = checks["Job"]
+        path = f"/apis/batch/v1/namespaces/training/jobs/{name}"
+        return Fault("kubernetes:batch/v1:Job", name, EFA_VERDICT, path=path)
+    return None
 
 
 def _job_of(stack: str, override: dict[str, str]) -> dict[str, Any]:
@@ -120,24 +149,24 @@ def test_the_stack_under_pulumi_up_fails_its_check_then_trains_then_replaces_the
     def up(**kwargs: Any):
         return deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append, **kwargs)
 
-    check, failed_uid = _efa_check(stack, override), None
-    if check is not None:  # 1. the check fails: pulumi up stops with its verdict, soon, and trains nothing
+    fault, failed_uid = _fault(stack, override), None
+    if fault is not None:  # 1. a check fails: pulumi up stops with its verdict, soon, and trains nothing
         with pytest.raises(CommandError) as failed:
-            up(override=override, transforms=[_failing(check)])
+            up(override=override, transforms=[fault.transform])
         returned = time.time()
-        failed_job = kubectl.api.request("GET", f"/apis/batch/v1/namespaces/training/jobs/{check}")
-        failed_uid = failed_job["metadata"]["uid"]
-        condition = true_conditions(failed_job)["Failed"]
+        failed_check = kubectl.api.request("GET", fault.path)
+        failed_uid = failed_check["metadata"]["uid"]
+        condition = true_conditions(failed_check)["Failed"]
         failed_at = calendar.timegm(time.strptime(condition["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ"))
         assert returned - failed_at < VERDICT_WITHIN_S, f"pulumi up ended {returned - failed_at:.0f} s after the check"
-        assert VERDICT in str(failed.value), str(failed.value)[-3000:]
+        assert fault.said in str(failed.value), str(failed.value)[-3000:]
         assert not _exists(kubectl, kind, job["name"]), f"{kind} {job['name']} created after a failed check"
 
-    first = up(override=override)  # 2. the check runs again (a new Job), passes, and the job trains
+    first = up(override=override)  # 2. the check runs again (a new object), passes, and the job trains
     assert first.summary.result == "succeeded", "\n".join(said)
-    if check is not None:
-        passed = kubectl.api.request("GET", f"/apis/batch/v1/namespaces/training/jobs/{check}")
-        assert "Complete" in true_conditions(passed)
+    if fault is not None:
+        passed = kubectl.api.request("GET", fault.path)
+        assert {"Complete", "Succeeded"} & set(true_conditions(passed)), passed.get("status")
         assert passed["metadata"]["uid"] != failed_uid
     replicas = job["replicas"]
     old = wait_for(f"{replicas} training pods run on {job['nodeGroup']}",
