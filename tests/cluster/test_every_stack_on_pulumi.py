@@ -17,11 +17,12 @@ not fit in make test's ten minutes; make test keeps the dev stack's first up, se
 """
 
 import calendar
+import copy
 import json
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,9 @@ from pulumi import ResourceTransformArgs, ResourceTransformResult
 from pulumi.automation import CommandError, OpType
 
 from eks_ddp.stack import stack_file
+from eks_ddp.stack.engine_rules import pulumi_kubernetes, updates
 from eks_ddp.stack.engine_rules.base import node_sources
-from eks_ddp.workloads.batch_jobs import FABRIC_CHECK_LABEL
+from eks_ddp.workloads.batch_jobs import FABRIC_CHECK_LABEL, REPLACE_UNREADY
 from tests import test_wheel
 from tests.cluster import deploy_local, local_cluster, nodes, objects, pulumi_inline
 from tests.cluster.conftest import settled, training, true_conditions, wait_for
@@ -48,6 +50,8 @@ makes the failed container's termination message (the KWOK stage stands in for i
 VERDICT_WITHIN_S = 60.0
 """docs/deploy.md: a failed check stops `pulumi up` with its verdict within a minute."""
 NEW_IMAGE = "eks-ddp-trainer:local-2"
+SETTLE_S = 15.0
+"""Long enough for the training operator to act on an updated PyTorchJob (it reconciles within a second here)."""
 TRAINING_KINDS = {"v1": "PyTorchJob", "v2": "TrainJob", "none": "Job"}
 
 
@@ -238,3 +242,95 @@ def test_the_installed_wheel_deploys_the_program_from_a_project_outside_the_repo
              timeout_s=180)
     assert run("destroy") == {"delete": created["create"]}
     assert not (held(kubectl.api) - before), sorted(held(kubectl.api) - before)
+
+
+def _without_replacement(kind: str):
+    """A transform planting the defect the rehearsal's `updates` rule exists for: the training object loses
+    `replaceOnChanges` (and `deleteBeforeReplace`)."""
+    def transform(args: ResourceTransformArgs) -> ResourceTransformResult | None:
+        if args.props.get("kind") != kind:
+            return None
+        opts = copy.copy(args.opts)
+        opts.replace_on_changes, opts.delete_before_replace = None, None
+        return ResourceTransformResult(dict(args.props), opts)
+
+    return transform
+
+
+@pytest.mark.parametrize("deploy", [("dev", "v1")], indirect=True, ids=["dev-v1"])
+def test_the_rehearsals_update_rule_agrees_with_the_real_provider_on_a_job_updated_in_place(deploy) -> None:
+    """stack/engine_rules/updates.py stays as a fast pre-check (the rehearsal of a user's own program): a PyTorchJob
+    without `replaceOnChanges` is a finding there, and here Pulumi's own provider updates it in place and the training
+    operator leaves the old pods running on the old image, as the finding says."""
+    running, workspace, binaries, override = deploy
+    plane, kubectl, said = running.control_plane, running.kubectl, []
+    stack, changed = workspace.stack, {**override, "eks-ddp:image": NEW_IMAGE}
+
+    before, after = (local_cluster.deployment_of(stack, values) for values in (override, changed))
+    planted = replace(after, registrations=[
+        replace(r, replace_on_changes=[], delete_before_replace=False) if r.inputs.get("kind") == "PyTorchJob" else r
+        for r in after.registrations
+    ])
+    (finding,) = updates.unapplied_pod_changes(before, planted)
+    assert finding.resource.startswith("PyTorchJob ") and finding.key == "replaceOnChanges"
+
+    assert deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append,
+                                  override=override).summary.result == "succeeded", "\n".join(said)
+    replicas = _job_of(stack, override)["replicas"]
+    old = wait_for("the training pods run", lambda: (pods := _training_pods(kubectl, stack, override))
+                   and len(pods) >= replicas and pods, timeout_s=180)
+    updated = deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append, override=changed,
+                                     transforms=[_without_replacement("PyTorchJob")])
+    lines = [line for line in updated.stdout.splitlines() if "kubeflow.org/v1:PyTorchJob" in line]
+    assert any("updated" in line for line in lines) and not any("replac" in line for line in lines), lines
+    time.sleep(SETTLE_S)  # what the operator would do, it does within this
+    pods = _training_pods(kubectl, stack, override)
+    assert {p["metadata"]["uid"] for p in pods} == {p["metadata"]["uid"] for p in old}
+    assert {c["image"] for p in pods for c in p["spec"]["containers"]} != {NEW_IMAGE}
+    deploy_local.pulumi_destroy(workspace, binaries, said.append)
+
+
+def _without_replace_unready(name: str):
+    """A transform planting the defect the rehearsal's fabric-gate rule finds: the check Job loses
+    `pulumi.com/replaceUnready`."""
+    def transform(args: ResourceTransformArgs) -> ResourceTransformResult | None:
+        props = dict(args.props)
+        metadata = props.get("metadata")
+        if args.type_ != "kubernetes:batch/v1:Job" or not isinstance(metadata, dict) or metadata.get("name") != name:
+            return None
+        notes = {k: v for k, v in (metadata.get("annotations") or {}).items() if k != REPLACE_UNREADY}
+        return ResourceTransformResult({**props, "metadata": {**metadata, "annotations": notes}}, args.opts)
+
+    return transform
+
+
+@pytest.mark.parametrize("deploy", [("dev", "v1")], indirect=True, ids=["dev-v1"])
+def test_the_rehearsals_gate_rule_agrees_with_the_real_engine_on_a_check_that_is_not_run_again(deploy) -> None:
+    """stack/engine_rules/pulumi_kubernetes.py's fabric-gate rule stays as a fast pre-check: an EFA check Job without
+    `pulumi.com/replaceUnready` is a finding there ("awaits the failed object again"), and here, after the check
+    failed, Pulumi's own engine and provider await the same failed Job again on the next `pulumi up`, which fails
+    again without running the check."""
+    running, workspace, binaries, override = deploy
+    plane, kubectl, said = running.control_plane, running.kubectl, []
+    fault = _fault(workspace.stack, override)
+    assert fault is not None and fault.type_ == "kubernetes:batch/v1:Job"
+
+    deployment = local_cluster.deployment_of(workspace.stack, override)
+    (check,) = [r for r in deployment.kubernetes_objects() if r.inputs["metadata"]["name"] == fault.name
+                and r.inputs["kind"] == "Job"]
+    metadata = check.inputs["metadata"]
+    notes = {k: v for k, v in metadata["annotations"].items() if k != REPLACE_UNREADY}
+    planted = replace(check, inputs={**check.inputs, "metadata": {**metadata, "annotations": notes}})
+    assert "the next pulumi up awaits the failed object again instead of running the check again" in (
+        pulumi_kubernetes.gate_problems(deployment, planted))
+
+    stale = _without_replace_unready(fault.name)
+    with pytest.raises(CommandError):
+        deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append, override=override,
+                               transforms=[fault.transform, stale])
+    failed_uid = kubectl.api.request("GET", fault.path)["metadata"]["uid"]
+    with pytest.raises(CommandError) as again:  # the fault is gone: a check run again would pass
+        deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append, override=override, transforms=[stale])
+    assert kubectl.api.request("GET", fault.path)["metadata"]["uid"] == failed_uid
+    assert EFA_VERDICT in str(again.value), str(again.value)[-3000:]
+    deploy_local.pulumi_destroy(workspace, binaries, said.append)
