@@ -40,11 +40,23 @@ def release(
         version=None if local_chart else version,
         repository_opts=None if oci or local_chart else {"repo": repository},
         namespace=namespace,
-        create_namespace=namespace != "kube-system",
+        create_namespace=False,  # helm uninstall leaves a namespace it created: `namespace()` makes one Pulumi deletes
         values=dict(values),
         atomic=True,
         cleanup_on_fail=True,
         timeout=HELM_TIMEOUT_SECONDS,
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=list(depends_on)),
+    )
+
+
+def namespace(name: str, parent: pulumi.Resource, provider: k8s.Provider, namespace_name: str,
+              depends_on: Sequence[pulumi.Resource] = ()) -> k8s.core.v1.Namespace:
+    """A release's own namespace as a resource of the stack, which its releases depend on: `pulumi destroy` then
+    deletes it after them (Helm's `createNamespace` makes one that `helm uninstall` leaves behind, with its
+    ServiceAccount and root CA ConfigMap: found by the real `pulumi destroy` on the engines)."""
+    return k8s.core.v1.Namespace(
+        name,
+        metadata={"name": namespace_name},
         opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=list(depends_on)),
     )
 

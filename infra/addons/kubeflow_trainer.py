@@ -38,6 +38,7 @@ class KubeflowTrainer(pulumi.ComponentResource):
             "jobset": {"install": True, "controller": {"nodeSelector": SYSTEM_LABEL}},
             "runtimes": {"defaultEnabled": False},
         }
+        namespace = helm.namespace(f"{name}-namespace", self, args["provider"], NAMESPACE, waits_for(opts))
         self.release = helm.release(
             f"{name}-chart",
             self,
@@ -45,7 +46,7 @@ class KubeflowTrainer(pulumi.ComponentResource):
             versions.KUBEFLOW_TRAINER_CHART,
             NAMESPACE,
             values,
-            waits_for(opts),
+            [namespace],
             local_chart=args.get("chart_folder"),
         )
         self.register_outputs({})

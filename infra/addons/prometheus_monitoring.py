@@ -170,8 +170,9 @@ class PrometheusMonitoring(pulumi.ComponentResource):
         managed = args.get("managed_prometheus")
         if managed is not None:
             values, self.workspace_endpoint = self._workspace(name, managed, values)
+        namespace = helm.namespace(f"{name}-namespace", self, provider, NAMESPACE, after)
         self.release = helm.release(
-            f"{name}-stack", self, provider, versions.KUBE_PROMETHEUS_STACK_CHART, NAMESPACE, values, after
+            f"{name}-stack", self, provider, versions.KUBE_PROMETHEUS_STACK_CHART, NAMESPACE, values, [namespace]
         )
         if "gpu_node_taints" in args:
             helm.release(
