@@ -271,7 +271,7 @@ def cluster_for(workspace: Workspace, binaries: dict[str, Path], override: dict[
     if any_alive(workspace.cluster) and plane.kubeconfig.exists():
         return plane, Kubectl(binaries["kube"], plane.kubeconfig), False
     shutil.rmtree(workspace.backend, ignore_errors=True)
-    cluster = local_cluster.start(workspace.stack, binaries, runs=RUNS, wait_s=local_cluster.CLI_WAIT_S)
+    cluster = local_cluster.start(workspace.stack, binaries, runs=workspace.runs, wait_s=local_cluster.CLI_WAIT_S)
     deployment = local_cluster.deployment_of(workspace.stack, override)
     cluster.kubectl.apply(nodes.nodes(node_sources(deployment)))
     return cluster.control_plane, cluster.kubectl, True

@@ -48,6 +48,8 @@ CASES = [("dev", "v1"), ("dev", "v2"), ("dev", "none"), ("gpu", "v1"), ("gpu", "
 EFA_VERDICT = "EFA CHECK FAILED (client: no pingpong with eks-ddp-efa-check-0.eks-ddp-efa-check in 900 s)"
 """The check's last log line when its peer never answers (workloads/batch_jobs.py FABRIC_SCRIPT), which the kubelet
 makes the failed container's termination message (the KWOK stage stands in for it)."""
+CHECKED = {"dev", "gpu"}
+"""The stacks whose training groups have EFA, so a fabric check gates their training (workshop's have none)."""
 VERDICT_WITHIN_S = 60.0
 """docs/deploy.md: a failed check stops `pulumi up` with its verdict within a minute."""
 NEW_IMAGE = "eks-ddp-trainer:local-2"
@@ -102,7 +104,8 @@ class Fault:
 def _fault(stack: str, override: dict[str, str]) -> Fault | None:
     """The stack's last fabric check made to fail (the NCCL check where there is one, else the EFA check): the
     checks before it pass. None without a check."""
-    registrations = local_cluster.deployment_of(stack, override).registrations
+    deployed = {**override, "eks-ddp:fabricCheckImage": deploy_local.FABRIC_CHECK_IMAGE}  # as deploy_config sets it
+    registrations = local_cluster.deployment_of(stack, deployed).registrations
     checks = {r.sent["kind"]: r.sent["metadata"]["name"] for r in registrations if r.type.startswith("kubernetes:")
               and FABRIC_CHECK_LABEL in (r.sent.get("metadata", {}).get("labels") or {})}
     if "MPIJob" in checks:
@@ -165,6 +168,7 @@ def test_the_stack_under_pulumi_up_fails_its_check_then_trains_then_replaces_the
         return deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append, **kwargs)
 
     fault, failed_uid = _fault(stack, override), None
+    assert (fault is not None) == (stack in CHECKED), f"{stack}: fabric check {fault}"
     if fault is not None:  # 1. a check fails: pulumi up stops with its verdict, soon, and trains nothing
         with pytest.raises(CommandError) as failed:
             up(override=override, transforms=[fault.transform])
