@@ -245,16 +245,19 @@ class OperatorRunner:
                 try:
                     operators.start(self.plane, self.kubectl, self.binaries, operator, deployment)
                     print(f"    [local cluster] {operator.engine} runs as Deployment {operator.deployment}", flush=True)
-                except operators.OperatorError as error:
-                    self.errors.append(str(error))
+                except Exception as error:  # noqa: BLE001 - kept for the caller: a dead thread would hide it
+                    self.errors.append(f"{operator.engine}: {type(error).__name__}: {error}")
             self._stop.wait(POLL_S)
 
     def _webhook_served(self, operator: operators.Operator) -> bool:
-        """Its webhook's Service exists (Pulumi may create it after the Deployment), or it has none."""
+        """Its webhook's Service and certificate Secret exist (Pulumi may create them after the Deployment, and the
+        kubelet starts no container before the Secret its volume names exists), or it has none."""
         if operator.webhook is None:
             return True
-        services = self.kubectl.api.items(f"/api/v1/namespaces/{operator.namespace}/services")
-        return any(service["metadata"]["name"] == operator.webhook.service for service in services)
+        namespace = f"/api/v1/namespaces/{operator.namespace}"
+        services = {item["metadata"]["name"] for item in self.kubectl.api.items(f"{namespace}/services")}
+        secrets = {item["metadata"]["name"] for item in self.kubectl.api.items(f"{namespace}/secrets")}
+        return operator.webhook.service in services and operator.webhook.secret in secrets
 
 
 def running_operators(plane: ControlPlane) -> set[str]:

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from tests.cluster.api import ApiError
 from tests.cluster.control_plane import LOOPBACK, POLL_S, ControlPlane, free_port
 from tests.cluster.egress_proxy import add_route
 from tests.cluster.kubectl import Kubectl
@@ -223,8 +224,14 @@ def _serves_every_path(port: int, ca: bytes, paths: list[str]) -> bool:
 
 
 def _filled_secret(kubectl: Kubectl, namespace: str, name: str) -> dict[str, bytes] | None:
-    """The Secret's data once the rotator wrote a certificate into it (the chart's may hold empty keys)."""
-    data = kubectl.api.read("v1", "Secret", name, namespace).get("data") or {}
+    """The Secret's data once the rotator wrote a certificate into it (the chart's may hold empty keys; `pulumi up`
+    may create the Secret after the Deployment)."""
+    try:
+        data = kubectl.api.read("v1", "Secret", name, namespace).get("data") or {}
+    except ApiError as error:
+        if error.status == 404:
+            return None
+        raise
     if not data.get("tls.crt"):
         return None
     return {key: base64.b64decode(value) for key, value in data.items()}

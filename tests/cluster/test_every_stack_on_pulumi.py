@@ -350,3 +350,29 @@ def test_the_rehearsals_gate_rule_agrees_with_the_real_engine_on_a_check_that_is
     assert kubectl.api.request("GET", fault.path)["metadata"]["uid"] == failed_uid
     assert EFA_VERDICT in str(again.value), str(again.value)[-3000:]
     deploy_local.pulumi_destroy(workspace, binaries, said.append)
+
+
+@pytest.mark.parametrize("deploy", [("dev", "v2")], indirect=True, ids=["dev-v2"])
+def test_the_rehearsals_immutable_rule_agrees_with_the_real_api_server_on_a_trainjob_updated_in_place(deploy) -> None:
+    """stack/engine_rules/pulumi_kubernetes.py's `immutable` rule stays as a fast pre-check: a TrainJob without
+    `replaceOnChanges` is a finding there, and here the real provider updates it in place, which the Trainer CRD's
+    own validation refuses (its spec is immutable), failing `pulumi up`."""
+    running, workspace, binaries, override = deploy
+    plane, kubectl, said = running.control_plane, running.kubectl, []
+    stack, changed = workspace.stack, {**override, "eks-ddp:image": NEW_IMAGE}
+
+    deployment = local_cluster.deployment_of(stack, changed)
+    planted = replace(deployment, registrations=[
+        replace(r, replace_on_changes=[], delete_before_replace=False) if r.inputs.get("kind") == "TrainJob" else r
+        for r in deployment.registrations
+    ])
+    (finding,) = pulumi_kubernetes.immutable_specs_replaced(planted)
+    assert finding.resource.startswith("TrainJob ") and finding.key == "replaceOnChanges"
+
+    assert deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append,
+                                  override=override).summary.result == "succeeded", "\n".join(said)
+    with pytest.raises(CommandError) as refused:
+        deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append, override=changed,
+                               transforms=[_without_replacement("TrainJob")])
+    assert "immutable" in str(refused.value), str(refused.value)[-3000:]
+    deploy_local.pulumi_destroy(workspace, binaries, said.append)
