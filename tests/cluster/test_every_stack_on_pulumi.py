@@ -3,8 +3,8 @@
 
 1. a fabric check made to fail (the NCCL check on a GPU stack, the EFA check on dev) stops `pulumi up` within a
    minute of its verdict, with the verdict in the message, and no training job is created;
-2. the next `pulumi up` runs the check again, and once it passes creates the training job, whose pods run on the
-   job's group;
+2. the next `pulumi up` of the same program runs the check again (a new object, which fails again while the fabric
+   is broken), and once it passes creates the training job, whose pods run on the job's group;
 3. a second `pulumi up` changes nothing;
 4. `pulumi preview --diff` after a change to the job's pods (a new image) shows the training object replaced, and
    `pulumi up` performs it: the old pods go, new ones start on the new image and resume the same run (the same
@@ -101,11 +101,15 @@ class Fault:
         return ResourceTransformResult(props, args.opts)
 
 
+def _deployed(stack: str, override: dict[str, str]):
+    """The stack's registrations under the mocks with the fabric check's image deploy_config gives it."""
+    return local_cluster.deployment_of(stack, {**override, "eks-ddp:fabricCheckImage": deploy_local.FABRIC_CHECK_IMAGE})
+
+
 def _fault(stack: str, override: dict[str, str]) -> Fault | None:
     """The stack's last fabric check made to fail (the NCCL check where there is one, else the EFA check): the
     checks before it pass. None without a check."""
-    deployed = {**override, "eks-ddp:fabricCheckImage": deploy_local.FABRIC_CHECK_IMAGE}  # as deploy_config sets it
-    registrations = local_cluster.deployment_of(stack, deployed).registrations
+    registrations = _deployed(stack, override).registrations
     checks = {r.sent["kind"]: r.sent["metadata"]["name"] for r in registrations if r.type.startswith("kubernetes:")
               and FABRIC_CHECK_LABEL in (r.sent.get("metadata", {}).get("labels") or {})}
     if "MPIJob" in checks:
@@ -180,8 +184,15 @@ def test_the_stack_under_pulumi_up_fails_its_check_then_trains_then_replaces_the
         assert returned - failed_at < VERDICT_WITHIN_S, f"pulumi up ended {returned - failed_at:.0f} s after the check"
         assert fault.said in str(failed.value), str(failed.value)[-3000:]
         assert not _exists(kubectl, kind, job["name"]), f"{kind} {job['name']} created after a failed check"
+        # The same program again (the fabric still broken): the check runs again, a new object, not the failed one
+        # awaited again (pulumi.com/replaceUnready), and fails again.
+        with pytest.raises(CommandError):
+            up(override=override, transforms=[fault.transform])
+        rerun_uid = kubectl.api.request("GET", fault.path)["metadata"]["uid"]
+        assert rerun_uid != failed_uid, "the failed check was awaited again, not run again"
+        failed_uid = rerun_uid
 
-    first = up(override=override)  # 2. the check runs again (a new object), passes, and the job trains
+    first = up(override=override)  # 2. the fabric mended: the check runs again, passes, and the job trains
     assert first.summary.result == "succeeded", "\n".join(said)
     if fault is not None:
         passed = kubectl.api.request("GET", fault.path)
@@ -324,14 +335,14 @@ def _without_replace_unready(name: str):
 def test_the_rehearsals_gate_rule_agrees_with_the_real_engine_on_a_check_that_is_not_run_again(deploy) -> None:
     """stack/engine_rules/pulumi_kubernetes.py's fabric-gate rule stays as a fast pre-check: an EFA check Job without
     `pulumi.com/replaceUnready` is a finding there ("awaits the failed object again"), and here, after the check
-    failed, Pulumi's own engine and provider await the same failed Job again on the next `pulumi up`, which fails
-    again without running the check."""
+    failed, Pulumi's own engine and provider await the same failed Job again on the next `pulumi up` of the same
+    program, which fails again without running the check (a change to the Job's pods would replace it anyway)."""
     running, workspace, binaries, override = deploy
     plane, kubectl, said = running.control_plane, running.kubectl, []
     fault = _fault(workspace.stack, override)
     assert fault is not None and fault.type_ == "kubernetes:batch/v1:Job"
 
-    deployment = local_cluster.deployment_of(workspace.stack, override)
+    deployment = _deployed(workspace.stack, override)
     (check,) = [r for r in deployment.kubernetes_objects() if r.inputs["metadata"]["name"] == fault.name
                 and r.inputs["kind"] == "Job"]
     metadata = check.inputs["metadata"]
@@ -340,15 +351,16 @@ def test_the_rehearsals_gate_rule_agrees_with_the_real_engine_on_a_check_that_is
     assert "the next pulumi up awaits the failed object again instead of running the check again" in (
         pulumi_kubernetes.gate_problems(deployment, planted))
 
-    stale = _without_replace_unready(fault.name)
+    planted_defect = [fault.transform, _without_replace_unready(fault.name)]
     with pytest.raises(CommandError):
         deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append, override=override,
-                               transforms=[fault.transform, stale])
+                               transforms=planted_defect)
     failed_uid = kubectl.api.request("GET", fault.path)["metadata"]["uid"]
-    with pytest.raises(CommandError) as again:  # the fault is gone: a check run again would pass
-        deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append, override=override, transforms=[stale])
+    with pytest.raises(CommandError) as again:  # the same program: the failed Job awaited again, not run again
+        deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append, override=override,
+                               transforms=planted_defect)
     assert kubectl.api.request("GET", fault.path)["metadata"]["uid"] == failed_uid
-    assert EFA_VERDICT in str(again.value), str(again.value)[-3000:]
+    assert "BackoffLimitExceeded" in str(again.value), str(again.value)[-3000:]
     deploy_local.pulumi_destroy(workspace, binaries, said.append)
 
 
