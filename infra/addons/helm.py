@@ -25,10 +25,13 @@ def release(
     values: Mapping[str, Any],
     depends_on: Sequence[pulumi.Resource] = (),
     local_chart: str | None = None,
+    create_namespace: bool = False,
 ) -> k8s.helm.v3.Release:
     """A helm.v3.Release: a plain resource whose chart, version and values show in previews. `local_chart` is a
     folder holding that chart as its release packaged it (dependencies in charts/), installed instead of the
-    registry's: Helm then reads no repository, and the chart's own Chart.yaml says its version."""
+    registry's: Helm then reads no repository, and the chart's own Chart.yaml says its version. `create_namespace`
+    has Helm make the namespace, which `helm uninstall` (and so `pulumi destroy`) leaves behind: `namespace()` makes
+    one the stack owns."""
     chart_name, version, repository = chart
     # An OCI registry is named in the chart reference itself; Helm refuses it as a repository URL.
     oci = repository.startswith("oci://")
@@ -40,7 +43,7 @@ def release(
         version=None if local_chart else version,
         repository_opts=None if oci or local_chart else {"repo": repository},
         namespace=namespace,
-        create_namespace=False,  # helm uninstall leaves a namespace it created: `namespace()` makes one Pulumi deletes
+        create_namespace=create_namespace,
         values=dict(values),
         atomic=True,
         cleanup_on_fail=True,
@@ -49,14 +52,23 @@ def release(
     )
 
 
+POD_SECURITY = {
+    "pod-security.kubernetes.io/enforce": "baseline",
+    "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+}
+"""A release namespace's Pod Security Admission levels: operators' controllers need nothing baseline forbids."""
+
+
 def namespace(name: str, parent: pulumi.Resource, provider: k8s.Provider, namespace_name: str,
               depends_on: Sequence[pulumi.Resource] = ()) -> k8s.core.v1.Namespace:
     """A release's own namespace as a resource of the stack, which its releases depend on: `pulumi destroy` then
     deletes it after them (Helm's `createNamespace` makes one that `helm uninstall` leaves behind, with its
-    ServiceAccount and root CA ConfigMap: found by the real `pulumi destroy` on the engines)."""
+    ServiceAccount and root CA ConfigMap: found by the real `pulumi destroy` on the engines). It enforces the baseline
+    Pod Security Standard, and warns and audits at restricted."""
     return k8s.core.v1.Namespace(
         name,
-        metadata={"name": namespace_name},
+        metadata={"name": namespace_name, "labels": dict(POD_SECURITY)},
         opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=list(depends_on)),
     )
 

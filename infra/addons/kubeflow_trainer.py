@@ -46,7 +46,7 @@ class KubeflowTrainer(pulumi.ComponentResource):
             versions.KUBEFLOW_TRAINER_CHART,
             NAMESPACE,
             values,
-            [namespace],
+            [*waits_for(opts), namespace],
             local_chart=args.get("chart_folder"),
         )
         self.register_outputs({})

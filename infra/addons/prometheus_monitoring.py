@@ -170,10 +170,10 @@ class PrometheusMonitoring(pulumi.ComponentResource):
         managed = args.get("managed_prometheus")
         if managed is not None:
             values, self.workspace_endpoint = self._workspace(name, managed, values)
-        namespace = helm.namespace(f"{name}-namespace", self, provider, NAMESPACE, after)
-        self.release = helm.release(
-            f"{name}-stack", self, provider, versions.KUBE_PROMETHEUS_STACK_CHART, NAMESPACE, values, [namespace]
-        )
+        # Helm makes the namespace, privileged (unlabelled): the node exporter needs the host's network, PIDs and
+        # paths, which baseline forbids; `pulumi destroy` leaves it (docs/deploy.md, "Destroy").
+        self.release = helm.release(f"{name}-stack", self, provider, versions.KUBE_PROMETHEUS_STACK_CHART, NAMESPACE,
+                                    values, after, create_namespace=True)
         if "gpu_node_taints" in args:
             helm.release(
                 f"{name}-dcgm",
@@ -183,11 +183,13 @@ class PrometheusMonitoring(pulumi.ComponentResource):
                 NAMESPACE,
                 dcgm_values(args["gpu_node_taints"]),
                 [self.release],
+                create_namespace=True,
             )
         efa = "efa_node_taints" in args
         if efa and args.get("efa_exporter_image"):
             values = efa_exporter_values(args["efa_exporter_image"], args["efa_node_taints"])  # type: ignore[arg-type]
-            helm.release(f"{name}-efa", self, provider, versions.NODE_EXPORTER_CHART, NAMESPACE, values, [self.release])
+            helm.release(f"{name}-efa", self, provider, versions.NODE_EXPORTER_CHART, NAMESPACE, values, [self.release],
+                         create_namespace=True)
         elif efa:
             pulumi.log.warn(
                 f"{COMPONENT} {name}: no EFA counters: set eks-ddp:efaExporterImage to an image built from "

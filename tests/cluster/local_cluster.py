@@ -228,7 +228,7 @@ def _install(
 
 def _with_faults(step: objects.Step, exit_codes: dict[str, int]) -> objects.Step:
     manifests_ = [
-        objects.exiting(m, exit_codes[m["metadata"]["name"]]) if m["metadata"].get("name") in exit_codes else m
+        objects.failing(m, exit_codes[m["metadata"]["name"]]) if m["metadata"].get("name") in exit_codes else m
         for m in step.manifests
     ]
     return replace(step, manifests=manifests_)

@@ -127,6 +127,17 @@ def stand_ins(deployment: Deployment) -> dict[str, list[dict[str, Any]]]:
     return dict(by_owner)
 
 
+def failing(manifest: dict[str, Any], code: int, message: str = "") -> dict[str, Any]:
+    """The object whose run ends with `code` (and `message`): an MPIJob's launcher, whose verdict the MPIJob's is
+    (a failed worker would leave it waiting: mpi-operator v0.8.0 creates the launcher once every worker is Ready, and
+    a failed pod is not), any other object's every pod."""
+    if manifest.get("kind") != "MPIJob":
+        return exiting(manifest, code, message)
+    specs = manifest["spec"]["mpiReplicaSpecs"]
+    launcher = exiting(specs["Launcher"], code, message)
+    return {**manifest, "spec": {**manifest["spec"], "mpiReplicaSpecs": {**specs, "Launcher": launcher}}}
+
+
 def exiting(manifest: dict[str, Any], code: int, message: str = "") -> dict[str, Any]:
     """The object with every pod template it has annotated to end with `code` (and termination `message`): a fault a
     test injects."""
