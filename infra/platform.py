@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 from eks_ddp.infra.addons.cloudwatch_observability import CloudWatchObservability
 from eks_ddp.infra.addons.cluster_autoscaler import ClusterAutoscaler
 from eks_ddp.infra.addons.efa_device_plugin import EfaDevicePlugin
-from eks_ddp.infra.addons.helm import tolerations
+from eks_ddp.infra.addons.helm import POD_SECURITY, tolerations
 from eks_ddp.infra.addons.karpenter import Karpenter
 from eks_ddp.infra.addons.karpenter_nodes import KarpenterNodePool, KarpenterNodePoolArgs
 from eks_ddp.infra.addons.karpenter_nodes import validate as validate_karpenter_shape
@@ -71,9 +71,7 @@ TRAINING_LABELS = {
     # root permissions step, with CHOWN and DAC_OVERRIDE, the GPU pre-flight's DCGM, and the NCCL check's sshd and
     # mpirun, all root); warn and audit at restricted, so any other pod that falls short of it is named
     # (workloads/security.py; tests/cluster/test_pod_security_on_engines.py asks the API server itself).
-    "pod-security.kubernetes.io/enforce": "baseline",
-    "pod-security.kubernetes.io/warn": "restricted",
-    "pod-security.kubernetes.io/audit": "restricted",
+    **POD_SECURITY,
 }
 
 

@@ -57,7 +57,9 @@ POD_SECURITY = {
     "pod-security.kubernetes.io/warn": "restricted",
     "pod-security.kubernetes.io/audit": "restricted",
 }
-"""A release namespace's Pod Security Admission levels: operators' controllers need nothing baseline forbids."""
+"""The Pod Security Admission levels of every namespace the stack makes: the training namespace's (its pods need more
+than restricted allows, infra/platform.py says which) and a release's (operators' controllers need nothing baseline
+forbids); any pod short of restricted is named in warnings and the audit log."""
 
 
 def namespace(name: str, parent: pulumi.Resource, provider: k8s.Provider, namespace_name: str,
