@@ -23,6 +23,7 @@ import copy
 import shutil
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import version as sdk_version
@@ -39,7 +40,7 @@ from eks_ddp.infra.facts import versions
 from eks_ddp.stack import config_paths, stack_file
 from eks_ddp.stack.engine_rules.base import node_sources
 from eks_ddp.stack.project_config import PROJECT, StackFileError
-from tests.cluster import charts, local_cluster, manifests, nodes, operators, pulumi_inline
+from tests.cluster import charts, local_cluster, manifests, nodes, operators, pulumi_inline, watchdog
 from tests.cluster.control_plane import POLL_S, ControlPlane, ControlPlaneError, any_alive, recorded, stop_recorded
 from tests.cluster.engines import build
 from tests.cluster.engines.build import BuildError
@@ -280,6 +281,19 @@ def cluster_for(workspace: Workspace, binaries: dict[str, Path], override: dict[
     return cluster.control_plane, cluster.kubectl, True
 
 
+COMMAND_BOUND_S = 300.0
+"""Longer than any command of a stack here takes (the gpu stack's first `pulumi up`: 111 s at most), shorter than
+pytest's timeout, so that a hang ends in a report (watchdog.bounded), not in the test's timeout."""
+
+
+def _bounded(workspace: Workspace, binaries: dict[str, Path], kubectl: Kubectl, command: str):
+    """watchdog.bounded for one Pulumi command of the workspace: its provider plugin, then its CLI."""
+    plugin = workspace.root / "provider" / f"pulumi-resource-{PROVIDER}"
+    cli = pulumi_command(workspace, binaries) / "bin" / "pulumi"
+    report = workspace.root / f"hung-{command.replace(' ', '-')}-{time.strftime('%H%M%S')}.txt"
+    return watchdog.bounded(f"{command} of {workspace.stack}", COMMAND_BOUND_S, [plugin, cli], kubectl, report)
+
+
 @contextmanager
 def operators_running(plane: ControlPlane, kubectl: Kubectl, binaries: dict[str, Path]) -> Iterator[None]:
     """While Pulumi applies: each operator Deployment it creates run as its engine's process (OperatorRunner);
@@ -304,7 +318,7 @@ def pulumi_up(workspace: Workspace, plane: ControlPlane, kubectl: Kubectl, binar
     on_output(f"==> pulumi up --yes (Pulumi {build.version(build.Engine.read(build.HERE / 'pulumi'))}, "
               f"pulumi-kubernetes {provider_version()} for the SDK's {sdk_version('pulumi-kubernetes')}, the program "
               f"inline; state in {workspace.backend})")
-    with operators_running(plane, kubectl, binaries):
+    with operators_running(plane, kubectl, binaries), _bounded(workspace, binaries, kubectl, "pulumi up"):
         return stack_of(workspace, binaries, transforms).up(on_output=on_output, color="never")
 
 
