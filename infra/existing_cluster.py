@@ -19,7 +19,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from eks_ddp.infra.aws.efa_node_group import NodeGroupShape, TrainingNodes
+from eks_ddp.infra.aws.efa_node_group import NodeGroupShape, TrainingNodes, sizes
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.infra.facts import instance_facts
@@ -123,11 +123,28 @@ def eks_facts(name: str, parent: pulumi.Resource) -> ClusterFacts:
 
 
 class ExistingNodeGroup(TrainingNodes):
-    """A node group that exists already: the facts its jobs are placed and sized by, and nothing created."""
+    """A node group that exists already: the facts its jobs are placed and sized by, and nothing created.
+
+    Its description is the component's input `described`, in a managed node group's words (`instanceType`, `labels`,
+    `taints`, `scalingConfig`, and `efaDevices` per node): so the state records what the stack assumed of the group,
+    a changed description shows in `pulumi preview --diff`, and the offline tools (cost, rehearsal, the local
+    cluster's nodes) read it as they read a group the stack makes."""
 
     def __init__(self, name: str, args: NodeGroupShape, opts: pulumi.ResourceOptions | None = None) -> None:
         instance = instance_facts.describe(args["instance_type"])  # EC2's, or the catalogue's (from_catalogue)
-        super().__init__("eksddp:index:ExistingNodeGroup", name, {}, opts)
         self._take_shape(args, instance, NodeLauncher.MANAGED_NODE_GROUP)
+        minimum, maximum, desired = sizes(args)
+        described = {
+            "instanceType": self.instance_type,
+            "labels": self.labels,
+            "taints": [dict(t) for t in self.taints],
+            "efaDevices": self.efa_interfaces,
+            "scalingConfig": {"minSize": minimum, "maxSize": maximum, "desiredSize": desired},
+        }
+        # Nested: Pulumi sets each input key as an Output attribute, which would hide `labels` and `taints`.
+        super().__init__(DESCRIBED_GROUP, name, {"described": described}, opts)
         self.security_group_id = self.placement_group_name = None
         self.register_outputs({})
+
+
+DESCRIBED_GROUP = "eksddp:index:ExistingNodeGroup"

@@ -4,7 +4,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, cast
 
 import pulumi
 import pulumi_aws as aws
@@ -26,7 +26,14 @@ from eks_ddp.infra.addons.nvidia_device_plugin import NvidiaDevicePlugin
 from eks_ddp.infra.addons.prometheus_monitoring import PrometheusMonitoring
 from eks_ddp.infra.addons.training_operator import OperatorKind, TrainingOperator, TrainingOperatorArgs
 from eks_ddp.infra.args import check_keys
-from eks_ddp.infra.aws.cluster import Cluster, ClusterArgs, ClusterOptions
+from eks_ddp.infra.aws.cluster import (
+    DEFAULT_SYSTEM_INSTANCE_TYPE,
+    GROUP_LABEL,
+    SYSTEM_LABEL,
+    Cluster,
+    ClusterArgs,
+    ClusterOptions,
+)
 from eks_ddp.infra.aws.cluster import validate as validate_cluster
 from eks_ddp.infra.aws.efa_node_group import (
     EfaNodeGroup,
@@ -206,8 +213,7 @@ def validate(
     existing = args.get("existing_cluster")
     if existing is not None:
         _validate_existing(args, existing)
-        if aws_side_problem(existing):  # reached without AWS: instance facts from the catalogue from here on
-            instance_facts.from_catalogue()
+        if aws_side_problem(existing):  # reached without AWS: the catalogue's instance facts
             describe = instance_facts.offline
     network = args.get("network", {})
     validate_network(network)
@@ -377,6 +383,8 @@ class TrainingPlatform(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TrainingPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate(name, args)
+        if "existing_cluster" in args and aws_side_problem(args["existing_cluster"]):
+            instance_facts.from_catalogue()  # for the rest of this program, its children and the jobs' included
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         tags = dict(args.get("tags", {}))
         self.service_account_roles = RoleAccess(args.get("service_account_roles", RoleAccess.POD_IDENTITY))
@@ -388,6 +396,8 @@ class TrainingPlatform(pulumi.ComponentResource):
         """The EKS cluster (None on an existing cluster)."""
         self.facts: ClusterFacts | None = None
         """What AWS-side parts read of the EKS cluster (None for a cluster given by kubeconfig)."""
+        self.system_nodes: ExistingNodeGroup | None = None
+        """An existing cluster's system nodes as described (`system_instance_type`, `system_node_count`)."""
         system: list[pulumi.Resource] = []
         """What add-ons on the system nodes wait for: the system node group, when the platform makes it."""
         if self.existing_cluster is None:
@@ -465,6 +475,16 @@ class TrainingPlatform(pulumi.ComponentResource):
         self.cluster_name = existing.get("eks_cluster_name", "")
         self.facts = eks_facts(self.cluster_name, self) if self.cluster_name else None
         self.karpenter = None
+        system_type = args.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE)
+        count = args.get("system_node_count", 2)
+        self.system_nodes = ExistingNodeGroup(
+            f"{name}-system",
+            cast(NodeGroupShape, {  # no zone: an existing group's is its own, and nothing here is placed by it
+                "name": SYSTEM_LABEL[GROUP_LABEL], "instance_type": system_type, "efa": False, "min_size": count,
+                "max_size": count, "desired_size": count,
+            }),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         self.node_groups = {
             shape.get("name", ""): ExistingNodeGroup(
                 f"{name}-{shape.get('name', '')}",

@@ -90,7 +90,7 @@ def _nodes(deployment: Deployment) -> list[Line]:
 def _node_count(source: NodeSource, needed: int) -> tuple[int, str]:
     if launcher_of(source) == NodeLauncher.KARPENTER:
         return needed, "Karpenter, while pods need them"
-    desired = int((source.registration.inputs.get("scalingConfig") or {}).get("desiredSize", 0))
+    desired = int(source.scaling.get("desiredSize", 0))
     return (needed, "scaled up for the pods") if needed > desired else (desired, "desired size")
 
 

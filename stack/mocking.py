@@ -7,6 +7,7 @@ dependencies) so tests can check the properties that matter.
 
 import asyncio
 import contextlib
+import contextvars
 import os
 import runpy
 import sys
@@ -237,7 +238,7 @@ def run_offline(
 
     `program` is a callable, or the path of a Python file run as the Pulumi CLI would run it (`__main__`, from its
     directory, which is first on the path). `config` holds full keys and the strings the CLI would pass.
-    Each call gets its own event loop, options and config, so calls do not leak into each other.
+    Each call gets its own event loop, options, config and context, so calls do not leak into each other.
     """
     asyncio.set_event_loop(asyncio.new_event_loop())
     pulumi.runtime.settings.reset_options()
@@ -246,8 +247,8 @@ def run_offline(
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=True, monitor=monitor)
     run = program if callable(program) else (lambda: _as_the_cli_runs(Path(program)))
-    with _no_stack_traces():
-        pulumi.runtime.test(run)()
+    with _no_stack_traces():  # in a context of its own: a program's context variables (instance_facts) stay its own
+        contextvars.copy_context().run(pulumi.runtime.test(run))
     return sorted(monitor.registrations, key=lambda registration: (registration.type, registration.name))
 
 

@@ -133,7 +133,11 @@ def _eks_ddp_config(program: Program, stack: str, override: dict[str, str]) -> S
 def where_it_runs(region: str, config: StackConfig | None) -> str:
     """What the ids assume: the region and zones, the Kubernetes version, and the account, which the mocks invent."""
     parts = [f"Region {region}"]
-    if config is not None:
+    existing = config.platform.get("existing_cluster") if config is not None else None
+    if existing is not None:  # its zones and version are its own, and unknown offline
+        target = existing.get("eks_cluster_name") or "the kubeconfig's cluster"
+        parts.append(f"onto {target}, made elsewhere")
+    elif config is not None:
         network = config.platform.get("network", {})
         zones = network.get("availability_zones") or list(network.get("existing_private_subnet_ids", {}))
         version = config.platform.get("kubernetes_version", DEFAULT_KUBERNETES_VERSION)

@@ -180,26 +180,25 @@ def rehearse_values(
     return findings_of(first, second, config.region, today or date.today(), changed)
 
 
-# Every autoscaler and operator a stack file could switch to: what each adds must wait for what it names.
-VARIANTS = [
-    {"autoscaler": autoscaler, "trainingOperator": operator}
-    for autoscaler in ("cluster-autoscaler", "karpenter")
-    for operator in ("v1", "v2", "none")
-]
+def variants(values: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Every autoscaler and operator a stack file could switch to (what each adds must wait for what it names): on a
+    cluster made elsewhere, whose groups keep what scales them, the operators alone (`autoscaler` none); an elastic
+    job runs only under v1."""
+    autoscalers = ("none",) if values.get("existingCluster") else ("cluster-autoscaler", "karpenter")
+    operators = ("v1",) if "elasticMinReplicas" in (values.get("job") or {}) else ("v1", "v2", "none")
+    return [{"autoscaler": autoscaler, "trainingOperator": operator}
+            for autoscaler in autoscalers for operator in operators]
 
 
 def dependencies_elsewhere(
     program: Program, stack: str, values: dict[str, Any], override: dict[str, str], warnings: Warnings | None = None
 ) -> list[str]:
     """The dependency rule (what each variant adds, Karpenter's resources for one, must wait for what it names) of a
-    stack file under every other VARIANT it can take (an elastic job runs only under v1, so its
-    other operators are not rehearsed); rehearse checks it as written."""
+    stack file under every other of its `variants`; rehearse checks it as written."""
     findings: list[str] = []
-    written = written_variant(values)
-    elastic = "elasticMinReplicas" in (values.get("job") or {})
     region = program.region(stack, override)
-    for variant in VARIANTS:
-        if variant == written or (elastic and variant["trainingOperator"] != "v1"):
+    for variant in variants(values):
+        if variant == written_variant(values):
             continue
         keys = {f"{PROJECT}:{key}": value for key, value in variant.items()}
         with _under(warnings, variant):
@@ -257,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         for stack in args.stack or []:
             if program.stacks():  # a program without stack files runs with no config under any name
                 stack_file.stack_path(stack, program.directory)
-        steps = ", updates, dependencies under 6 variants" if configured_by_eks_ddp(program) else ""
+        ours = configured_by_eks_ddp(program)
     except (FileNotFoundError, StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -265,8 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     warned: dict[str, list[tuple[str, str]]] = {}
     summaries, broken = [], 0
     for stack in args.stack or program.stacks() or ["offline"]:
-        started, warnings = time.perf_counter(), Warnings()
+        started, warnings, steps = time.perf_counter(), Warnings(), ""
         try:
+            values = stack_file.load(stack, program.directory)[0] if ours else {}
+            steps = f", updates, dependencies under {len(variants(values))} variants" if ours else ""
             findings, status = rehearse(stack, root, args.on, warnings=warnings), ""
         except (FileNotFoundError, ConfigError, InvalidArgument, StackFileError) as error:
             findings, status = [f"config: {error}"], "its config is refused (the line above)"

@@ -181,6 +181,12 @@ def shape_of(args: NodeGroupShape) -> NodeGroupShape:
     return cast(NodeGroupShape, {key: value for key, value in args.items() if key in NodeGroupShape.__annotations__})
 
 
+def sizes(shape: NodeGroupShape) -> tuple[int, int, int]:
+    """The group's (min_size, max_size, desired_size), with their defaults: 0, 2 and min_size."""
+    minimum = shape.get("min_size", 0)
+    return minimum, shape.get("max_size", 2), shape.get("desired_size", minimum)
+
+
 def placement_facts(shape: NodeGroupShape, instance: InstanceType) -> tuple[int, dict[str, str], list[Taint]]:
     """EFA devices per node (what a pod requests), node labels (its selector) and taints (its tolerations)."""
     efa = shape.get("efa", True)
@@ -247,8 +253,7 @@ def validate_shape(args: NodeGroupShape, instance: InstanceType, zoned: bool = T
         raise InvalidArgument(
             COMPONENT, "availability_zone", args.get("availability_zone"), "name one zone, such as us-east-1a"
         )
-    minimum, maximum = args.get("min_size", 0), args.get("max_size", 2)
-    desired = args.get("desired_size", minimum)
+    minimum, maximum, desired = sizes(args)
     if maximum < 1:
         raise InvalidArgument(COMPONENT, "max_size", maximum, "use 1 or more")
     if not 0 <= minimum <= maximum:
@@ -386,7 +391,7 @@ class TrainingNodes(pulumi.ComponentResource):
     def _take_shape(self, args: NodeGroupShape, instance: InstanceType, launcher: NodeLauncher) -> None:
         """The facts workloads read, derived from the shape alone (so a job component derives the same ones)."""
         self.shape = {**shape_of(args), "launcher": launcher}
-        self.instance_type, self.instance, self.max_size = instance.name, instance, args.get("max_size", 2)
+        self.instance_type, self.instance, self.max_size = instance.name, instance, sizes(args)[1]
         self.efa_interfaces, self.labels, self.taints = placement_facts(args, instance)
 
 
@@ -438,7 +443,7 @@ class EfaNodeGroup(TrainingNodes):
             args.get("root_volume_gib", 100),
             **template,
         )
-        minimum = args.get("min_size", 0)
+        minimum, maximum, desired = sizes(args)
         self.node_group = aws.eks.NodeGroup(
             f"{name}-nodes",
             cluster_name=args["cluster_name"],
@@ -449,11 +454,7 @@ class EfaNodeGroup(TrainingNodes):
             release_version=args.get("release_version"),
             version=args.get("kubernetes_version"),
             capacity_type=capacity.value,
-            scaling_config={
-                "min_size": minimum,
-                "max_size": args.get("max_size", 2),
-                "desired_size": args.get("desired_size", minimum),
-            },
+            scaling_config={"min_size": minimum, "max_size": maximum, "desired_size": desired},
             launch_template=template_reference(launch_template),
             labels=self.labels,
             taints=[

@@ -1,11 +1,12 @@
 """What every rule reads: the registrations of one stack run, findings, and shared lookups."""
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any
 
 from eks_ddp.infra.aws.efa_node_group import KUBERNETES_EFFECT, TaintEffect
+from eks_ddp.infra.existing_cluster import DESCRIBED_GROUP
 from eks_ddp.infra.facts import catalogue
 from eks_ddp.infra.facts.allocatable import NodeLauncher, efa_hugepages_mib
 from eks_ddp.stack.mocking import Registration
@@ -150,6 +151,8 @@ class NodeSource:
     """Whether its nodes run an NVIDIA AMI (the device plugin must reach them)."""
     offers: dict[str, float]
     """Extended resources the autoscaler believes a node it has not launched yet will have."""
+    scaling: dict[str, int] = field(default_factory=dict)
+    """A group's `scalingConfig` (minSize, maxSize, desiredSize); empty for a NodePool."""
 
 
 SUFFIXES = {
@@ -193,6 +196,7 @@ def _managed(deployment: Deployment, node_group: Registration) -> NodeSource:
         efa_interface_count(template),
         "NVIDIA" in node_group.inputs.get("amiType", ""),
         _announced(deployment, node_group),
+        dict(node_group.inputs.get("scalingConfig") or {}),
     )
 
 
@@ -277,11 +281,26 @@ def runtime_of(deployment: Deployment, trainjob: Registration) -> dict[str, Any]
     )
 
 
+def _described(group: Registration) -> NodeSource:
+    """A group of a cluster made elsewhere, as the stack describes it (infra/existing_cluster.ExistingNodeGroup): its
+    nodes exist already, and offer what their kubelets and device plugins advertise (node_offer)."""
+    described = group.inputs["described"]
+    instance_type = described["instanceType"]
+    facts = catalogue.lookup(instance_type)
+    labels = {**(described.get("labels") or {}), "node.kubernetes.io/instance-type": instance_type,
+              "kubernetes.io/arch": KUBERNETES_ARCH[facts.architecture.value] if facts else ""}
+    source = NodeSource(group, instance_type, labels, list(described.get("taints") or []),
+                        int(described.get("efaDevices", 0)), bool(facts and facts.gpus), {},
+                        dict(described.get("scalingConfig") or {}))
+    return replace(source, offers=_extended_offer(source))
+
+
 def node_sources(deployment: Deployment) -> list[NodeSource]:
-    """Every managed node group and every Karpenter NodePool of the stack."""
+    """Every managed node group, every Karpenter NodePool and every described group of an existing cluster."""
     return [
         *(_managed(deployment, g) for g in deployment.of_type("aws:eks/nodeGroup:NodeGroup")),
         *(_karpenter(deployment, p) for p in deployment.of_type("kubernetes:karpenter.sh/v1:NodePool")),
+        *(_described(g) for g in deployment.of_type(DESCRIBED_GROUP)),
     ]
 
 
@@ -298,14 +317,21 @@ def node_offer(source: NodeSource) -> dict[str, float]:
     if instance is None:
         return {}
     node = node_allocatable(instance, launcher_of(source), source.efa_devices)
-    offer = {"cpu": node.millicores, "memory": node.memory_mib, "pods": node.pods}
+    return {"cpu": node.millicores, "memory": node.memory_mib, "pods": node.pods, **_extended_offer(source)}
+
+
+def _extended_offer(source: NodeSource) -> dict[str, float]:
+    """What one node's device plugins advertise, and the EFA huge pages (in bytes, as pods ask)."""
+    instance = catalogue.lookup(source.instance_type)
+    if instance is None:
+        return {}
     extended = {
         EFA_RESOURCE: source.efa_devices,
         GPU_RESOURCE: instance.gpus,
         NEURON_RESOURCE: instance.neuron_devices,
-        "hugepages-2Mi": efa_hugepages_mib(instance) * 2**20 if source.efa_devices else 0,  # bytes, as pods ask
+        "hugepages-2Mi": efa_hugepages_mib(instance) * 2**20 if source.efa_devices else 0,
     }
-    return {**offer, **{name: count for name, count in extended.items() if count}}
+    return {name: count for name, count in extended.items() if count}
 
 
 def replicated_templates(deployment: Deployment, registration: Registration) -> list[tuple[dict[str, Any], int]]:

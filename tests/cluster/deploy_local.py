@@ -318,7 +318,7 @@ def pulumi_up(workspace: Workspace, plane: ControlPlane, kubectl: Kubectl, binar
     on_output(f"==> pulumi up --yes (Pulumi {build.version(build.Engine.read(build.HERE / 'pulumi'))}, "
               f"pulumi-kubernetes {provider_version()} for the SDK's {sdk_version('pulumi-kubernetes')}, the program "
               f"inline; state in {workspace.backend})")
-    with operators_running(plane, kubectl, binaries), _bounded(workspace, binaries, kubectl, "pulumi up"):
+    with _bounded(workspace, binaries, kubectl, "pulumi up"), operators_running(plane, kubectl, binaries):
         return stack_of(workspace, binaries, transforms).up(on_output=on_output, color="never")
 
 

@@ -53,6 +53,7 @@ from typing import Any
 
 from eks_ddp.infra.facts import catalogue
 from eks_ddp.infra.facts.allocatable import NodeLauncher
+from eks_ddp.stack import stack_file
 from eks_ddp.stack.engine_rules.base import launcher_of, node_offer
 from eks_ddp.stack.engine_rules.base import Deployment, NodeSource, node_sources, quantity
 from eks_ddp.stack.mocking import Registration
@@ -88,6 +89,13 @@ RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "Ro
 KWOK_RELEASE = "karpenter-kwok"
 """The release name the kwok chart's RBAC is rendered under: its objects never replace the AWS chart's."""
 READY_TIMEOUT_S = 90.0
+
+
+def stacks() -> list[str]:
+    """The shipped stack files that can take Karpenter: not one onto a cluster made elsewhere, whose groups keep
+    what scales them now (infra/platform.py refuses any autoscaler there)."""
+    return [stack for stack in stack_file.stacks(stack_file.ROOT)
+            if "existingCluster" not in stack_file.load(stack, stack_file.ROOT)[0]]
 
 
 # ---- The instance types: what EC2 would say, from our facts ----------------------------------------------------------

@@ -29,7 +29,7 @@ def initial_count(source: NodeSource) -> int:
     scheduler places every pod on what the group can reach. A NodePool's: none, Karpenter itself launches them."""
     if launcher_of(source) == NodeLauncher.KARPENTER:
         return 0
-    return int((source.registration.inputs.get("scalingConfig") or {}).get("maxSize", 0))
+    return int(source.scaling.get("maxSize", 0))
 
 
 def _quantities(values: dict[str, float]) -> dict[str, str]:

@@ -47,6 +47,9 @@ BASE = CLUSTER | SYSTEM | PROMETHEUS
 EXPECTED = {
     "cpu": BASE,
     "dev": BASE | EFA | FSX,
+    # A cluster made elsewhere: its own network add-ons and CoreDNS, its groups' sizes kept (no autoscaler); the EKS
+    # node monitoring agent (and the DCGM server it reads GPUs with) made beside it, as it is given by name.
+    "eksctl": PROMETHEUS | EFA | FSX | GPU | {"eks-node-monitoring-agent", "dcgm-server"},
     "gpu": BASE | EFA | FSX | GPU,
     "gpu-existing": BASE | EFA | FSX | GPU,
     "own-code": BASE | EFS,

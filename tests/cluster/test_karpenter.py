@@ -57,7 +57,7 @@ def _pools(deployment: Deployment) -> list[NodeSource]:
     return karpenter._pools(deployment)
 
 
-@pytest.mark.parametrize("stack", stack_file.stacks(stack_file.ROOT))
+@pytest.mark.parametrize("stack", karpenter.stacks())
 def test_the_instance_type_file_gives_our_allocatable_and_the_instances_vcpus(stack: str) -> None:
     """Every shipped stack's pools: the vCPUs as CPU (so limits count whole instances, as on EC2, scheduler.go
     subtractMax), and memory that leaves node_offer's once the kwok provider takes its 10Mi and the huge pages."""

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from eks_ddp.infra.addons.karpenter_nodes import interface_errors, label_errors
-from eks_ddp.stack import stack_file
 from tests.cluster import charts, karpenter, local_cluster
 from tests.cluster.conftest import OnEngines, wait_for
 from tests.cluster.engines import build
@@ -53,14 +52,14 @@ def test_every_stacks_node_classes_and_pools_are_admitted_and_what_the_cel_rules
     karpenter_api: Kubectl,
 ) -> None:
     refused, checked = {}, 0
-    for stack in stack_file.stacks(stack_file.ROOT):
+    for stack in karpenter.stacks():
         deployment = local_cluster.deployment_of(stack, KARPENTER)
         for registration in deployment.kubernetes_objects():
             if registration.inputs["kind"] in KINDS:
                 checked += 1
                 if why := _refusal(karpenter_api, dict(registration.sent)):
                     refused[f"{stack}: {registration.inputs['kind']} {registration.inputs['metadata']['name']}"] = why
-    assert checked >= 2 * len(stack_file.stacks(stack_file.ROOT)) and not refused, refused
+    assert checked >= 2 * len(karpenter.stacks()) and not refused, refused
 
     sent = {r.inputs["kind"]: dict(r.sent) for r in local_cluster.deployment_of("dev", KARPENTER).kubernetes_objects()
             if r.inputs["kind"] in KINDS}

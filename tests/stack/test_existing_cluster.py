@@ -2,12 +2,19 @@
 in one line naming the stack key."""
 
 import copy
+from datetime import date
 from typing import Any
 
+import pulumi
 import pytest
 
-from eks_ddp.stack import stack_file
+from eks_ddp.infra.facts.instance_facts import offline
+from eks_ddp.stack import cost, stack_file
 from eks_ddp.stack.config import ConfigError, parse
+from eks_ddp.stack.engine_rules import Deployment
+from eks_ddp.stack.mocked import run_under_mocks
+from eks_ddp.stack.mocking import RecordingMocks
+from eks_ddp.stack.rehearsal import variants
 from tests.stack.registered import registered
 
 DEV, REGION = stack_file.load("dev")
@@ -38,8 +45,18 @@ def test_a_cluster_given_by_kubeconfig_gets_only_kubernetes_objects() -> None:
     assert "kubernetes:kubeflow.org/v1:PyTorchJob" in types
     provider = next(r for r in registrations if r.type == "pulumi:providers:kubernetes")
     assert provider.sent["kubeconfig"]["value"] == KUBECONFIG  # a secret
-    groups = [r for r in registrations if r.type == "eksddp:index:ExistingNodeGroup"]
-    assert [g.name for g in groups] == ["eks-ddp-workers"]
+    groups = {r.name: r.inputs["described"] for r in registrations if r.type == "eksddp:index:ExistingNodeGroup"}
+    assert set(groups) == {"eks-ddp-system", "eks-ddp-workers"}
+    system, workers = DEV["nodeGroups"]
+    assert groups["eks-ddp-system"] == {
+        "instanceType": system["instanceType"], "labels": {"eks-ddp/node-group": "system"}, "taints": [],
+        "efaDevices": 0, "scalingConfig": {"minSize": 2, "maxSize": 2, "desiredSize": 2},
+    }
+    assert groups["eks-ddp-workers"]["instanceType"] == workers["instanceType"] == "c7g.16xlarge"
+    efa_group = {"eks-ddp/node-group": "workers", "vpc.amazonaws.com/efa.present": "true"}
+    assert groups["eks-ddp-workers"]["labels"] == efa_group
+    assert groups["eks-ddp-workers"]["efaDevices"] == 1  # c7g.16xlarge: one network card
+    assert groups["eks-ddp-workers"]["scalingConfig"] == {"minSize": 1, "maxSize": 6, "desiredSize": 2}
 
 
 @pytest.mark.parametrize(
@@ -93,3 +110,44 @@ def test_the_operators_install_from_local_files_where_no_registry_is_reached() -
     assert "version" not in release.sent and "repositoryOpts" not in release.sent
     (mpi,) = [r for r in registrations if r.type == "kubernetes:yaml/v2:ConfigFile" and "mpi-operator" in r.name]
     assert mpi.sent["file"] == manifest
+
+
+def test_the_eksctl_stack_file_prices_the_groups_it_describes_and_makes_nothing_of_a_cluster() -> None:
+    """Pulumi.eksctl.yaml (seed 003's eks-g4dn cluster): its described groups cost what they cost while they run,
+    at their desired sizes, priced from the catalogue independently of the estimate's own arithmetic."""
+    values, region = stack_file.load("eksctl")
+    registrations = registered(values, region)
+    made = {r.type for r in registrations}
+    assert not made & {"aws:eks/cluster:Cluster", "aws:ec2/vpc:Vpc", "aws:eks/nodeGroup:NodeGroup"}, made
+    deployer = "arn:aws:iam::123456789012:role/ci"
+    lines = cost.estimate(Deployment(registrations, region or "", deployer, date(2026, 11, 24)))
+    priced = {line.item.split(" (")[0]: (line.quantity, line.unit_hourly) for line in lines}
+    g4dn, c5 = offline("g4dn.metal").hourly_usd, offline("c5.2xlarge").hourly_usd
+    assert g4dn and c5
+    assert priced == {"ExistingNodeGroup eks-ddp-gpu": (2, g4dn), "ExistingNodeGroup eks-ddp-system": (1, c5)}
+    assert sum(line.hourly for line in lines) == pytest.approx(2 * g4dn + 1 * c5)
+
+
+def test_the_rehearsal_runs_an_existing_cluster_stack_only_under_what_it_takes() -> None:
+    values, _ = stack_file.load("eksctl")
+    assert {v["autoscaler"] for v in variants(values)} == {"none"}
+    assert {v["trainingOperator"] for v in variants(values)} == {"v1", "v2", "none"}
+    dev, _ = stack_file.load("dev")
+    assert len(variants(dev)) == 6 and len(variants(stack_file.load("workshop")[0])) == 2
+
+
+def test_a_cluster_given_by_kubeconfig_asks_aws_nothing_and_leaves_the_next_program_asking_ec2(monkeypatch) -> None:
+    """Its program asks no AWS API (an instance type's facts come from the catalogue: infra/facts/instance_facts.py),
+    and the switch stays in that program: the next one in the same process asks EC2 again."""
+    asked: list[str] = []
+    answer = RecordingMocks.call
+
+    def recording(mocks: RecordingMocks, args: pulumi.runtime.MockCallArgs):
+        asked.append(args.token)
+        return answer(mocks, args)
+
+    monkeypatch.setattr(RecordingMocks, "call", recording)
+    run_under_mocks(parse(_existing(), REGION))
+    assert not [token for token in asked if token.startswith("aws:")], asked
+    run_under_mocks(parse(DEV, REGION))
+    assert "aws:ec2/getInstanceType:getInstanceType" in asked
