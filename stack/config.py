@@ -651,6 +651,8 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     claim = None if kind == StorageKind.NONE else "shared"
     image = top.get("image") or None
     existing = platform_args.get("existing_cluster")
+    if existing is not None and aws_side_problem(existing):  # reached without AWS: the catalogue's instance facts
+        describe = instance_facts.offline
     if image is None and existing is not None and aws_side_problem(existing):
         raise ConfigError(
             _key("image"), None, "the cluster is given by kubeconfig, so no image is built in ECR: give the image "

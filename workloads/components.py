@@ -41,7 +41,8 @@ def placed_on(component: str, shape: NodeGroupShape) -> NodeTarget:
 # for a Ready condition a PyTorchJob never has. A condition every object meets at once (pulumi-kubernetes
 # v4.32.0's own tests use it: provider/pkg/await/await_test.go withWaitFor) rather than `skipAwait`, which
 # for a batch/v1 Job also skips awaiting its deletion (metadata/overrides.go allowsSkipAwaitWithDelete): a Job
-# replaced by a change to its pods would then be created while the old one still stops, and fail AlreadyExists.
+# replaced by a change to its pods would then be applied onto the old one while it still stops, and fail (an apply
+# conflict: tests/cluster/test_every_stack_on_pulumi.py shows it on the real provider).
 SUBMITTED = "jsonpath={.metadata}"
 SUBMITTED_NOT_AWAITED = {"pulumi.com/waitFor": SUBMITTED}
 RUN_TO_COMPLETION = ("Job", pytorchjob.KIND, trainjob.KIND)

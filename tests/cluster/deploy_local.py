@@ -240,7 +240,9 @@ class OperatorRunner:
             listed = self.kubectl.api.items("/apis/apps/v1/deployments")  # a list's items carry no kind
             deployments = [{"apiVersion": "apps/v1", "kind": "Deployment", **item} for item in listed]
             for operator, deployment in operators.installed(deployments):
-                if operator.engine in self.started or not self._webhook_served(operator):
+                if operator.engine in self.started or not self._scheduled(operator, deployment):
+                    continue
+                if not self._webhook_served(operator):
                     continue
                 self.started.add(operator.engine)
                 try:
@@ -248,7 +250,17 @@ class OperatorRunner:
                     print(f"    [local cluster] {operator.engine} runs as Deployment {operator.deployment}", flush=True)
                 except Exception as error:  # noqa: BLE001 - kept for the caller: a dead thread would hide it
                     self.errors.append(f"{operator.engine}: {type(error).__name__}: {error}")
+                    print(f"    [local cluster] {operator.engine} did not start: {self.errors[-1]}", flush=True)
             self._stop.wait(POLL_S)
+
+    def _scheduled(self, operator: operators.Operator, deployment: dict[str, Any]) -> bool:
+        """The Deployment's pod exists and has its node: the kubelet starts no container before. Pulumi may apply the
+        Deployment before its ServiceAccount, and the ReplicaSet makes the pod only once that exists (its admission
+        refuses it before), whose token the operator's process is then given."""
+        labels = deployment["spec"]["selector"].get("matchLabels", {})
+        selector = ",".join(f"{key}={value}" for key, value in labels.items())
+        pods = self.kubectl.api.items(f"/api/v1/namespaces/{operator.namespace}/pods?labelSelector={selector}")
+        return any(pod["spec"].get("nodeName") for pod in pods)
 
     def _webhook_served(self, operator: operators.Operator) -> bool:
         """Its webhook's Service and certificate Secret exist (Pulumi may create them after the Deployment, and the

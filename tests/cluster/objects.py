@@ -20,9 +20,11 @@ from eks_ddp.stack.mocking import Registration
 
 STAND_IN_IMAGE = "registry.k8s.io/pause:3.10"
 EXIT_CODE = "eks-ddp.local/exit-code"
+"""A pod annotated so ends its containers with that code (tests/cluster/stages/pod-exit.yaml)."""
 MESSAGE = "eks-ddp.local/message"
 """The termination message the exit-code stage gives the pod's containers (the kubelet's log tail, in a cluster)."""
-"""A pod annotated so ends its containers with that code (tests/cluster/stages/pod-exit.yaml)."""
+RUNS_ON = "eks-ddp.local/runs-on"
+"""A pod annotated so keeps running, a Job's too (tests/cluster/stages/pod-hold.yaml)."""
 STAND_IN_LABEL = "eks-ddp.local/stand-in-for"
 
 
@@ -141,7 +143,16 @@ def failing(manifest: dict[str, Any], code: int, message: str = "") -> dict[str,
 def exiting(manifest: dict[str, Any], code: int, message: str = "") -> dict[str, Any]:
     """The object with every pod template it has annotated to end with `code` (and termination `message`): a fault a
     test injects."""
-    fault = {EXIT_CODE: str(code), **({MESSAGE: message} if message else {})}
+    return annotated_pods(manifest, {EXIT_CODE: str(code), **({MESSAGE: message} if message else {})})
+
+
+def running_on(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The object with every pod template it has annotated to keep running (RUNS_ON)."""
+    return annotated_pods(manifest, {RUNS_ON: "true"})
+
+
+def annotated_pods(manifest: dict[str, Any], fault: dict[str, str]) -> dict[str, Any]:
+    """The object with `fault` among the annotations of every pod template it has."""
 
     def mark(node: Any) -> Any:
         if isinstance(node, dict):

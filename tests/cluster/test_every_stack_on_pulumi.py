@@ -11,15 +11,16 @@
    checkpoint directory: the run is named by what defines it, workloads/training_pod.run_id);
 5. `pulumi destroy` deletes every object and leaves the cluster holding what it held before.
 
-A tier of its own (`make test-pulumi`, which `.ci/run` runs after `make test`): seven cases of about two minutes do
-not fit in make test's ten minutes; make test keeps the dev stack's first up, second up and destroy
-(test_deploy_local_on_engines.py). The workshop stack's job is elastic, which only the training operator v1 runs.
+A tier of its own (`make test-pulumi`): nine cases of one to two minutes do not fit in make test's ten minutes; make
+test keeps the dev stack's first up, second up and destroy (test_deploy_local_on_engines.py). The workshop stack's
+job is elastic, which only the training operator v1 runs: under v2 and none it runs its static shape (`_under`).
 """
 
 import calendar
 import copy
 import json
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -32,8 +33,9 @@ from pulumi.automation import CommandError, OpType
 
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.engine_rules import pulumi_kubernetes, updates
-from eks_ddp.stack.engine_rules.base import node_sources
+from eks_ddp.stack.engine_rules.base import located, node_sources
 from eks_ddp.workloads.batch_jobs import FABRIC_CHECK_LABEL, REPLACE_UNREADY
+from eks_ddp.workloads.components import SUBMITTED
 from tests import test_wheel
 from tests.cluster import deploy_local, local_cluster, nodes, objects, pulumi_inline
 from tests.cluster.conftest import settled, training, true_conditions, wait_for
@@ -43,8 +45,7 @@ from tests.cluster.shared_plane import SharedPlane, held
 
 pytestmark = pytest.mark.pulumi_tier
 
-CASES = [("dev", "v1"), ("dev", "v2"), ("dev", "none"), ("gpu", "v1"), ("gpu", "v2"), ("gpu", "none"),
-         ("workshop", "v1")]
+CASES = [(stack, operator) for stack in ("dev", "gpu", "workshop") for operator in ("v1", "v2", "none")]
 EFA_VERDICT = "EFA CHECK FAILED (client: no pingpong with eks-ddp-efa-check-0.eks-ddp-efa-check in 900 s)"
 """The check's last log line when its peer never answers (workloads/batch_jobs.py FABRIC_SCRIPT), which the kubelet
 makes the failed container's termination message (the KWOK stage stands in for it)."""
@@ -65,13 +66,23 @@ def deploy(request: pytest.FixtureRequest, engines: dict[str, Path], shared_plan
     GPU stack's first `pulumi up` hung on a plane reset after another case (not found why; each passed alone), and
     this tier has time for a start (about 10 s)."""
     stack, operator = request.param
-    override = {"eks-ddp:trainingOperator": operator}
+    override = _under(stack, operator)
     shared_plane.close()
     running = shared_plane.take(stack, [])
     running.kubectl.apply(nodes.nodes(node_sources(local_cluster.deployment_of(stack, override))))
     binaries = {**engines, **build.build_all(deploy_local.PULUMI_ENGINES)}
     yield running, deploy_local.Workspace(stack, runs=tmp_path), binaries, override
     shared_plane.release()
+
+
+def _under(stack: str, operator: str) -> dict[str, str]:
+    """The stack's `--config` under `operator`: an elastic job (workshop's) is v1's only, so under the others it runs
+    its static shape, as the rehearsal's update rule takes it (tests/stack/test_updates.py)."""
+    job = stack_file.load(stack, stack_file.ROOT)[0]["job"]
+    if operator == "v1" or "elasticMinReplicas" not in job:
+        return {"eks-ddp:trainingOperator": operator}
+    static = {key: value for key, value in job.items() if key != "elasticMinReplicas"}
+    return {"eks-ddp:trainingOperator": operator, "eks-ddp:job": json.dumps(static)}
 
 
 @dataclass(frozen=True)
@@ -117,7 +128,8 @@ def _fault(stack: str, override: dict[str, str]) -> Fault | None:
 
 
 def _job_of(stack: str, override: dict[str, str]) -> dict[str, Any]:
-    return stack_file.load(stack, stack_file.ROOT, override)[0]["job"]
+    job = stack_file.load(stack, stack_file.ROOT, override)[0]["job"]
+    return json.loads(job) if isinstance(job, str) else job  # set whole by `--config`, as JSON
 
 
 def _training_pods(kubectl, stack: str, override: dict[str, str]) -> list[dict[str, Any]]:
@@ -379,4 +391,133 @@ def test_the_rehearsals_immutable_rule_agrees_with_the_real_api_server_on_a_trai
         deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append, override=changed,
                                transforms=[_without_replacement("TrainJob")])
     assert "immutable" in str(refused.value), str(refused.value)[-3000:]
+    deploy_local.pulumi_destroy(workspace, binaries, said.append)
+
+
+RELEASE_AFTER_S = 10.0
+"""How long the held pod keeps the old Job stopping in the shipped case: the replacement must wait it out."""
+HOLD = {"metadata": {"finalizers": ["eks-ddp.test/hold"]}}
+"""A finalizer that keeps a pod, and with it a Job in foreground deletion, until the test lets it go: a real pod takes
+its termination grace period to stop, which KWOK's take at once."""
+
+
+def _with_skip_await(name: str):
+    """A transform planting the defect the rehearsal's `awaits` rule finds: the Job says `skipAwait`, not waitFor."""
+    def transform(args: ResourceTransformArgs) -> ResourceTransformResult | None:
+        props = dict(args.props)
+        metadata = props.get("metadata")
+        if args.type_ != "kubernetes:batch/v1:Job" or not isinstance(metadata, dict) or metadata.get("name") != name:
+            return None
+        notes = {k: v for k, v in (metadata.get("annotations") or {}).items() if k != pulumi_kubernetes.WAIT_FOR}
+        notes[pulumi_kubernetes.SKIP_AWAIT] = "true"
+        return ResourceTransformResult({**props, "metadata": {**metadata, "annotations": notes}}, args.opts)
+
+    return transform
+
+
+def _hold_pods(kubectl, job: str, hold: bool) -> list[str]:
+    """Put the HOLD finalizer on the Job's pods, or take it off; their names."""
+    pods = [p["metadata"]["name"] for p in kubectl.api.items("/api/v1/namespaces/training/pods")
+            if (p["metadata"].get("labels") or {}).get("job-name") == job]
+    patch = HOLD if hold else {"metadata": {"finalizers": None}}
+    for pod in pods:
+        kubectl.run("patch", "pod", pod, "-n", "training", "--type=merge", "-p", json.dumps(patch))
+    return pods
+
+
+@pytest.mark.parametrize("deploy", [("dev", "v1")], indirect=True, ids=["dev-v1"])
+def test_the_rehearsals_skip_await_rule_agrees_with_the_real_provider_on_a_job_replaced_while_it_stops(deploy) -> None:
+    """stack/engine_rules/pulumi_kubernetes.py's `awaits` rule on a Job with `skipAwait` stays as a fast pre-check:
+    there it is a finding, and here Pulumi's own provider replaces such a Job (a new image) without awaiting the old
+    one's deletion, so the new one does not come to run while the old one stops; the stack as shipped
+    (`pulumi.com/waitFor`, workloads/components.py SUBMITTED) awaits the deletion and creates the new Job after it."""
+    running, workspace, binaries, override = deploy
+    plane, kubectl, said = running.control_plane, running.kubectl, []
+    stack, changed = workspace.stack, {**override, "eks-ddp:image": NEW_IMAGE}
+    deployment = _deployed(stack, override)
+    (data,) = [r for r in deployment.kubernetes_objects() if r.inputs["kind"] == "Job" and r.name.endswith("-data-job")]
+    name = data.inputs["metadata"]["name"]
+    metadata = data.inputs["metadata"]
+    notes = {k: v for k, v in metadata["annotations"].items() if k != pulumi_kubernetes.WAIT_FOR}
+    planted = replace(data, inputs={**data.inputs, "metadata": {**metadata, "annotations": {
+        **notes, pulumi_kubernetes.SKIP_AWAIT: "true"}}})
+    findings = list(pulumi_kubernetes.kubernetes_awaits(replace(deployment, registrations=[
+        planted if r is data else r for r in deployment.registrations])))
+    assert [f.resource for f in findings if pulumi_kubernetes.SKIP_AWAIT in f.problem] == [located(planted)], findings
+
+    def up(values: dict[str, str], transforms: list) -> Any:
+        return deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append, override=values,
+                                      transforms=transforms)
+
+    assert up(override, [_with_skip_await(name)]).summary.result == "succeeded", "\n".join(said)
+    wait_for(f"Job {name}'s pod", lambda: _hold_pods(kubectl, name, hold=True))
+    old_uid = kubectl.api.request("GET", f"/apis/batch/v1/namespaces/training/jobs/{name}")["metadata"]["uid"]
+    with pytest.raises(CommandError) as refused:  # the new Job applied onto the old one, which still stops
+        up(changed, [_with_skip_await(name)])
+    assert "apply conflict" in str(refused.value) and ".image" in str(refused.value), str(refused.value)[-3000:]
+    stopping = kubectl.api.request("GET", f"/apis/batch/v1/namespaces/training/jobs/{name}")["metadata"]
+    assert stopping["uid"] == old_uid and stopping.get("deletionTimestamp"), stopping
+    _hold_pods(kubectl, name, hold=False)
+    wait_for(f"the old Job {name} gone", lambda: not _exists(kubectl, "job", name))
+
+    # As shipped (waitFor): the replacement awaits the old Job's deletion, then creates the new one.
+    assert up(override, []).summary.result == "succeeded", "\n".join(said)
+    wait_for(f"Job {name}'s pod", lambda: _hold_pods(kubectl, name, hold=True))
+    held_uid = kubectl.api.request("GET", f"/apis/batch/v1/namespaces/training/jobs/{name}")["metadata"]["uid"]
+    threading.Timer(RELEASE_AFTER_S, _hold_pods, (kubectl, name, False)).start()
+    assert up(changed, []).summary.result == "succeeded", "\n".join(said)
+    new_job = kubectl.api.request("GET", f"/apis/batch/v1/namespaces/training/jobs/{name}")
+    assert new_job["metadata"]["uid"] != held_uid and not new_job["metadata"].get("deletionTimestamp")
+    assert {c["image"] for c in new_job["spec"]["template"]["spec"]["containers"]} == {NEW_IMAGE}
+    deploy_local.pulumi_destroy(workspace, binaries, said.append)
+
+
+AWAIT_LIMIT_S = 20
+"""A Job's await limit for the test (`pulumi.com/timeoutSeconds`), so that its end comes soon."""
+
+
+def _awaited(name: str):
+    """A transform planting the defect the `awaits` rule finds on a Job: awaited to completion (no waitFor), within a
+    limit its pod outlasts (objects.RUNS_ON keeps it running, as a long step would)."""
+    def transform(args: ResourceTransformArgs) -> ResourceTransformResult | None:
+        props = dict(args.props)
+        metadata = props.get("metadata")
+        if args.type_ != "kubernetes:batch/v1:Job" or not isinstance(metadata, dict) or metadata.get("name") != name:
+            return None
+        notes = {k: v for k, v in (metadata.get("annotations") or {}).items() if k != pulumi_kubernetes.WAIT_FOR}
+        notes[pulumi_kubernetes.TIMEOUT_SECONDS] = str(AWAIT_LIMIT_S)
+        held = objects.running_on({**props, "metadata": {**metadata, "annotations": notes}})
+        return ResourceTransformResult(held, args.opts)
+
+    return transform
+
+
+@pytest.mark.parametrize("deploy", [("dev", "v1")], indirect=True, ids=["dev-v1"])
+def test_the_rehearsals_await_rule_agrees_with_the_real_provider_on_a_job_awaited_past_its_limit(deploy) -> None:
+    """The `awaits` rule on a Job awaited to completion without an activeDeadlineSeconds within the await ("runs
+    unbounded") stays as a fast pre-check: here Pulumi's own provider awaits such a Job, whose pod runs on, until its
+    limit, and fails `pulumi up` then."""
+    running, workspace, binaries, override = deploy
+    plane, kubectl, said = running.control_plane, running.kubectl, []
+    deployment = _deployed(workspace.stack, override)
+    (data,) = [r for r in deployment.kubernetes_objects() if r.inputs["kind"] == "Job" and r.name.endswith("-data-job")]
+    name, metadata = data.inputs["metadata"]["name"], data.inputs["metadata"]
+    notes = {k: v for k, v in metadata["annotations"].items() if k != pulumi_kubernetes.WAIT_FOR}
+    planted = replace(data, inputs={**data.inputs, "metadata": {**metadata, "annotations": {
+        **notes, pulumi_kubernetes.TIMEOUT_SECONDS: str(AWAIT_LIMIT_S)}}})
+    findings = list(pulumi_kubernetes.kubernetes_awaits(replace(deployment, registrations=[
+        planted if r is data else r for r in deployment.registrations])))
+    assert [str(f) for f in findings if "no activeDeadlineSeconds: unbounded" in f.problem] == [
+        f"awaits: {located(planted)} metadata.annotations: pulumi up waits for the Job to complete for "
+        f"{AWAIT_LIMIT_S} s, but it runs no activeDeadlineSeconds: unbounded; set {pulumi_kubernetes.WAIT_FOR}: "
+        f"{SUBMITTED} and watch it instead"], findings
+
+    with pytest.raises(CommandError) as failed:
+        deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append, override=override,
+                               transforms=[_awaited(name)])
+    job = kubectl.api.request("GET", f"/apis/batch/v1/namespaces/training/jobs/{name}")
+    assert not true_conditions(job).keys() & {"Complete", "Failed"}, job.get("status")  # it runs on: awaited, not done
+    created = calendar.timegm(time.strptime(job["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ"))
+    assert AWAIT_LIMIT_S <= time.time() - created < AWAIT_LIMIT_S + VERDICT_WITHIN_S, "failed at its limit"
+    assert f"{name}" in str(failed.value) and "timed out" in str(failed.value), str(failed.value)[-3000:]
     deploy_local.pulumi_destroy(workspace, binaries, said.append)

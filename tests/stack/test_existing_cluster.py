@@ -8,12 +8,13 @@ from typing import Any
 import pulumi
 import pytest
 
+from eks_ddp.infra.facts import instance_facts
 from eks_ddp.infra.facts.instance_facts import offline
 from eks_ddp.stack import cost, stack_file
 from eks_ddp.stack.config import ConfigError, parse
 from eks_ddp.stack.engine_rules import Deployment
-from eks_ddp.stack.mocked import run_under_mocks
-from eks_ddp.stack.mocking import RecordingMocks
+from eks_ddp.stack.mocking import RecordingMocks, run_offline
+from eks_ddp.stack.program import build
 from eks_ddp.stack.rehearsal import variants
 from tests.stack.registered import registered
 
@@ -146,8 +147,11 @@ def test_a_cluster_given_by_kubeconfig_asks_aws_nothing_and_leaves_the_next_prog
         asked.append(args.token)
         return answer(mocks, args)
 
+    def as_main_runs(values: dict[str, Any]):  # __main__.py: parsed in the program, with EC2's facts asked for
+        return lambda: build(parse(values, REGION, describe=instance_facts.describe))
+
     monkeypatch.setattr(RecordingMocks, "call", recording)
-    run_under_mocks(parse(_existing(), REGION))
+    run_offline(as_main_runs(_existing()), REGION or "us-east-1")
     assert not [token for token in asked if token.startswith("aws:")], asked
-    run_under_mocks(parse(DEV, REGION))
+    run_offline(as_main_runs(DEV), REGION or "us-east-1")
     assert "aws:ec2/getInstanceType:getInstanceType" in asked

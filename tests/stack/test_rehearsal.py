@@ -80,14 +80,6 @@ def _bind_immediately(runs: list[Registration]) -> None:
     _named(runs, "eks-ddp-fsx-class")["volumeBindingMode"] = "Immediate"
 
 
-def _default_helm_timeout(runs: list[Registration]) -> None:
-    del _named(runs, "eks-ddp-metrics-server-chart")["timeout"]
-
-
-def _service_with_a_cluster_ip(runs: list[Registration]) -> None:
-    del _named(runs, "eks-ddp-efa-check-service")["spec"]["clusterIP"]
-
-
 def _no_root_step_on_the_volume(runs: list[Registration]) -> None:
     pod = _named(runs, "eks-ddp-data-job")["spec"]["template"]["spec"]
     pod["initContainers"] = [c for c in pod["initContainers"] if c["name"] != "volume-permissions"]
@@ -185,8 +177,6 @@ DEFECTS: list[tuple[Callable[[list[Registration]], None], str]] = [
         'awaits: Job eks-ddp-data-job metadata.annotations: pulumi.com/skipAwait: "true" also skips awaiting a Job',
     ),
     (_bind_immediately, "awaits: PersistentVolumeClaim eks-ddp-fsx-claim spec.storageClassName: an Immediate claim"),
-    (_default_helm_timeout, "awaits: Release eks-ddp-metrics-server-chart timeout: Helm waits"),
-    (_service_with_a_cluster_ip, "awaits: Service eks-ddp-efa-check-service spec.clusterIP: pulumi up waits"),
     (_no_root_step_on_the_volume, "volume-ownership: Job eks-ddp-data-job initContainers: trainer is the first to use"),
     (_ttl, "ttl: PyTorchJob eks-ddp-train-job spec.runPolicy.ttlSecondsAfterFinished"),
     (
