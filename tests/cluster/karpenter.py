@@ -95,7 +95,7 @@ def stacks() -> list[str]:
     """The shipped stack files that can take Karpenter: not one onto a cluster made elsewhere, whose groups keep
     what scales them now (infra/platform.py refuses any autoscaler there)."""
     return [stack for stack in stack_file.stacks(stack_file.ROOT)
-            if "existingCluster" not in stack_file.load(stack, stack_file.ROOT)[0]]
+            if not stack_file.load(stack, stack_file.ROOT)[0].get("existingCluster")]  # Pulumi.yaml's default: {}
 
 
 # ---- The instance types: what EC2 would say, from our facts ----------------------------------------------------------

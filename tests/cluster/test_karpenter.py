@@ -57,6 +57,10 @@ def _pools(deployment: Deployment) -> list[NodeSource]:
     return karpenter._pools(deployment)
 
 
+def test_every_stack_file_but_one_onto_an_existing_cluster_is_tried_with_karpenter() -> None:
+    assert set(karpenter.stacks()) == set(stack_file.stacks(stack_file.ROOT)) - {"eksctl"}
+
+
 @pytest.mark.parametrize("stack", karpenter.stacks())
 def test_the_instance_type_file_gives_our_allocatable_and_the_instances_vcpus(stack: str) -> None:
     """Every shipped stack's pools: the vCPUs as CPU (so limits count whole instances, as on EC2, scheduler.go

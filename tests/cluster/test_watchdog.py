@@ -1,6 +1,7 @@
 """tests/cluster/watchdog.py: a command past its bound is stopped, and the report says what was running."""
 
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -15,9 +16,16 @@ from tests.cluster.kubectl import Kubectl
 NO_CLUSTER = Kubectl(Path("/nonexistent/kubectl"), Path("/nonexistent/kubeconfig"))
 
 
+def _quit_as_go_does() -> None:
+    """SIGQUIT ends the stand-in, as Go's runtime ends the CLI (printing its goroutines) whatever its parent ignored
+    (os/signal: only SIGHUP and SIGINT stay ignored); a test worker may ignore SIGQUIT, and its children would too."""
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def _run_as_the_automation_api_would(executable: Path, seconds: str) -> None:
     """The process run to its end; a non-zero exit raised as the Automation API raises it."""
-    done = subprocess.run([str(executable), seconds], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([str(executable), seconds], capture_output=True, text=True, timeout=60,
+                          preexec_fn=_quit_as_go_does)
     if done.returncode:
         raise CommandError(CommandResult(done.stdout, done.stderr or f"exit {done.returncode}", done.returncode))
 
