@@ -22,18 +22,20 @@ import json
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 from pulumi import ResourceTransformArgs, ResourceTransformResult
 from pulumi.automation import CommandError, OpType
 
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.engine_rules import pulumi_kubernetes, updates
-from eks_ddp.stack.engine_rules.base import located, node_sources
+from eks_ddp.stack.engine_rules.base import Deployment, located, node_sources
+from eks_ddp.stack.mocking import Registration
 from eks_ddp.workloads.batch_jobs import FABRIC_CHECK_LABEL, REPLACE_UNREADY
 from eks_ddp.workloads.components import SUBMITTED
 from tests import test_wheel
@@ -85,6 +87,35 @@ def _under(stack: str, operator: str) -> dict[str, str]:
     return {"eks-ddp:trainingOperator": operator, "eks-ddp:job": json.dumps(static)}
 
 
+JOB = "kubernetes:batch/v1:Job"
+
+
+def _reannotated(manifest: dict[str, Any], drop: tuple[str, ...] = (), add: dict[str, str] | None = None) -> dict:
+    """The object with the annotations `drop` names taken off and `add` put on."""
+    metadata = manifest["metadata"]
+    notes = {key: value for key, value in (metadata.get("annotations") or {}).items() if key not in drop}
+    return {**manifest, "metadata": {**metadata, "annotations": {**notes, **(add or {})}}}
+
+
+def _on_object(type_: str, name: str, change: Callable[[dict[str, Any]], dict[str, Any]]) -> pulumi.ResourceTransform:
+    """A Pulumi transform planting a defect: `change` applied to the inputs of the `type_` object named `name`."""
+    def transform(args: ResourceTransformArgs) -> ResourceTransformResult | None:
+        metadata = args.props.get("metadata")
+        if args.type_ != type_ or not isinstance(metadata, dict) or metadata.get("name") != name:
+            return None
+        return ResourceTransformResult(change(dict(args.props)), args.opts)
+
+    return transform
+
+
+def _with(deployment: Deployment, registration: Registration, change: Callable[[dict[str, Any]], dict[str, Any]]):
+    """The deployment with `change` applied to one registration's inputs, as the rehearsal would see the defect, and
+    that registration."""
+    planted = replace(registration, inputs=change(dict(registration.inputs)))
+    registrations = [planted if r is registration else r for r in deployment.registrations]
+    return replace(deployment, registrations=registrations), planted
+
+
 @dataclass(frozen=True)
 class Fault:
     """A fabric check made to fail: the object `pulumi up` awaits and what `pulumi up` must say."""
@@ -95,14 +126,11 @@ class Fault:
     path: str
     """The object's API path in the training namespace."""
 
-    def transform(self, args: ResourceTransformArgs) -> ResourceTransformResult | None:
+    @property
+    def transform(self) -> pulumi.ResourceTransform:
         """The check's run ends with exit code 1 and the EFA verdict as its termination message (objects.failing), as
         a fabric without a path between the two nodes would have it."""
-        props = dict(args.props)
-        metadata = props.get("metadata")
-        if args.type_ != self.type_ or not isinstance(metadata, dict) or metadata.get("name") != self.name:
-            return None
-        return ResourceTransformResult(objects.failing(props, 1, EFA_VERDICT), args.opts)
+        return _on_object(self.type_, self.name, lambda props: objects.failing(props, 1, EFA_VERDICT))
 
 
 def _deployed(stack: str, override: dict[str, str]):
@@ -321,18 +349,9 @@ def test_the_rehearsals_update_rule_agrees_with_the_real_provider_on_a_job_updat
     deploy_local.pulumi_destroy(workspace, binaries, said.append)
 
 
-def _without_replace_unready(name: str):
-    """A transform planting the defect the rehearsal's fabric-gate rule finds: the check Job loses
-    `pulumi.com/replaceUnready`."""
-    def transform(args: ResourceTransformArgs) -> ResourceTransformResult | None:
-        props = dict(args.props)
-        metadata = props.get("metadata")
-        if args.type_ != "kubernetes:batch/v1:Job" or not isinstance(metadata, dict) or metadata.get("name") != name:
-            return None
-        notes = {k: v for k, v in (metadata.get("annotations") or {}).items() if k != REPLACE_UNREADY}
-        return ResourceTransformResult({**props, "metadata": {**metadata, "annotations": notes}}, args.opts)
-
-    return transform
+def _without_replace_unready(name: str) -> pulumi.ResourceTransform:
+    """The defect the rehearsal's fabric-gate rule finds: the check Job loses `pulumi.com/replaceUnready`."""
+    return _on_object(JOB, name, lambda props: _reannotated(props, drop=(REPLACE_UNREADY,)))
 
 
 @pytest.mark.parametrize("deploy", [("dev", "v1")], indirect=True, ids=["dev-v1"])
@@ -349,9 +368,7 @@ def test_the_rehearsals_gate_rule_agrees_with_the_real_engine_on_a_check_that_is
     deployment = _deployed(workspace.stack, override)
     (check,) = [r for r in deployment.kubernetes_objects() if r.inputs["metadata"]["name"] == fault.name
                 and r.inputs["kind"] == "Job"]
-    metadata = check.inputs["metadata"]
-    notes = {k: v for k, v in metadata["annotations"].items() if k != REPLACE_UNREADY}
-    planted = replace(check, inputs={**check.inputs, "metadata": {**metadata, "annotations": notes}})
+    planted = _with(deployment, check, lambda inputs: _reannotated(inputs, drop=(REPLACE_UNREADY,)))[1]
     assert "the next pulumi up awaits the failed object again instead of running the check again" in (
         pulumi_kubernetes.gate_problems(deployment, planted))
 
@@ -401,18 +418,8 @@ HOLD = {"metadata": {"finalizers": ["eks-ddp.test/hold"]}}
 its termination grace period to stop, which KWOK's take at once."""
 
 
-def _with_skip_await(name: str):
-    """A transform planting the defect the rehearsal's `awaits` rule finds: the Job says `skipAwait`, not waitFor."""
-    def transform(args: ResourceTransformArgs) -> ResourceTransformResult | None:
-        props = dict(args.props)
-        metadata = props.get("metadata")
-        if args.type_ != "kubernetes:batch/v1:Job" or not isinstance(metadata, dict) or metadata.get("name") != name:
-            return None
-        notes = {k: v for k, v in (metadata.get("annotations") or {}).items() if k != pulumi_kubernetes.WAIT_FOR}
-        notes[pulumi_kubernetes.SKIP_AWAIT] = "true"
-        return ResourceTransformResult({**props, "metadata": {**metadata, "annotations": notes}}, args.opts)
-
-    return transform
+SKIPPING_AWAIT = {"drop": (pulumi_kubernetes.WAIT_FOR,), "add": {pulumi_kubernetes.SKIP_AWAIT: "true"}}
+"""The defect the `awaits` rule finds on a Job: `skipAwait`, not `waitFor`."""
 
 
 def _hold_pods(kubectl, job: str, hold: bool) -> list[str]:
@@ -435,25 +442,22 @@ def test_the_rehearsals_skip_await_rule_agrees_with_the_real_provider_on_a_job_r
     plane, kubectl, said = running.control_plane, running.kubectl, []
     stack, changed = workspace.stack, {**override, "eks-ddp:image": NEW_IMAGE}
     deployment = _deployed(stack, override)
-    (data,) = [r for r in deployment.kubernetes_objects() if r.inputs["kind"] == "Job" and r.name.endswith("-data-job")]
+    data = _data_job(deployment)
     name = data.inputs["metadata"]["name"]
-    metadata = data.inputs["metadata"]
-    notes = {k: v for k, v in metadata["annotations"].items() if k != pulumi_kubernetes.WAIT_FOR}
-    planted = replace(data, inputs={**data.inputs, "metadata": {**metadata, "annotations": {
-        **notes, pulumi_kubernetes.SKIP_AWAIT: "true"}}})
-    findings = list(pulumi_kubernetes.kubernetes_awaits(replace(deployment, registrations=[
-        planted if r is data else r for r in deployment.registrations])))
+    planted_deployment, planted = _with(deployment, data, lambda inputs: _reannotated(inputs, **SKIPPING_AWAIT))
+    findings = list(pulumi_kubernetes.kubernetes_awaits(planted_deployment))
     assert [f.resource for f in findings if pulumi_kubernetes.SKIP_AWAIT in f.problem] == [located(planted)], findings
+    skipping_await = _on_object(JOB, name, lambda props: _reannotated(props, **SKIPPING_AWAIT))
 
     def up(values: dict[str, str], transforms: list) -> Any:
         return deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append, override=values,
                                       transforms=transforms)
 
-    assert up(override, [_with_skip_await(name)]).summary.result == "succeeded", "\n".join(said)
+    assert up(override, [skipping_await]).summary.result == "succeeded", "\n".join(said)
     wait_for(f"Job {name}'s pod", lambda: _hold_pods(kubectl, name, hold=True))
     old_uid = kubectl.api.request("GET", f"/apis/batch/v1/namespaces/training/jobs/{name}")["metadata"]["uid"]
     with pytest.raises(CommandError) as refused:  # the new Job applied onto the old one, which still stops
-        up(changed, [_with_skip_await(name)])
+        up(changed, [skipping_await])
     assert "apply conflict" in str(refused.value) and ".image" in str(refused.value), str(refused.value)[-3000:]
     stopping = kubectl.api.request("GET", f"/apis/batch/v1/namespaces/training/jobs/{name}")["metadata"]
     assert stopping["uid"] == old_uid and stopping.get("deletionTimestamp"), stopping
@@ -476,20 +480,16 @@ AWAIT_LIMIT_S = 20
 """A Job's await limit for the test (`pulumi.com/timeoutSeconds`), so that its end comes soon."""
 
 
-def _awaited(name: str):
-    """A transform planting the defect the `awaits` rule finds on a Job: awaited to completion (no waitFor), within a
-    limit its pod outlasts (objects.RUNS_ON keeps it running, as a long step would)."""
-    def transform(args: ResourceTransformArgs) -> ResourceTransformResult | None:
-        props = dict(args.props)
-        metadata = props.get("metadata")
-        if args.type_ != "kubernetes:batch/v1:Job" or not isinstance(metadata, dict) or metadata.get("name") != name:
-            return None
-        notes = {k: v for k, v in (metadata.get("annotations") or {}).items() if k != pulumi_kubernetes.WAIT_FOR}
-        notes[pulumi_kubernetes.TIMEOUT_SECONDS] = str(AWAIT_LIMIT_S)
-        held = objects.running_on({**props, "metadata": {**metadata, "annotations": notes}})
-        return ResourceTransformResult(held, args.opts)
+def _awaited(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The defect the `awaits` rule finds on a Job: awaited to completion (no waitFor), within a limit its pod
+    outlasts (objects.running_on keeps it running, as a long step would)."""
+    limit = {pulumi_kubernetes.TIMEOUT_SECONDS: str(AWAIT_LIMIT_S)}
+    return objects.running_on(_reannotated(manifest, drop=(pulumi_kubernetes.WAIT_FOR,), add=limit))
 
-    return transform
+
+def _data_job(deployment: Deployment) -> Registration:
+    (data,) = [r for r in deployment.kubernetes_objects() if r.inputs["kind"] == "Job" and r.name.endswith("-data-job")]
+    return data
 
 
 @pytest.mark.parametrize("deploy", [("dev", "v1")], indirect=True, ids=["dev-v1"])
@@ -500,13 +500,10 @@ def test_the_rehearsals_await_rule_agrees_with_the_real_provider_on_a_job_awaite
     running, workspace, binaries, override = deploy
     plane, kubectl, said = running.control_plane, running.kubectl, []
     deployment = _deployed(workspace.stack, override)
-    (data,) = [r for r in deployment.kubernetes_objects() if r.inputs["kind"] == "Job" and r.name.endswith("-data-job")]
-    name, metadata = data.inputs["metadata"]["name"], data.inputs["metadata"]
-    notes = {k: v for k, v in metadata["annotations"].items() if k != pulumi_kubernetes.WAIT_FOR}
-    planted = replace(data, inputs={**data.inputs, "metadata": {**metadata, "annotations": {
-        **notes, pulumi_kubernetes.TIMEOUT_SECONDS: str(AWAIT_LIMIT_S)}}})
-    findings = list(pulumi_kubernetes.kubernetes_awaits(replace(deployment, registrations=[
-        planted if r is data else r for r in deployment.registrations])))
+    data = _data_job(deployment)
+    name = data.inputs["metadata"]["name"]
+    planted_deployment, planted = _with(deployment, data, _awaited)
+    findings = list(pulumi_kubernetes.kubernetes_awaits(planted_deployment))
     assert [str(f) for f in findings if "no activeDeadlineSeconds: unbounded" in f.problem] == [
         f"awaits: {located(planted)} metadata.annotations: pulumi up waits for the Job to complete for "
         f"{AWAIT_LIMIT_S} s, but it runs no activeDeadlineSeconds: unbounded; set {pulumi_kubernetes.WAIT_FOR}: "
@@ -514,7 +511,7 @@ def test_the_rehearsals_await_rule_agrees_with_the_real_provider_on_a_job_awaite
 
     with pytest.raises(CommandError) as failed:
         deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append, override=override,
-                               transforms=[_awaited(name)])
+                               transforms=[_on_object(JOB, name, _awaited)])
     job = kubectl.api.request("GET", f"/apis/batch/v1/namespaces/training/jobs/{name}")
     assert not true_conditions(job).keys() & {"Complete", "Failed"}, job.get("status")  # it runs on: awaited, not done
     created = calendar.timegm(time.strptime(job["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ"))

@@ -3,6 +3,7 @@
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -14,6 +15,9 @@ from tests.cluster import watchdog
 from tests.cluster.kubectl import Kubectl
 
 NO_CLUSTER = Kubectl(Path("/nonexistent/kubectl"), Path("/nonexistent/kubeconfig"))
+CROWD = 120
+"""Idle threads beside the test's, as a test worker holding the Pulumi SDK's thread pools has: more than the 100 that
+faulthandler's dump stops at, which left this test's own thread out of the report in CI."""
 
 
 def _quit_as_go_does() -> None:
@@ -34,10 +38,17 @@ def test_a_command_past_its_bound_is_stopped_and_reported(tmp_path: Path) -> Non
     cli = tmp_path / "pulumi"  # a stand-in that hangs: `sleep`, named as the CLI is
     shutil.copy(shutil.which("sleep") or "/bin/sleep", cli)
     report = tmp_path / "hung.txt"
+    idle = threading.Event()
+    crowd = [threading.Thread(target=idle.wait, daemon=True) for _ in range(CROWD)]
+    for thread in crowd:
+        thread.start()
     started = time.monotonic()
-    with pytest.raises(watchdog.Hung, match=f"pulumi up of dev ran past 1 s: {report}"):
-        with watchdog.bounded("pulumi up of dev", 1.0, [cli], NO_CLUSTER, report):
-            _run_as_the_automation_api_would(cli, "30")
+    try:
+        with pytest.raises(watchdog.Hung, match=f"pulumi up of dev ran past 1 s: {report}"):
+            with watchdog.bounded("pulumi up of dev", 1.0, [cli], NO_CLUSTER, report):
+                _run_as_the_automation_api_would(cli, "30")
+    finally:
+        idle.set()
     assert time.monotonic() - started < 1.0 + 2 * watchdog.QUIT_S + 5
     text = report.read_text()
     assert text.startswith("pulumi up of dev: still running after 1 s")

@@ -7,11 +7,12 @@ goroutine to their stderr and exit: the CLI shows a plugin's stderr in its outpu
 CLI's output and stderr in the CommandError, which the report ends with. The caller gets `Hung`, naming the report.
 """
 
-import faulthandler
 import os
 import signal
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,12 +45,19 @@ def processes_of(executable: Path) -> list[int]:
     return pids
 
 
+def _threads() -> str:
+    """Every thread's stack, the most recent call last (faulthandler's dump stops at 100 threads, and a test worker
+    holding the SDK's thread pools has more)."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    return "".join(f"\nThread {names.get(ident, ident)}:\n{''.join(traceback.format_stack(frame))}"
+                   for ident, frame in sys._current_frames().items())
+
+
 def _report(path: Path, what: str, seconds: float, kubectl: Kubectl) -> None:
     with path.open("w") as out:
         out.write(f"{what}: still running after {seconds:.0f} s ({time.strftime('%H:%M:%S')})\n\n")
         out.write("== every Python thread of the test process\n")
-        out.flush()
-        faulthandler.dump_traceback(out, all_threads=True)
+        out.write(_threads())
         for args in (("get", "all", "-A", "-o", "wide"), ("get", "events", "-A", "--sort-by=.lastTimestamp")):
             out.write(f"\n== kubectl {' '.join(args)}\n")
             try:
