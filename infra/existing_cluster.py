@@ -12,6 +12,7 @@ its nodes must carry the labels eks-ddp places pods by, as its own groups do (`e
 """
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NotRequired, TypedDict
 
@@ -23,6 +24,7 @@ from eks_ddp.infra.aws.efa_node_group import NodeGroupShape, TrainingNodes, size
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.infra.facts import instance_facts
+from eks_ddp.infra.facts.catalogue import InstanceType
 
 COMPONENT = "TrainingPlatform"
 
@@ -56,6 +58,15 @@ def aws_side_problem(args: ExistingClusterArgs) -> str | None:
     if args.get("eks_cluster_name"):
         return None
     return "the cluster is given by kubeconfig, so nothing is made in AWS; give existing_cluster.eks_cluster_name"
+
+
+Describe = Callable[[str], InstanceType]
+
+
+def facts_for(args: ExistingClusterArgs | None, describe: Describe) -> Describe:
+    """Where an instance type's facts come from for this target: the catalogue's when it is reached without AWS
+    (instance_facts.offline), else `describe`."""
+    return instance_facts.offline if args is not None and aws_side_problem(args) else describe
 
 
 def eks_kubeconfig(name: str, region: pulumi.Input[str], parent: pulumi.Resource) -> pulumi.Output[str]:

@@ -55,10 +55,12 @@ from eks_ddp.infra.existing_cluster import (
     ExistingNodeGroup,
     aws_side_problem,
     eks_facts,
+    facts_for,
 )
 from eks_ddp.infra.existing_cluster import provider as existing_provider
 from eks_ddp.infra.existing_cluster import validate as validate_existing_cluster
 from eks_ddp.infra.facts import instance_facts, versions
+from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.infra.facts.catalogue import InstanceType
 from eks_ddp.infra.storage.efs import EfsStorage, EfsStorageArgs
 from eks_ddp.infra.storage.existing_fsx import (
@@ -213,8 +215,7 @@ def validate(
     existing = args.get("existing_cluster")
     if existing is not None:
         _validate_existing(args, existing)
-        if aws_side_problem(existing):  # reached without AWS: the catalogue's instance facts
-            describe = instance_facts.offline
+        describe = facts_for(existing, describe)
     network = args.get("network", {})
     validate_network(network)
     operators = [kind.value for kind in OperatorKind]
@@ -302,6 +303,27 @@ def validate(
 NEW_CLUSTER_ONLY = ("network", "cluster_name", "kubernetes_version", "admin_principal_arns", "private_endpoint_only")
 # What only a group made here takes: how its instances are bought and booted.
 NEW_GROUP_ONLY = ("capacity_type", "capacity_reservation_id", "root_volume_gib", "metadata_hop_limit", "release_version")
+
+
+def system_shape(args: TrainingPlatformArgs) -> NodeGroupShape:
+    """The system group as a node group (a job's target: the CPU tutorial trains on its two m5.large nodes; an existing
+    cluster's system nodes, described): a fixed number of managed nodes, untainted, without EFA, labelled with its
+    name like any group (infra.aws.cluster SYSTEM_LABEL)."""
+    count = args.get("system_node_count", 2)
+    # No availability_zone: the system nodes span the VPC's zones (an existing cluster's, its own), and a job
+    # component reads only the type, the size, the labels and the launcher of its group's shape.
+    return cast(
+        NodeGroupShape,
+        {
+            "name": SYSTEM_LABEL[GROUP_LABEL],
+            "instance_type": args.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE),
+            "efa": False,
+            "min_size": count,
+            "max_size": count,
+            "desired_size": count,
+            "launcher": NodeLauncher.MANAGED_NODE_GROUP,
+        },
+    )
 
 
 def _validate_existing(args: TrainingPlatformArgs, existing: ExistingClusterArgs) -> None:
@@ -475,16 +497,7 @@ class TrainingPlatform(pulumi.ComponentResource):
         self.cluster_name = existing.get("eks_cluster_name", "")
         self.facts = eks_facts(self.cluster_name, self) if self.cluster_name else None
         self.karpenter = None
-        system_type = args.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE)
-        count = args.get("system_node_count", 2)
-        self.system_nodes = ExistingNodeGroup(
-            f"{name}-system",
-            cast(NodeGroupShape, {  # no zone: an existing group's is its own, and nothing here is placed by it
-                "name": SYSTEM_LABEL[GROUP_LABEL], "instance_type": system_type, "efa": False, "min_size": count,
-                "max_size": count, "desired_size": count,
-            }),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        self.system_nodes = ExistingNodeGroup(f"{name}-system", system_shape(args), pulumi.ResourceOptions(parent=self))
         self.node_groups = {
             shape.get("name", ""): ExistingNodeGroup(
                 f"{name}-{shape.get('name', '')}",

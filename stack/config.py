@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import pulumi_aws as aws
 
@@ -22,11 +22,10 @@ from eks_ddp.infra.aws.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
 from eks_ddp.infra.aws.efa_node_group import NodeGroupShape
 from eks_ddp.infra.aws.iam import RoleAccess
 from eks_ddp.infra.errors import InvalidArgument
-from eks_ddp.infra.existing_cluster import aws_side_problem
+from eks_ddp.infra.existing_cluster import aws_side_problem, facts_for
 from eks_ddp.infra.facts import instance_facts
-from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.infra.facts.catalogue import Architecture, InstanceType
-from eks_ddp.infra.platform import AutoscalerKind, MonitoringKind, StorageKind, TrainingPlatformArgs
+from eks_ddp.infra.platform import AutoscalerKind, MonitoringKind, StorageKind, TrainingPlatformArgs, system_shape
 from eks_ddp.stack.project_config import PROJECT, closest
 from eks_ddp.workloads.batch_jobs import OnFailure
 from eks_ddp.workloads.target import too_small
@@ -511,26 +510,6 @@ def _job(
     return JobConfig(node_group=target, spec=job, prepare_data=prepare, evaluate=evaluate)
 
 
-def system_shape(platform_args: TrainingPlatformArgs) -> NodeGroupShape:
-    """The system group as a job's node group (the CPU tutorial trains on its two m5.large nodes): a fixed number of
-    managed nodes, untainted, without EFA, labelled with its name like any group (infra.aws.cluster SYSTEM_LABEL)."""
-    count = platform_args.get("system_node_count", 2)
-    # No availability_zone: the system nodes span the VPC's zones, and a job component reads only the type, the
-    # size, the labels and the launcher of its group's shape.
-    return cast(
-        NodeGroupShape,
-        {
-            "name": SYSTEM_GROUP,
-            "instance_type": platform_args.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE),
-            "efa": False,
-            "min_size": count,
-            "max_size": count,
-            "desired_size": count,
-            "launcher": NodeLauncher.MANAGED_NODE_GROUP,
-        },
-    )
-
-
 def _side_steps_fit_system_nodes(
     platform_args: TrainingPlatformArgs, job: JobConfig, describe: Describe, layout: _Layout
 ) -> None:
@@ -651,8 +630,7 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
     claim = None if kind == StorageKind.NONE else "shared"
     image = top.get("image") or None
     existing = platform_args.get("existing_cluster")
-    if existing is not None and aws_side_problem(existing):  # reached without AWS: the catalogue's instance facts
-        describe = instance_facts.offline
+    describe = facts_for(existing, describe)
     if image is None and existing is not None and aws_side_problem(existing):
         raise ConfigError(
             _key("image"), None, "the cluster is given by kubeconfig, so no image is built in ECR: give the image "

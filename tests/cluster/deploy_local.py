@@ -100,6 +100,11 @@ class Workspace:
         return self.root / "state"
 
     @property
+    def plugin(self) -> Path:
+        """The Kubernetes provider built here, as the project's plugin (write_project)."""
+        return self.root / "provider" / f"pulumi-resource-{PROVIDER}"
+
+    @property
     def pulumi_home(self) -> Path:
         return self.root / "pulumi-home"
 
@@ -168,13 +173,12 @@ def write_project(workspace: Workspace, config: dict[str, Any], binaries: dict[s
     4.25.0 cannot be used instead: it types kustomize.v2.Directory's `resources` as a string, which the pulumi 3.272.0
     SDK refuses at every Directory ("Unexpected type. Expected 'list'").
     """
-    plugin = workspace.root / "provider"
-    plugin.mkdir(parents=True, exist_ok=True)
-    target = plugin / f"pulumi-resource-{PROVIDER}"
+    target = workspace.plugin
+    target.parent.mkdir(parents=True, exist_ok=True)
     target.unlink(missing_ok=True)
     target.symlink_to(binaries["pulumi-kubernetes"])
     project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
-    project["plugins"] = {"providers": [{"name": PROVIDER, "path": str(plugin)}]}
+    project["plugins"] = {"providers": [{"name": PROVIDER, "path": str(target.parent)}]}
     workspace.project.mkdir(parents=True, exist_ok=True)
     (workspace.project / "Pulumi.yaml").write_text(yaml.safe_dump(project, sort_keys=False))
     shutil.copyfile(ROOT / "__main__.py", workspace.project / "__main__.py")
@@ -240,9 +244,11 @@ class OperatorRunner:
             listed = self.kubectl.api.items("/apis/apps/v1/deployments")  # a list's items carry no kind
             deployments = [{"apiVersion": "apps/v1", "kind": "Deployment", **item} for item in listed]
             for operator, deployment in operators.installed(deployments):
-                if operator.engine in self.started or not self._scheduled(operator, deployment):
-                    continue
-                if not self._webhook_served(operator):
+                # Its pod exists and has its node, as the kubelet starts no container before: Pulumi may apply the
+                # Deployment before its ServiceAccount, and the ReplicaSet makes the pod only once that exists.
+                pods = operators.pods_of(self.kubectl, operator, deployment)
+                scheduled = any(pod["spec"].get("nodeName") for pod in pods)
+                if operator.engine in self.started or not scheduled or not self._webhook_served(operator):
                     continue
                 self.started.add(operator.engine)
                 try:
@@ -252,15 +258,6 @@ class OperatorRunner:
                     self.errors.append(f"{operator.engine}: {type(error).__name__}: {error}")
                     print(f"    [local cluster] {operator.engine} did not start: {self.errors[-1]}", flush=True)
             self._stop.wait(POLL_S)
-
-    def _scheduled(self, operator: operators.Operator, deployment: dict[str, Any]) -> bool:
-        """The Deployment's pod exists and has its node: the kubelet starts no container before. Pulumi may apply the
-        Deployment before its ServiceAccount, and the ReplicaSet makes the pod only once that exists (its admission
-        refuses it before), whose token the operator's process is then given."""
-        labels = deployment["spec"]["selector"].get("matchLabels", {})
-        selector = ",".join(f"{key}={value}" for key, value in labels.items())
-        pods = self.kubectl.api.items(f"/api/v1/namespaces/{operator.namespace}/pods?labelSelector={selector}")
-        return any(pod["spec"].get("nodeName") for pod in pods)
 
     def _webhook_served(self, operator: operators.Operator) -> bool:
         """Its webhook's Service and certificate Secret exist (Pulumi may create them after the Deployment, and the
@@ -300,10 +297,10 @@ pytest's timeout, so that a hang ends in a report (watchdog.bounded), not in the
 
 def _bounded(workspace: Workspace, binaries: dict[str, Path], kubectl: Kubectl, command: str):
     """watchdog.bounded for one Pulumi command of the workspace: its provider plugin, then its CLI."""
-    plugin = workspace.root / "provider" / f"pulumi-resource-{PROVIDER}"
     cli = pulumi_command(workspace, binaries) / "bin" / "pulumi"
     report = workspace.root / f"hung-{command.replace(' ', '-')}-{time.strftime('%H%M%S')}.txt"
-    return watchdog.bounded(f"{command} of {workspace.stack}", COMMAND_BOUND_S, [plugin, cli], kubectl, report)
+    return watchdog.bounded(f"{command} of {workspace.stack}", COMMAND_BOUND_S, [workspace.plugin, cli], kubectl,
+                            report)
 
 
 @contextmanager

@@ -54,6 +54,7 @@ from typing import Any
 from eks_ddp.infra.facts import catalogue
 from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.stack import stack_file
+from eks_ddp.stack.rehearsal import variants
 from eks_ddp.stack.engine_rules.base import launcher_of, node_offer
 from eks_ddp.stack.engine_rules.base import Deployment, NodeSource, node_sources, quantity
 from eks_ddp.stack.mocking import Registration
@@ -92,10 +93,10 @@ READY_TIMEOUT_S = 90.0
 
 
 def stacks() -> list[str]:
-    """The shipped stack files that can take Karpenter: not one onto a cluster made elsewhere, whose groups keep
-    what scales them now (infra/platform.py refuses any autoscaler there)."""
+    """The shipped stack files that can take Karpenter (rehearsal.variants: not one onto a cluster made elsewhere,
+    whose groups keep what scales them now)."""
     return [stack for stack in stack_file.stacks(stack_file.ROOT)
-            if not stack_file.load(stack, stack_file.ROOT)[0].get("existingCluster")]  # Pulumi.yaml's default: {}
+            if any(v["autoscaler"] == ENGINE for v in variants(stack_file.load(stack, stack_file.ROOT)[0]))]
 
 
 # ---- The instance types: what EC2 would say, from our facts ----------------------------------------------------------

@@ -366,15 +366,19 @@ SERVING = "eks-ddp.local/serving"
 """The annotation that makes an operator's pod Ready (stages/operator-pod.yaml): its process serves."""
 
 
+def pods_of(kubectl: Kubectl, operator: Operator, deployment: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pods of the operator's Deployment (its selector's labels)."""
+    labels = deployment["spec"]["selector"].get("matchLabels", {})
+    selector = ",".join(f"{key}={value}" for key, value in labels.items())
+    return kubectl.api.items(f"/api/v1/namespaces/{operator.namespace}/pods?labelSelector={selector}")
+
+
 def _mark_serving(kubectl: Kubectl, operator: Operator, deployment: dict[str, Any], log: Path) -> None:
     """Annotate the Deployment's pods SERVING, as the kubelet's readiness probe would pass (once the ReplicaSet
     made one: the Deployment may have been applied a moment ago). A pod made later, after a restart, stays not
     Ready: no test restarts an operator's pod."""
-    labels = deployment["spec"]["selector"].get("matchLabels", {})
-    selector = ",".join(f"{key}={value}" for key, value in labels.items())
-    pods_path = f"/api/v1/namespaces/{operator.namespace}/pods?labelSelector={selector}"
-    _wait(f"{operator.engine}'s pod", lambda: bool(kubectl.api.items(pods_path)), log)
-    for pod in kubectl.api.items(pods_path):
+    _wait(f"{operator.engine}'s pod", lambda: bool(pods_of(kubectl, operator, deployment)), log)
+    for pod in pods_of(kubectl, operator, deployment):
         path = f"/api/v1/namespaces/{operator.namespace}/pods/{pod['metadata']['name']}"
         kubectl.api.request("PATCH", path, {"metadata": {"annotations": {SERVING: "true"}}},
                             "application/merge-patch+json")
