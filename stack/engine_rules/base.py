@@ -10,7 +10,8 @@ from eks_ddp.infra.existing_cluster import DESCRIBED_GROUP
 from eks_ddp.infra.facts import catalogue
 from eks_ddp.infra.facts.allocatable import NodeLauncher, efa_hugepages_mib
 from eks_ddp.stack.mocking import Registration
-from eks_ddp.workloads.target import KUBERNETES_ARCH, node_allocatable
+from eks_ddp.infra.facts.node_room import node_allocatable
+from eks_ddp.workloads.target import KUBERNETES_ARCH
 from eks_ddp.workloads.training_pod import TRAINER_LABEL
 
 K8S_PREFIX = "kubernetes:"

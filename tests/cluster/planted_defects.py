@@ -35,10 +35,10 @@ class Defect:
 
 DEFECTS = (
     Defect(
-        "training pod 1 MiB larger than its node offers",
+        "training pod asking for its instance's whole memory, more than its node offers",
         "workloads/target.py",
         "    request = pod_memory_mib(target.instance, devices) if memory_mib is None else memory_mib\n",
-        "    request = node_allocatable(target.instance, target.launcher, target.efa_interfaces).memory_mib + 1\n",
+        "    request = int(target.instance.memory_gib * 1024)\n",
         f"{STACK_TEST}[gpu]",
     ),
     Defect(

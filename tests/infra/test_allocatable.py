@@ -15,14 +15,8 @@ from eks_ddp.infra.facts.allocatable import (
     memory_capacity_mib,
 )
 from eks_ddp.infra.facts.catalogue import INSTANCE_TYPES, Architecture, InstanceType
-from eks_ddp.workloads.target import (
-    DAEMON_SETS_MIB,
-    NodeTarget,
-    daemon_sets_millicores,
-    node_allocatable,
-    resources,
-    too_small,
-)
+from eks_ddp.infra.facts.node_room import DAEMON_SETS_MIB, daemon_sets_millicores, node_allocatable
+from eks_ddp.workloads.target import NodeTarget, resources, too_small
 from tests.upstream import REFERENCE
 
 

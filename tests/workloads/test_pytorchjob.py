@@ -171,7 +171,8 @@ def test_training_pods_fit_what_each_engine_leaves_them_with_a_whole_cpu() -> No
     a 2-GiB type is refused, never cpu "0"."""
     from eks_ddp.infra.facts.allocatable import NodeLauncher
     from eks_ddp.infra.facts.catalogue import INSTANCE_TYPES
-    from eks_ddp.workloads.target import pod_room, too_small
+    from eks_ddp.infra.facts.node_room import pod_room
+    from eks_ddp.workloads.target import too_small
 
     m5 = INSTANCE_TYPES["m5.large"]  # 2000 - 70 - 400 m; (8192 - 615) - (11 x 29 + 255) - 100 - 768 MiB
     assert (pod_room(m5), too_small(m5)) == ((1, 5), None)
@@ -187,7 +188,7 @@ def test_a_training_pod_asks_for_the_memory_its_ranks_need_and_may_use_its_room(
     real nodes differ from. Now: torchrun, each rank's measured peak with its dataset (and 4 GiB per GPU process), and
     half as much again, requested; the room is the limit. CPUs and devices still keep the node to the pod."""
     from eks_ddp.infra.facts.catalogue import INSTANCE_TYPES
-    from eks_ddp.workloads.target import pod_room
+    from eks_ddp.infra.facts.node_room import pod_room
     from eks_ddp.workloads.training_pod import UserCode
 
     def memory(job: TrainingJob, target: NodeTarget) -> tuple[str, str]:
