@@ -14,7 +14,9 @@ from eks_ddp.infra.addons.cloudwatch_observability import CloudWatchObservabilit
 from eks_ddp.infra.addons.cluster_autoscaler import ClusterAutoscaler
 from eks_ddp.infra.addons.efa_device_plugin import EfaDevicePlugin
 from eks_ddp.infra.addons.helm import POD_SECURITY, tolerations
+from eks_ddp.infra.addons import kueue
 from eks_ddp.infra.addons.karpenter import Karpenter
+from eks_ddp.infra.addons.kueue import Kueue, KueueArgs, QueueingArgs
 from eks_ddp.infra.addons.karpenter_nodes import KarpenterNodePool, KarpenterNodePoolArgs
 from eks_ddp.infra.addons.karpenter_nodes import validate as validate_karpenter_shape
 from eks_ddp.infra.addons.kubeflow_trainer import KubeflowTrainer, KubeflowTrainerArgs
@@ -188,8 +190,18 @@ class TrainingPlatformArgs(TypedDict):
     (KubeflowTrainerArgs.chart_folder); `mpi_operator`, the release's manifest."""
     mpi_operator: NotRequired[bool]
     """Install the MPI operator v2 for MPIJobs (default true when a GPU group has EFA: the NCCL check)."""
+    queueing: NotRequired[QueueingArgs]
+    """Share the groups through Kueue: queues with quotas, gang admission, placement on EC2's network
+    (infra.addons.kueue); absent, a job starts as soon as it is created. Queued jobs carry `submission(group)`."""
     tags: NotRequired[dict[str, str]]
     """Tags for every taggable resource."""
+
+
+class QueuedJobSpec(TypedDict):
+    """The fields of a TrainingJobSpec that queue it (TrainingPlatform.submission)."""
+
+    queue: NotRequired[str]
+    queue_placement: NotRequired[str]
 
 
 CLUSTER_OPTIONS = (
@@ -297,6 +309,19 @@ def validate(
     if args.get("model_bucket", True) and "checkpoint_expiry_days" in args:
         validate_bucket({"checkpoint_expiry_days": args["checkpoint_expiry_days"]})
     role_access(args.get("service_account_roles", RoleAccess.POD_IDENTITY), COMPONENT, "service_account_roles")
+    if "queueing" in args:
+        try:
+            kueue.plan(queue_groups(args), args["queueing"], autoscaler == AutoscalerKind.CLUSTER_AUTOSCALER, describe)
+        except InvalidArgument as error:
+            raise InvalidArgument(COMPONENT, error.argument, error.value, error.allowed) from None
+
+
+def queue_groups(args: TrainingPlatformArgs) -> list[NodeGroupShape]:
+    """The groups Kueue queues jobs on, as their shapes with what launches their nodes: the system group (the NCCL
+    check's launcher runs there) and every training group."""
+    karpenter = args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER) == AutoscalerKind.KARPENTER
+    launcher = NodeLauncher.KARPENTER if karpenter else NodeLauncher.MANAGED_NODE_GROUP
+    return [system_shape(args), *({**group, "launcher": launcher} for group in args.get("node_groups", []))]
 
 
 # What only a new cluster takes: an existing one has its own VPC, name, version and access entries.
@@ -439,6 +464,7 @@ class TrainingPlatform(pulumi.ComponentResource):
         self._build_node_add_ons(name, args, tags, system, namespace)
         self._build_monitoring(name, args, tags, system)
         self._build_operators(name, args, system)
+        self._build_queues(name, args, system)
         self._build_storage(name, args, tags, system, namespace)
         self._build_bucket(name, args, tags, namespace)
         self.register_outputs({"kubeconfig": self.kubeconfig, "bucket_name": self.bucket_name})
@@ -578,6 +604,8 @@ class TrainingPlatform(pulumi.ComponentResource):
         namespace: pulumi.Resource,
     ) -> None:
         """What the nodes need: the device plugins, the Cluster Autoscaler, metrics-server and node health."""
+        self.cluster_autoscaler: ClusterAutoscaler | None = None
+        """The Cluster Autoscaler (None unless `autoscaler` is cluster-autoscaler)."""
         efa_groups, gpu_groups = self._efa_groups(), self._gpu_groups()
         region = _region(self)
         if efa_groups and args.get("efa_device_plugin", True):
@@ -609,13 +637,14 @@ class TrainingPlatform(pulumi.ComponentResource):
             )
         if args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER) == AutoscalerKind.CLUSTER_AUTOSCALER:
             assert self.cluster is not None, "validate() refuses an autoscaler on an existing cluster"
-            ClusterAutoscaler(
+            self.cluster_autoscaler = ClusterAutoscaler(
                 f"{name}-autoscaler",
                 {
                     "provider": self.provider,
                     "kubernetes_version": self.cluster.kubernetes_version,
                     "region": region,
                     "tags": tags,
+                    "provisioning_requests": "queueing" in args,
                     **self._role_access(),  # type: ignore[typeddict-item]
                 },
                 opts=self._after(system),
@@ -717,6 +746,38 @@ class TrainingPlatform(pulumi.ComponentResource):
             if "mpi_operator" in sources:
                 mpi_args["file"] = sources["mpi_operator"]
             self.mpi_operator = MpiOperator(f"{name}-mpi-operator", mpi_args, opts=self._after(mpi_after))
+
+    def _build_queues(self, name: str, args: TrainingPlatformArgs, system: Sequence[pulumi.Resource]) -> None:
+        """Kueue and the queues (None without `queueing`); with the Cluster Autoscaler, after the ProvisioningRequest
+        CRD: Kueue looks for that API once, when it starts."""
+        self.queues: Kueue | None = None
+        """Kueue, its flavors and queues: a job's `submission` (None without `queueing`)."""
+        if "queueing" not in args:
+            return
+        autoscaler = self.cluster_autoscaler.provisioning_requests if self.cluster_autoscaler else None
+        queue_args: KueueArgs = {
+            "provider": self.provider,
+            "groups": queue_groups(args),
+            "namespace": self.training_namespace,
+            "queueing": args["queueing"],
+            "provisioning": autoscaler is not None,
+        }
+        sources = args.get("addon_sources", {})
+        if "kueue" in sources:
+            queue_args["chart_folder"] = sources["kueue"]
+        after = [*system, *([autoscaler] if autoscaler else [])]
+        self.queues = Kueue(f"{name}-kueue", queue_args, opts=self._after(after))
+
+    def submission(self, group: str) -> QueuedJobSpec:
+        """What a job on `group` adds to its spec to be queued (TrainingJobSpec.queue, queue_placement); nothing
+        without queueing."""
+        if self.queues is None:
+            return {}
+        submission = self.queues.submission(group)
+        spec: QueuedJobSpec = {"queue": submission.queue}
+        if submission.placement:
+            spec["queue_placement"] = submission.placement
+        return spec
 
     def _build_storage(
         self,

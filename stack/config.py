@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import pulumi_aws as aws
 
 from eks_ddp.infra import platform
+from eks_ddp.infra.addons.kueue import QueueingArgs, QueueTopology
 from eks_ddp.infra.addons.training_operator import OperatorKind
 from eks_ddp.infra.aws.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
 from eks_ddp.infra.aws.efa_node_group import NodeGroupShape
@@ -66,6 +67,13 @@ class JobConfig:
 
 
 Kind = TypeVar("Kind", bound=Enum)
+
+
+class Queueing(str, Enum):
+    """`eks-ddp:queueing`: jobs start when created (none), or wait in Kueue's queues until all their pods fit."""
+
+    NONE = "none"
+    KUEUE = "kueue"
 
 
 class FabricCheck(str, Enum):
@@ -144,6 +152,9 @@ TOP_LEVEL = {
     "fabricCheckImage": ("fabric_check_image", str),
     "ncclCheck": ("nccl_check", bool),
     "ncclCheckImage": ("nccl_check_image", str),
+    "queueing": ("queueing", str),
+    "queueQuotas": ("queue_quotas", dict),
+    "queueTopology": ("queue_topology", str),
 }
 VPC = {
     "cidr": ("cidr", str),
@@ -302,6 +313,9 @@ class _Layout:
             return f"{_key('storage')}.{_camel(STORAGE, argument)}"
         if argument == "storage":
             return f"{_key('storage')}.kind"
+        if argument.startswith("queueing."):
+            field = argument.removeprefix("queueing.")
+            return _key("queueTopology") if field == "topology" else f"{_key('queueQuotas')}{field.removeprefix('quotas')}"
         return _key(_camel(TOP_LEVEL, argument))
 
 
@@ -394,6 +408,20 @@ def _zones(zones: list[str], region: str, key: str) -> list[str]:
             where = f"{_key('vpc')}.{key}"
             raise ConfigError(where, zone, f"not a zone of aws:region {region}: use {region}a, {region}b, ...")
     return zones
+
+
+def _queueing(top: Mapping[str, Any]) -> QueueingArgs | None:
+    """Kueue's settings with `eks-ddp:queueing: kueue`; its other keys without it are refused."""
+    if _choice("queueing", top.get("queueing") or Queueing.NONE.value, Queueing) == Queueing.NONE:
+        for key, argument in (("queueQuotas", "queue_quotas"), ("queueTopology", "queue_topology")):
+            if top.get(argument):
+                raise ConfigError(_key(key), top[argument], "it sets Kueue's queues: add eks-ddp:queueing kueue")
+        return None
+    topology = _choice("queueTopology", top.get("queue_topology") or QueueTopology.PREFERRED.value, QueueTopology)
+    queueing: QueueingArgs = {"topology": topology}
+    if top.get("queue_quotas"):
+        queueing["quotas"] = top["queue_quotas"]
+    return queueing
 
 
 def _choice(key: str, value: str, kind: type[Kind]) -> Kind:
@@ -615,6 +643,9 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
                 f"eks-ddp:monitoring prometheus, not {platform_args['monitoring'].value}",
             )
         platform_args["managed_prometheus"] = True
+    queueing = _queueing(top)
+    if queueing is not None:
+        platform_args["queueing"] = queueing
     kind, fsx = _storage(top.get("storage"))
     platform_args["storage"] = kind
     if kind == StorageKind.FSX:

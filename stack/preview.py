@@ -16,13 +16,14 @@ from typing import Any
 
 import yaml
 
+from eks_ddp.infra.addons import kueue
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts.catalogue import PRICES_AS_OF
 from eks_ddp.infra.facts.versions import DEFAULT_KUBERNETES_VERSION
 from eks_ddp.stack import cost, node_facts, placeholders, project_config, stack_file
 from eks_ddp.stack.config import ConfigError, StackConfig, parse
 from eks_ddp.stack.engine_rules import Deployment
-from eks_ddp.stack.engine_rules.base import containers, pod_specs
+from eks_ddp.stack.engine_rules.base import containers, pod_specs, quantity
 from eks_ddp.stack.mocking import ACCOUNT, DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.stack.programs import Program
 from eks_ddp.stack.project_config import PROJECT, StackFileError
@@ -30,6 +31,7 @@ from eks_ddp.stack.reference_data import read_network_cards
 from eks_ddp.trainer.errors import OneLineParser
 from eks_ddp.trainer.startup import freeze_imports
 from eks_ddp.workloads import security
+from eks_ddp.workloads.queueing import pod_templates
 
 MANIFEST_KEYS = (
     "apiVersion",
@@ -103,6 +105,39 @@ def image_lines(objects: list[dict[str, Any]]) -> list[str]:
         if isinstance(container.get("image"), str)
     }
     return [f"  {'by digest' if security.by_digest(image) else 'by tag   '}  {image}" for image in sorted(images)]
+
+
+def queue_lines(objects: list[dict[str, Any]]) -> list[str]:
+    """Kueue's queues as the stack makes them: each queue's quota per flavor (a node group), where placement follows
+    the network topology or waits for a ProvisioningRequest, and what each queued job asks for."""
+    queued = [o for o in objects if o.get("apiVersion") == kueue.API]
+    flavors = {o["metadata"]["name"]: o["spec"] for o in queued if o["kind"] == "ResourceFlavor"}
+    lines = []
+    for owner in (o for o in queued if o["kind"] in ("Cohort", "ClusterQueue")):
+        spec = owner["spec"]
+        provisioned = {f for c in spec.get("admissionChecksStrategy", {}).get("admissionChecks", []) for f in c["onFlavors"]}
+        cohort = f", in cohort {spec['cohortName']}" if spec.get("cohortName") else ""
+        title = "cohort" if owner["kind"] == "Cohort" else "queue"
+        lines.append(f"  {title} {owner['metadata']['name']}{cohort}:")
+        for flavor in (f for group in spec["resourceGroups"] for f in group["flavors"]):
+            quota = ", ".join(f"{r['name']} {r['nominalQuota']}" for r in flavor["resources"]
+                              if quantity(r["nominalQuota"]))
+            notes = [*(["by network topology"] if flavors[flavor["name"]].get("topologyName") else []),
+                     *(["admitted after a ProvisioningRequest"] if flavor["name"] in provisioned else [])]
+            lines.append(f"    {flavor['name']}: {quota or 'nothing of its own'}{'; ' if notes else ''}"
+                         f"{', '.join(notes)}")
+    runtimes = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "ClusterTrainingRuntime"}
+    for job in objects:
+        queue = (job.get("metadata", {}).get("labels") or {}).get(kueue.QUEUE_LABEL)
+        if queue is None:
+            continue
+        placed = runtimes.get(job["spec"].get("runtimeRef", {}).get("name", ""), job)
+        asks = {key: value for template in pod_templates(placed)
+                for key, value in (template.get("metadata", {}).get("annotations") or {}).items()
+                if key in kueue.TOPOLOGY_ANNOTATIONS.values()}
+        where = "; ".join(f"pods under one {value} ({key.rsplit('-', 2)[-2]})" for key, value in sorted(asks.items()))
+        lines.append(f"  {job['kind']} {job['metadata']['name']} -> queue {queue}{'; ' if where else ''}{where}")
+    return lines
 
 
 def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path]:
@@ -232,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
     if groups:
         print("\nNode groups (offline facts: infra.facts.catalogue; `pulumi up` takes EC2's):")
         print("\n".join(node_facts.lines(groups)))
+    queues = queue_lines(objects)
+    if queues:
+        print("\nQueues (Kueue; a job waits until all its pods fit its queue's quota):")
+        print("\n".join(queues))
     print("\nImages of the stack's own pods (the charts' images are the charts' own):")
     print("\n".join(image_lines(objects)))
     print("\nResources per type:")

@@ -150,10 +150,11 @@ def build(config: StackConfig, name: str = "eks-ddp") -> Stack:
         }
         if platform.bucket_name is not None:
             args["job"]["artifact_bucket"] = platform.bucket_name
+        queued: TrainingJobArgs = {**args, "job": {**args["job"], **platform.submission(config.job.node_group)}}
         after = pulumi.ResourceOptions(depends_on=[platform])
         if config.job.prepare_data:
             DataPrepJob(f"{name}-data", args, after)
-        monitored: TrainingJobArgs = {**args, "pod_monitor": platform.prometheus is not None}
+        monitored: TrainingJobArgs = {**queued, "pod_monitor": platform.prometheus is not None}
         gated = pulumi.ResourceOptions(depends_on=[platform, *checks])
         job = JOB_COMPONENTS[config.operator](f"{name}-train", monitored, gated)
         if config.job.evaluate:

@@ -22,6 +22,7 @@ from eks_ddp.workloads import (
     indexed_job,
     nccl_check,
     pytorchjob,
+    queueing,
     training_pod,
     trainjob,
 )
@@ -229,7 +230,8 @@ class PyTorchJob(_TrainingRun):
     def __init__(self, name: str, args: TrainingJobArgs, opts: ResourceOptions | None = None) -> None:
         opts = opts or ResourceOptions()
         job, target = _validated("PyTorchJob", args)
-        self.manifest: dict[str, Any] = pytorchjob.render(job, target)
+        self.manifest: dict[str, Any] = queueing.queued(queueing.placed(pytorchjob.render(job, target),
+                                                                        job.queue_placement), job.queue)
         """The rendered PyTorchJob (plain; what `pulumi up` applies)."""
         _refuse("PyTorchJob", job, pytorchjob.admission_errors(self.manifest))
         self._register("PyTorchJob", name, job, target, opts)
@@ -251,9 +253,10 @@ class TrainJob(_TrainingRun):
     def __init__(self, name: str, args: TrainingJobArgs, opts: ResourceOptions | None = None) -> None:
         opts = opts or ResourceOptions()
         job, target = _validated("TrainJob", args)
-        self.runtime_manifest: dict[str, Any] = trainjob.render_runtime(job, target)
+        self.runtime_manifest: dict[str, Any] = queueing.placed(trainjob.render_runtime(job, target),
+                                                                job.queue_placement)
         """The rendered ClusterTrainingRuntime: the pod, the restart budget."""
-        self.manifest: dict[str, Any] = trainjob.render(job, target)
+        self.manifest: dict[str, Any] = queueing.queued(trainjob.render(job, target), job.queue)
         """The rendered TrainJob: image, command, nodes, processes per node."""
         _refuse("TrainJob", job, trainjob.admission_errors(self.manifest, self.runtime_manifest))
         self._register("TrainJob", name, job, target, opts)
@@ -275,7 +278,9 @@ class IndexedTrainingJob(_TrainingRun):
     def __init__(self, name: str, args: TrainingJobArgs, opts: ResourceOptions | None = None) -> None:
         opts = opts or ResourceOptions()
         job, target = _validated("IndexedTrainingJob", args)
-        self.manifests: list[dict[str, Any]] = indexed_job.render(job, target)
+        service, indexed = indexed_job.render(job, target)
+        self.manifests: list[dict[str, Any]] = [
+            service, queueing.queued(queueing.placed(indexed, job.queue_placement), job.queue)]
         """The rendered Service and Job (plain)."""
         _refuse("IndexedTrainingJob", job, indexed_job.admission_errors(*self.manifests))
         self._register("IndexedTrainingJob", name, job, target, opts)

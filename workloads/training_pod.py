@@ -121,6 +121,8 @@ class TrainingJob:
     code: UserCode | None = None
     preflight: bool = True
     artifact_bucket: pulumi.Input[str] | None = None
+    queue: str | None = None
+    queue_placement: str | None = None
 
     @property
     def elastic(self) -> bool:
@@ -201,6 +203,12 @@ class TrainingJobSpec(TypedDict):
     """GPU pods check their GPUs (DCGM level 1) and EFA devices before training (default true)."""
     artifact_bucket: NotRequired[pulumi.Input[str]]
     """S3 bucket the run uploads its results and checkpoints to and resumes from (the platform's model bucket)."""
+    queue: NotRequired[str]
+    """The Kueue LocalQueue the job waits in until all its pods fit (TrainingPlatform.submission; default: none, the
+    job starts at once)."""
+    queue_placement: NotRequired[str]
+    """With `queue`: `required` or `preferred` to have all pods under one EC2 network node (TrainingPlatform.submission
+    says which applies to the group)."""
 
 
 def user_code(spec: UserCodeSpec) -> UserCode:

@@ -49,6 +49,8 @@ class ClusterAutoscalerArgs(TypedDict):
     """AWS region of the cluster."""
     tags: NotRequired[dict[str, str]]
     """Tags for the IAM role."""
+    provisioning_requests: NotRequired[bool]
+    """Answer Kueue's ProvisioningRequests (`--enable-provisioning-requests`) and install their CRD (default false)."""
 
 
 def autoscaler_policy(cluster_name: str) -> dict[str, Any]:
@@ -120,8 +122,17 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                 "balance-similar-node-groups": True,
                 "skip-nodes-with-local-storage": False,
                 "skip-nodes-with-system-pods": False,
+                **({"enable-provisioning-requests": True} if args.get("provisioning_requests") else {}),
             },
         }
+        self.provisioning_requests: k8s.yaml.v2.ConfigFile | None = None
+        """The ProvisioningRequest CRD (None unless `provisioning_requests`): Kueue must start after it."""
+        if args.get("provisioning_requests"):
+            self.provisioning_requests = k8s.yaml.v2.ConfigFile(
+                f"{name}-provisioning-requests",
+                file=versions.PROVISIONING_REQUEST_CRD.format(version=image.removeprefix("v")),
+                opts=pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=waits_for(opts)),
+            )
         self.release = helm.release(
             f"{name}-chart",
             self,

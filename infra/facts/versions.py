@@ -96,6 +96,22 @@ TRAINING_OPERATOR_OVERLAY = "github.com/kubeflow/trainer.git/manifests/overlays/
 # 2.3.0 (2026-08-05) is its newest release; it installs JobSet 0.12.0 as a dependency (Chart.yaml).
 KUBEFLOW_TRAINER_CHART = ("kubeflow-trainer", "2.3.0", "oci://ghcr.io/kubeflow/charts")
 
+# Kueue (eks-ddp:queueing kueue): 0.17.0 (2026-03-31), the newest served by the Go module proxy here
+# (sigs.k8s.io/kueue v0.17.0, tests/cluster/engines/kueue builds its manager). It supports Kubeflow Trainer v2.2's
+# TrainJob (CHANGELOG-0.17: "Add support to Kubeflow Trainer v2.2", compiled against trainer v2.2.0; the stack runs
+# v2.3.0, whose TrainJob keeps the v2.2 fields Kueue writes: spec.suspend, spec.runtimePatches), the training
+# operator's PyTorchJob (compiled against v1.9.3; we run v1.9.4) and the MPI operator v0.8.0's MPIJob. Its chart is
+# published from the tag to registry.k8s.io (hack/helm-chart-package.sh), its CRDs in templates/: Helm upgrades them.
+KUEUE_CHART = ("kueue", "0.17.0", "oci://registry.k8s.io/kueue/charts")
+# The ProvisioningRequest CRD Kueue's admission check creates requests of and the Cluster Autoscaler answers. The
+# autoscaler's chart does not install it (9.59.0 has no crds/); the file is the autoscaler's own at the image's tag
+# (kubernetes/autoscaler cluster-autoscaler-1.35.2 cluster-autoscaler/apis/config/crd/, autoscaling.x-k8s.io v1
+# served and stored), applied before Kueue starts, which looks for the API once (cmd/kueue/main.go).
+PROVISIONING_REQUEST_CRD = (
+    "https://raw.githubusercontent.com/kubernetes/autoscaler/cluster-autoscaler-{version}/cluster-autoscaler/apis/"
+    "config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml"
+)
+
 # The MPI operator v2 (MPIJob kubeflow.org/v2beta1), which the GPU workshop installs for nccl-tests:
 # v0.8.0 (2026-02-18) is its newest release; its manifest carries the CRD, RBAC and the controller.
 MPI_OPERATOR_VERSION = "v0.8.0"

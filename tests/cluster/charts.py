@@ -121,6 +121,23 @@ CHARTS: dict[str, Source] = {
         crds="pkg/apis/crds",
         note="crds/ are links to pkg/apis/crds/ upstream; the controller image digest is not known here",
     ),
+    # sigs.k8s.io/kueue@v0.17.0 hack/helm-chart-package.sh: the manager's (and KueueViz's, off in our values) image
+    # set by yq to registry.k8s.io/kueue/<image>:<tag> for a promoted vX.Y.Z tag, then `helm package --version
+    # ${GIT_TAG/#v/} --app-version ${GIT_TAG}`: the tree's Chart.yaml already says 0.17.0 and v0.17.0.
+    "kueue": Source(
+        "kueue",
+        "sigs.k8s.io/kueue",
+        "charts/kueue",
+        Stamp(
+            {"version": "{version}", "appVersion": "{tag}"},
+            {"controllerManager": {"manager": {"image": {"repository": "registry.k8s.io/kueue/kueue", "tag": "{tag}",
+                                                         "pullPolicy": "IfNotPresent"}}},
+             "kueueViz": {name: {"image": {"repository": f"registry.k8s.io/kueue/kueueviz-{name}", "tag": "{tag}",
+                                           "pullPolicy": "IfNotPresent"}} for name in ("backend", "frontend")}},
+            "sigs.k8s.io/kueue@v0.17.0 hack/helm-chart-package.sh (image set by yq for a promoted vX.Y.Z tag, "
+            "`helm package --version ${chart_version} --app-version ${GIT_TAG}`)",
+        ),
+    ),
     "metrics-server": Source(
         "charts",
         "sigs.k8s.io/metrics-server",

@@ -1,0 +1,51 @@
+"""A job submitted to a Kueue LocalQueue: the queue's label on the job, and its pods' request to share one network
+node of EC2 (infra.addons.kueue says what Kueue does with both)."""
+
+from typing import Any
+
+from eks_ddp.infra.addons.kueue import QUEUE_LABEL, TOPOLOGY_ANNOTATIONS
+from eks_ddp.infra.facts.network_topology import CLOSEST_LAYER
+
+
+def pod_templates(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod templates Kueue makes its pod sets of, for each kind the stack renders (pkg/controller/jobs: one pod set
+    per replica type, per replicated job of a TrainJob's runtime)."""
+    spec = manifest["spec"]
+    match manifest["kind"]:
+        case "PyTorchJob":
+            return [replica["template"] for replica in spec["pytorchReplicaSpecs"].values()]
+        case "MPIJob":
+            return [replica["template"] for replica in spec["mpiReplicaSpecs"].values()]
+        case "Job":
+            return [spec["template"]]
+        case "ClusterTrainingRuntime":
+            return [job["template"]["spec"]["template"] for job in spec["template"]["spec"]["replicatedJobs"]]
+    raise ValueError(f"no pod templates known in a {manifest['kind']}")
+
+
+def _copy(value: Any) -> Any:
+    """Dicts and lists copied, anything else (a Pulumi Output: an image built in the same program) shared."""
+    if isinstance(value, dict):
+        return {key: _copy(item) for key, item in value.items()}
+    return [_copy(item) for item in value] if isinstance(value, list) else value
+
+
+def queued(manifest: dict[str, Any], queue: str | None) -> dict[str, Any]:
+    """The job labelled for its LocalQueue (a copy; the manifest itself without a queue)."""
+    if queue is None:
+        return manifest
+    labelled = _copy(manifest)
+    labelled["metadata"]["labels"] = {**labelled["metadata"].get("labels", {}), QUEUE_LABEL: queue}
+    return labelled
+
+
+def placed(manifest: dict[str, Any], placement: str | None) -> dict[str, Any]:
+    """Every pod template asking Kueue for one CLOSEST_LAYER network node, `required` or `preferred` (a copy; the
+    manifest itself without a placement)."""
+    if placement is None:
+        return manifest
+    annotated = _copy(manifest)
+    for template in pod_templates(annotated):
+        metadata = template.setdefault("metadata", {})
+        metadata["annotations"] = {**metadata.get("annotations", {}), TOPOLOGY_ANNOTATIONS[placement]: CLOSEST_LAYER}
+    return annotated
