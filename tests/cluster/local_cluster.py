@@ -34,7 +34,8 @@ from tests.cluster.kubectl import Kubectl, KubectlError
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "runs" / "cluster"
-ENGINES = ["kube", "kwok", "helm", "training-operator", "mpi-operator", "jobset", "kubeflow-trainer", "karpenter"]
+ENGINES = ["kube", "kwok", "helm", "training-operator", "mpi-operator", "jobset", "kubeflow-trainer", "karpenter",
+           "kueue"]
 SETTLE_TIMEOUT_S = 120.0
 SETTLED_S = 3.0
 GATE_TIMEOUT_S = 120.0

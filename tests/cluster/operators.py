@@ -81,6 +81,9 @@ class Operator:
     """An HTTP path on the `health` port that answers 200 once it serves."""
     env: dict[str, str] = field(default_factory=dict)
     config: ConfigFile | None = None
+    routes: tuple[tuple[str, int, str], ...] = ()
+    """Other Services of the Deployment the API server dials, routed to the process: (Service, its port, the name of
+    the process's port, a key of the ports `flags` and the config file get)."""
     pod_view: bool = False
     """Run in a mount namespace of its own where /var/run/secrets/kubernetes.io/serviceaccount holds its namespace
     (and token and CA, as the kubelet projects them) and each Secret volume of the Deployment is at its mountPath."""
@@ -100,6 +103,13 @@ def _host_config(chart: dict[str, Any], ports: dict[str, int]) -> dict[str, Any]
         "webhook": {**(chart.get("webhook") or {}), "host": LOOPBACK, "port": ports["webhook"]},
         "leaderElection": {**(chart.get("leaderElection") or {}), "leaderElect": False},
     }
+
+
+def _kueue_host_config(chart: dict[str, Any], ports: dict[str, int]) -> dict[str, Any]:
+    """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2, sigs.k8s.io/kueue@v0.17.0 apis/config/v1beta2): the
+    fields `_host_config` sets, which Kueue reads alike, and its visibility API server on 127.0.0.1 (it listens on
+    every address, port 8082, by default; the chart's APIService names it)."""
+    return {**_host_config(chart, ports), "visibilityServer": {"bindAddress": LOOPBACK, "bindPort": ports["visibility"]}}
 
 
 OPERATORS = (
@@ -145,6 +155,24 @@ OPERATORS = (
         ready_path="/readyz",
         env={"TMPDIR": "/tmp"},
         config=ConfigFile("jobset-controller-config", "controller_manager_config.yaml", _host_config),
+        pod_view=True,
+    ),
+    # Kueue v0.17.0 (charts/kueue/templates/manager/manager.yaml: /manager --config=/controller_manager_config.yaml,
+    # the ConfigMap kueue-manager-config). Its rotator (cert-controller v0.16.0, pkg/util/cert/cert.go) fills the
+    # Secret, injects the CA into the webhook configurations and the CRDs' conversion webhooks, and waits for tls.crt
+    # in the Secret's mountPath /tmp/k8s-webhook-server/serving-certs; its namespace is the ServiceAccount folder's
+    # (apis/config/v1beta2/defaults.go): hence the pod's view. Started after the training operators, whose CRDs its
+    # integrations wait for (pkg/controller/jobframework/setup.go waitForAPI: a missing CRD is polled, not fatal).
+    Operator(
+        engine="kueue",
+        deployment="kueue-controller-manager",
+        namespace="kueue-system",
+        flags=lambda ports: [],
+        webhook=Webhook("kueue-webhook-service", 443, "kueue-webhook-server-cert"),
+        ready_path="/readyz",
+        env={"TMPDIR": "/tmp"},
+        config=ConfigFile("kueue-manager-config", "controller_manager_config.yaml", _kueue_host_config),
+        routes=(("kueue-visibility-server", 443, "visibility"),),
         pod_view=True,
     ),
     # Kubeflow Trainer v2.3.0 (charts/kubeflow-trainer/templates/manager/deployment.yaml): cmd/trainer-controller-
@@ -315,7 +343,7 @@ def start(plane: ControlPlane, kubectl: Kubectl, binaries: dict[str, Path], oper
     token = kubectl.api.token(account, operator.namespace, TOKEN_S)
     config = plane.write_kubeconfig(plane.pki / f"{operator.namespace}-{account}.kubeconfig", account,
                                     {"token": token}, operator.namespace)
-    ports = {name: free_port() for name in ("webhook", "health")}
+    ports = {name: free_port() for name in ("webhook", "health", *(port for _, _, port in operator.routes))}
     home = plane.state / "operators" / operator.engine
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
@@ -347,6 +375,9 @@ def start(plane: ControlPlane, kubectl: Kubectl, binaries: dict[str, Path], oper
               lambda: _serve_certificate(kubectl, operator, webhook, volume), log)
         service = kubectl.get("service", webhook.service, "-n", operator.namespace)
         add_route(plane.routes, f"{service['spec']['clusterIP']}:{webhook.port}", f"{LOOPBACK}:{ports['webhook']}")
+    for name, port, process_port in operator.routes:
+        service = kubectl.get("service", name, "-n", operator.namespace)
+        add_route(plane.routes, f"{service['spec']['clusterIP']}:{port}", f"{LOOPBACK}:{ports[process_port]}")
     if operator.ready_path:
         _wait(f"{operator.engine} {operator.ready_path}", lambda: answers(ports["health"], operator.ready_path), log)
     if operator.webhook is not None:

@@ -58,9 +58,15 @@ def held(api: Api) -> set[str]:
 
 
 def _objects(api: Api) -> list[_Object]:
-    """Every object the API server holds, each once (events are served by two groups): its metadata."""
+    """Every object the API server holds, each once (events are served by two groups): its metadata, read in its
+    group's preferred version (discovery lists it first). Another version would need the CRD's conversion webhook,
+    which is stopped while the plane is reset (Kueue's v1beta1 objects: a PATCH through it failed with EOF)."""
     found: dict[str, _Object] = {}
+    read: set[tuple[str, str]] = set()
     for resource in api.resources():
+        if (resource.group, resource.name) in read:
+            continue
+        read.add((resource.group, resource.name))
         if {"list", "delete"} <= resource.verbs:
             try:
                 found |= {meta["uid"]: _Object(resource, meta) for meta in api.metadata(resource)}

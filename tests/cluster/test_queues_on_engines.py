@@ -1,0 +1,119 @@
+"""Kueue itself (sigs.k8s.io/kueue v0.17.0, tests/cluster/engines/kueue) admitting the stack's jobs on KWOK nodes of
+its groups: its webhook suspends a queued job, its scheduler starts the whole job or none of it.
+
+The stack's own training job (a PyTorchJob, a TrainJob or an Indexed Job, per operator) takes its place in the queue
+first; the jobs that compete with it are Indexed Jobs the test submits to the same LocalQueue, each pod asking for a
+whole node's share of the quota, so the quota counts nodes. A job ends as a real one would: its pods' containers exit
+0 (tests/cluster/stages/pod-exit.yaml). With `autoscaler: none` the groups' nodes all exist; the Cluster Autoscaler's
+side (ProvisioningRequests answered by scaling) has no engine here (tests/cluster/engines/cluster-autoscaler).
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from eks_ddp.infra.addons import kueue
+from eks_ddp.infra.aws.cluster import GROUP_LABEL
+from eks_ddp.stack.engine_rules.base import quantity
+from tests.cluster import objects
+from tests.cluster.conftest import OnEngines, wait_for
+
+QUEUED = {"eks-ddp:queueing": "kueue", "eks-ddp:autoscaler": "none"}
+OPERATOR_JOBS = {"v1": "PyTorchJob", "v2": "TrainJob", "none": "Job"}
+NAMESPACE, GROUP = "training", "workers"
+
+
+def _gang(name: str, pods: int, millicores: int) -> dict[str, Any]:
+    """An Indexed Job of `pods` pods on the workers group, each asking for `millicores`, in the stack's queue; its pods
+    run until the test gives them an exit code (objects.running_on)."""
+    return objects.running_on({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {kueue.QUEUE_LABEL: kueue.DEFAULT_QUEUE}},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": pods,
+            "parallelism": pods,
+            "backoffLimit": 0,
+            "template": {"spec": {
+                "restartPolicy": "Never",
+                "nodeSelector": {GROUP_LABEL: GROUP},
+                "containers": [{"name": "work", "image": objects.STAND_IN_IMAGE,
+                                "resources": {"requests": {"cpu": f"{millicores}m"}}}],
+            }},
+        },
+    })
+
+
+def _workload(on: OnEngines, kind: str, name: str) -> dict[str, Any] | None:
+    """The Workload Kueue made for the job (its owner reference), or None yet."""
+    for workload in on.kubectl.items("workloads", "-n", NAMESPACE):
+        if any(ref["kind"] == kind and ref["name"] == name for ref in workload["metadata"].get("ownerReferences", [])):
+            return workload
+    return None
+
+
+def _condition(workload: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    conditions = ((workload or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == kind), {})
+
+
+def _admitted(on: OnEngines, kind: str, name: str) -> bool:
+    return _condition(_workload(on, kind, name), "Admitted").get("status") == "True"
+
+
+def _pods(on: OnEngines, job: str) -> list[dict[str, Any]]:
+    return on.kubectl.items("pods", "-n", NAMESPACE, "-l", f"batch.kubernetes.io/job-name={job}")
+
+
+def _stack_job(on: OnEngines, kind: str) -> str:
+    """The name of the stack's training job among the objects of `kind` it sends (an Indexed Job beside the data and
+    evaluation Jobs)."""
+    (name,) = [r.sent["metadata"]["name"] for r in on.deployment.registrations
+               if r.type.startswith("kubernetes:") and r.sent.get("kind") == kind
+               and (kind != "Job" or r.sent["spec"].get("completionMode") == "Indexed")]
+    return name
+
+
+def _node_share(on: OnEngines) -> int:
+    """The workers flavor's cpu quota per node: the stack gives the queue its groups' whole reach."""
+    (queue,) = on.kubectl.items("clusterqueues")
+    flavor = next(f for g in queue["spec"]["resourceGroups"] for f in g["flavors"] if f["name"] == GROUP)
+    cpu = next(r["nominalQuota"] for r in flavor["resources"] if r["name"] == "cpu")
+    nodes = [n for n in on.kubectl.items("nodes") if n["metadata"]["labels"].get(GROUP_LABEL) == GROUP]
+    return int(quantity(cpu) * 1000) // len(nodes)
+
+
+@pytest.mark.parametrize("operator", sorted(OPERATOR_JOBS))
+def test_a_job_waits_in_its_queue_whole_until_the_one_before_it_ends(
+    cluster: Callable[..., OnEngines], operator: str
+) -> None:
+    on = cluster("dev", {**QUEUED, "eks-ddp:trainingOperator": operator})
+    stack_job = _stack_job(on, OPERATOR_JOBS[operator])
+    wait_for(f"Kueue to admit the stack's {OPERATOR_JOBS[operator]}", lambda: _admitted(on, OPERATOR_JOBS[operator],
+                                                                                      stack_job))
+    share = _node_share(on)
+    nodes = len([n for n in on.kubectl.items("nodes") if n["metadata"]["labels"].get(GROUP_LABEL) == GROUP])
+    free = nodes - 2  # the stack's job holds two nodes' worth at most
+    on.kubectl.apply([_gang("first", free, share)])
+    wait_for("the first job admitted and all its pods running",
+             lambda: _admitted(on, "Job", "first") and len([p for p in _pods(on, "first")
+                                                              if p["status"].get("phase") == "Running"]) == free)
+    on.kubectl.apply([_gang("second", 2, share), _gang("too-large", nodes + 1, share)])
+    wait_for("Kueue to look at both newcomers", lambda: all(
+        _condition(_workload(on, "Job", job), "QuotaReserved").get("reason") == "Pending"
+        for job in ("second", "too-large")))
+    for job in ("second", "too-large"):
+        found = on.kubectl.get("job", job, "-n", NAMESPACE)
+        assert found["spec"].get("suspend") is True, f"{job}: not suspended by Kueue's webhook"
+        assert _pods(on, job) == [], f"{job}: pods made while it waits"
+    for pod in _pods(on, "first"):  # its work done: each container exits 0
+        on.kubectl.api.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}",
+                               {"metadata": {"annotations": {objects.EXIT_CODE: "0"}}}, "application/merge-patch+json")
+    wait_for("the second job admitted once the first ended, all its pods running", lambda: _admitted(
+        on, "Job", "second") and len([p for p in _pods(on, "second") if p["status"].get("phase") == "Running"]) == 2,
+        120)
+    too_large = _workload(on, "Job", "too-large")
+    assert not _admitted(on, "Job", "too-large") and _pods(on, "too-large") == []
+    assert "insufficient quota" in _condition(too_large, "QuotaReserved").get("message", ""), too_large
