@@ -187,11 +187,16 @@ def team_quotas(queueing: QueueingArgs, found: Sequence[Flavor]) -> dict[str, di
                 teams[team][group][resource] = parsed
     for flavor in found:
         for resource, limit in flavor.reach.items():
-            asked = sum(quotas.get(flavor.name, {}).get(resource, 0) for quotas in teams.values())
-            if asked > limit:
-                raise InvalidArgument(COMPONENT, f"queueing.quotas.*.{flavor.name}.{resource}", _quantity(resource, asked),
-                                      f"the teams together may have at most what {flavor.name}'s max_size nodes "
-                                      f"offer, {_quantity(resource, limit)}")
+            given = 0
+            for team, quotas in teams.items():
+                asked = quotas.get(flavor.name, {}).get(resource, 0)
+                if given + asked > limit:
+                    before = f" ({_quantity(resource, given)} given to the teams before it)" if given else ""
+                    raise InvalidArgument(COMPONENT, f"queueing.quotas.{team}.{flavor.name}.{resource}",
+                                          _quantity(resource, asked),
+                                          f"the teams together may have at most what {flavor.name}'s max_size nodes "
+                                          f"offer, {_quantity(resource, limit)}{before}")
+                given += asked
     return teams
 
 
