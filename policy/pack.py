@@ -17,6 +17,7 @@ from eks_ddp.policy.rules import (
     StackResource,
     efa_groups_consistent,
     pods_denied_by_default,
+    training_jobs_queued,
 )
 
 
@@ -75,6 +76,12 @@ POLICIES = [
         name="pods-denied-by-default",
         description="Every object that makes pods sits in a namespace with a default-deny NetworkPolicy.",
         validate=stack_validation(pods_denied_by_default),
+        enforcement_level=EnforcementLevel.MANDATORY,
+    ),
+    StackValidationPolicy(
+        name="training-jobs-queued",
+        description="With Kueue's queues in the stack, every job on a training group is labelled for one of them.",
+        validate=stack_validation(training_jobs_queued),
         enforcement_level=EnforcementLevel.MANDATORY,
     ),
 ]

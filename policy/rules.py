@@ -359,6 +359,43 @@ def pods_denied_by_default(resources: Sequence[StackResource]) -> list[str]:
     ]
 
 
+QUEUE_LABEL, LOCAL_QUEUE = "kueue.x-k8s.io/queue-name", "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
+TRAINING_KINDS = (
+    "kubernetes:kubeflow.org/v1:PyTorchJob",
+    "kubernetes:kubeflow.org/v2beta1:MPIJob",
+    "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob",
+)
+
+
+def _on_a_training_group(resource: StackResource) -> bool:
+    """A training job, or a Job whose pods select a node group other than the system one (an Indexed training Job,
+    the EFA check)."""
+    if resource.type in TRAINING_KINDS:
+        return True
+    if resource.type != "kubernetes:batch/v1:Job":
+        return False
+    selector = (((resource.props.get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeSelector") or {}
+    return selector.get("eks-ddp/node-group", "system") != "system"
+
+
+def training_jobs_queued(resources: Sequence[StackResource]) -> list[str]:
+    """With queues in the stack (Kueue's LocalQueues), every job on a training group waits in one of them: a job
+    outside a queue starts at once and takes nodes the queue's quota counts as free."""
+    queues = {((r.props.get("metadata") or {}).get("namespace"), (r.props.get("metadata") or {}).get("name"))
+              for r in resources if r.type == LOCAL_QUEUE}
+    if not queues:
+        return []
+    problems = []
+    for r in resources:
+        metadata = r.props.get("metadata") or {}
+        queue = (metadata.get("labels") or {}).get(QUEUE_LABEL)
+        if _on_a_training_group(r) and (metadata.get("namespace"), queue) not in queues:
+            where = f"queue {queue!r}, which its namespace has not" if queue else "no queue"
+            problems.append(f"{r.type.rsplit(':', 1)[1]} {r.name}: {where}; label it {QUEUE_LABEL} with one of "
+                            f"{', '.join(sorted(str(name) for _, name in queues))}")
+    return problems
+
+
 def efa_groups_consistent(resources: Sequence[StackResource]) -> list[str]:
     """Node groups (and Karpenter node classes) with EFA interfaces: one subnet, a cluster placement group (unless a
     reservation is used), and a security group on the interfaces with all-traffic rules to and from itself."""

@@ -89,6 +89,7 @@ def _efa_check(config: StackConfig, platform: TrainingPlatform, name: str, on_fa
         "namespace": platform.training_namespace,
         "image": image,
         "on_failure": on_failure,
+        **platform.submission(checked),
     }
     return [FabricCheckJob(f"{name}-efa-check", args, pulumi.ResourceOptions(depends_on=[platform]))]
 
@@ -112,6 +113,7 @@ def _nccl_check(
         "node_group": group.shape,
         "namespace": platform.training_namespace,
         "on_failure": on_failure,
+        **platform.submission(checked),
     }
     if config.nccl_check_image:
         args["image"] = config.nccl_check_image

@@ -341,6 +341,10 @@ class FabricCheckArgs(TypedDict):
     """AWS region of the cluster: the default x86 image is pulled from its registry (needed without `image`)."""
     on_failure: NotRequired[batch_jobs.OnFailure]
     """What a failed check does: gate (default: `pulumi up` stops before training) or report (logged only)."""
+    queue: NotRequired[str]
+    """The Kueue LocalQueue the check waits in (TrainingPlatform.submission of its group; default: none)."""
+    queue_placement: NotRequired[str]
+    """With `queue`: `required` or `preferred`, both pods under one EC2 network node."""
 
 
 def two_efa_nodes(component: str, shape: NodeGroupShape) -> NodeTarget:
@@ -373,7 +377,9 @@ class FabricCheckJob(_BatchJob):
                 f"give an {architecture} image with libfabric's EFA provider (fi_info, fi_pingpong)",
             )
         on_failure = args.get("on_failure", batch_jobs.OnFailure.GATE)
-        manifests = batch_jobs.render_fabric_check(name, args["namespace"], target, image, on_failure)
+        manifests = [queueing.queued(queueing.placed(m, args.get("queue_placement")), args.get("queue"))
+                     if m["kind"] == "Job" else m
+                     for m in batch_jobs.render_fabric_check(name, args["namespace"], target, image, on_failure)]
         self._apply_all(name, manifests, args["provider"], opts)
 
 
@@ -389,6 +395,10 @@ class NcclCheckArgs(TypedDict):
     """An nccl-tests image with OpenMPI, sshd, CUDA, NCCL and aws-ofi-nccl (default nccl_check.IMAGE)."""
     on_failure: NotRequired[batch_jobs.OnFailure]
     """What a failed check does: gate (default: `pulumi up` stops before training) or report (logged only)."""
+    queue: NotRequired[str]
+    """The Kueue LocalQueue the MPIJob waits in (TrainingPlatform.submission of its group; default: none)."""
+    queue_placement: NotRequired[str]
+    """With `queue`: `required` or `preferred`, both workers under one EC2 network node."""
 
 
 class CheckFailed(pulumi.RunError):
@@ -432,7 +442,8 @@ class NcclCheckJob(_BatchJob):
             )
         image, on_failure = args.get("image", nccl_check.IMAGE), args.get("on_failure", batch_jobs.OnFailure.GATE)
         namespace, provider = args["namespace"], args["provider"]
-        manifest = nccl_check.render(name, namespace, target, image, on_failure)
+        manifest = queueing.queued(queueing.placed(nccl_check.render(name, namespace, target, image, on_failure),
+                                                   args.get("queue_placement")), args.get("queue"))
         attempt_manifest = nccl_check.render_attempt(name, namespace, target, manifest)
         self.manifests = [attempt_manifest, manifest]
         """The rendered objects (plain; the MPIJob's attempt annotation is the attempt Job's uid once applied)."""

@@ -4,6 +4,7 @@ node of EC2 (infra.addons.kueue says what Kueue does with both)."""
 from typing import Any
 
 from eks_ddp.infra.addons.kueue import QUEUE_LABEL, TOPOLOGY_ANNOTATIONS
+from eks_ddp.infra.aws.cluster import GROUP_LABEL, SYSTEM_LABEL
 from eks_ddp.infra.facts.network_topology import CLOSEST_LAYER
 
 
@@ -40,12 +41,15 @@ def queued(manifest: dict[str, Any], queue: str | None) -> dict[str, Any]:
 
 
 def placed(manifest: dict[str, Any], placement: str | None) -> dict[str, Any]:
-    """Every pod template asking Kueue for one CLOSEST_LAYER network node, `required` or `preferred` (a copy; the
-    manifest itself without a placement)."""
+    """Every pod template of a training group asking Kueue for one CLOSEST_LAYER network node, `required` or
+    `preferred` (a copy; the manifest itself without a placement). A pod set on the system group (the NCCL check's
+    launcher) asks nothing: its flavor has no topology, and Kueue refuses a topology request there."""
     if placement is None:
         return manifest
     annotated = _copy(manifest)
     for template in pod_templates(annotated):
+        if template.get("spec", {}).get("nodeSelector", {}).get(GROUP_LABEL) == SYSTEM_LABEL[GROUP_LABEL]:
+            continue
         metadata = template.setdefault("metadata", {})
         metadata["annotations"] = {**metadata.get("annotations", {}), TOPOLOGY_ANNOTATIONS[placement]: CLOSEST_LAYER}
     return annotated

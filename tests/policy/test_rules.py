@@ -7,7 +7,14 @@ from pulumi_policy import PolicyResourceOptions, ResourceValidationArgs
 
 from eks_ddp.infra.aws.iam import irsa_trust, pod_identity_trust
 from eks_ddp.policy.pack import POLICIES, resource_validation
-from eks_ddp.policy.rules import RESOURCE_RULES, StackResource, efa_groups_consistent, pods_denied_by_default
+from eks_ddp.policy.rules import (
+    RESOURCE_RULES,
+    QUEUE_LABEL,
+    StackResource,
+    efa_groups_consistent,
+    pods_denied_by_default,
+    training_jobs_queued,
+)
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.config import parse
 from eks_ddp.stack.program import build
@@ -79,7 +86,7 @@ def test_every_rule_has_a_case() -> None:
 
 
 def test_the_pack_reports_through_the_policy_engine_api() -> None:
-    assert {p.name for p in POLICIES} == {*RULES, "efa-node-groups-consistent", "pods-denied-by-default"}
+    assert {p.name for p in POLICIES} == {*RULES, "efa-node-groups-consistent", "pods-denied-by-default", "training-jobs-queued"}
     reported: list[str] = []
     options = PolicyResourceOptions(False, [], None, [], None, [])  # type: ignore[arg-type]
     args = ResourceValidationArgs("aws:ecr/repository:Repository", {"imageTagMutability": "MUTABLE"}, "urn:x", "repo", options, None)
@@ -128,3 +135,20 @@ def test_efa_stack_rule_flags_a_broken_group(pulumi_mocks: Recorded) -> None:
     assert efa_groups_consistent(without_placement) == ["node group eks-ddp-workers-nodes: EFA nodes need a `cluster` placement group"]
     two_subnets = [StackResource(r.type, r.name, r.urn, {**r.props, "subnetIds": ["a", "b"]} if r.type == "aws:eks/nodeGroup:NodeGroup" and "workers" in r.name else r.props, r.property_dependencies) for r in resources]
     assert efa_groups_consistent(two_subnets) == ["node group eks-ddp-workers-nodes: EFA nodes must be in a single subnet (one availability zone)"]
+
+
+def test_with_queues_every_job_on_a_training_group_is_in_one(pulumi_mocks: Recorded) -> None:
+    values, region = stack_file.load("gpu")
+    pulumi_mocks.run(lambda: build(parse({**values, "queueing": "kueue"}, region)))
+    resources = _stack_resources(pulumi_mocks)
+    assert training_jobs_queued(resources) == []
+    queued = [r for r in resources if QUEUE_LABEL in ((r.props.get("metadata") or {}).get("labels") or {})]
+    assert sorted(r.type.rsplit(":", 1)[1] for r in queued) == ["Job", "MPIJob", "PyTorchJob"]  # EFA check, NCCL
+    unlabelled = [StackResource(r.type, r.name, r.urn, {**r.props, "metadata": {
+        **r.props["metadata"], "labels": {k: v for k, v in r.props["metadata"]["labels"].items() if k != QUEUE_LABEL}}},
+        r.property_dependencies) if r in queued else r for r in resources]
+    assert sorted(training_jobs_queued(unlabelled)) == [
+        f"{kind} {name}: no queue; label it {QUEUE_LABEL} with one of training"
+        for kind, name in (("Job", "eks-ddp-efa-check-job"), ("MPIJob", "eks-ddp-nccl-check-mpijob"),
+                           ("PyTorchJob", "eks-ddp-train-job"))
+    ]
