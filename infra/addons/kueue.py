@@ -67,12 +67,20 @@ FRAMEWORKS = ("batch/job", "kubeflow.org/pytorchjob", "kubeflow.org/mpijob", "tr
 
 
 class QueueTopology(str, Enum):
+    """Where a queued job's pods go on EC2's network: all under one layer-3 network node, there when they fit, or
+    anywhere."""
+
     REQUIRED = "required"
+    """All pods under one layer-3 network node, or the job waits."""
     PREFERRED = "preferred"
+    """Under one layer-3 network node when they fit there, else spread as little as Kueue can."""
     OFF = "off"
+    """Anywhere in the group."""
 
 
 class QueueingArgs(TypedDict):
+    """How jobs share the groups through Kueue: teams' quotas and placement on EC2's network."""
+
     quotas: NotRequired[Mapping[str, Mapping[str, Mapping[str, str]]]]
     """Per team, per training group, what the team is guaranteed: `cpu`, `memory` or a device (`nvidia.com/gpu`, ...)
     as a Kubernetes quantity. Each team gets a ClusterQueue and a LocalQueue of its name, all in one cohort, and
