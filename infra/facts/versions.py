@@ -96,7 +96,7 @@ TRAINING_OPERATOR_OVERLAY = "github.com/kubeflow/trainer.git/manifests/overlays/
 # 2.3.0 (2026-08-05) is its newest release; it installs JobSet 0.12.0 as a dependency (Chart.yaml).
 KUBEFLOW_TRAINER_CHART = ("kubeflow-trainer", "2.3.0", "oci://ghcr.io/kubeflow/charts")
 
-# Kueue (eks-ddp:queueing kueue): 0.17.0 (2026-03-31), the newest served by the Go module proxy here
+# Kueue (eks-ddp:queueing kueue): 0.17.0 (2026-03-31), the one version the Go module proxy here lists
 # (sigs.k8s.io/kueue v0.17.0, tests/cluster/engines/kueue builds its manager). It supports Kubeflow Trainer v2.2's
 # TrainJob (CHANGELOG-0.17: "Add support to Kubeflow Trainer v2.2", compiled against trainer v2.2.0; the stack runs
 # v2.3.0, whose TrainJob keeps the v2.2 fields Kueue writes: spec.suspend, spec.runtimePatches), the training
