@@ -43,6 +43,7 @@ from eks_ddp.infra.aws.efa_node_group import (
     NodeGroupShape,
     Taint,
     TrainingNodes,
+    sizes,
     validate_shape,
 )
 from eks_ddp.infra.aws.iam import RoleAccess, role_access
@@ -318,10 +319,14 @@ def validate(
 
 def queue_groups(args: TrainingPlatformArgs) -> list[NodeGroupShape]:
     """The groups Kueue queues jobs on, as their shapes with what launches their nodes: the system group (the NCCL
-    check's launcher runs there) and every training group."""
-    karpenter = args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER) == AutoscalerKind.KARPENTER
-    launcher = NodeLauncher.KARPENTER if karpenter else NodeLauncher.MANAGED_NODE_GROUP
-    return [system_shape(args), *({**group, "launcher": launcher} for group in args.get("node_groups", []))]
+    check's launcher runs there) and every training group. Without an autoscaler no group scales: Kueue sees its
+    nodes before it admits (their count is still read from maxSize, as the local cluster makes them)."""
+    autoscaler = args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER)
+    launcher = NodeLauncher.KARPENTER if autoscaler == AutoscalerKind.KARPENTER else NodeLauncher.MANAGED_NODE_GROUP
+    groups: list[NodeGroupShape] = [{**group, "launcher": launcher} for group in args.get("node_groups", [])]
+    if autoscaler == AutoscalerKind.NONE:
+        groups = [{**group, "min_size": sizes(group)[1]} for group in groups]
+    return [system_shape(args), *groups]
 
 
 # What only a new cluster takes: an existing one has its own VPC, name, version and access entries.

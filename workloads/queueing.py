@@ -3,7 +3,7 @@ node of EC2 (infra.addons.kueue says what Kueue does with both)."""
 
 from typing import Any
 
-from eks_ddp.infra.addons.kueue import QUEUE_LABEL, TOPOLOGY_ANNOTATIONS
+from eks_ddp.infra.addons.kueue import PODSET_GROUP_ANNOTATION, QUEUE_LABEL, TOPOLOGY_ANNOTATIONS
 from eks_ddp.infra.aws.cluster import GROUP_LABEL, SYSTEM_LABEL
 from eks_ddp.infra.facts.network_topology import CLOSEST_LAYER
 
@@ -47,9 +47,14 @@ def placed(manifest: dict[str, Any], placement: str | None) -> dict[str, Any]:
     if placement is None:
         return manifest
     annotated = _copy(manifest)
-    for template in pod_templates(annotated):
-        if template.get("spec", {}).get("nodeSelector", {}).get(GROUP_LABEL) == SYSTEM_LABEL[GROUP_LABEL]:
-            continue
+    templates = [t for t in pod_templates(annotated)
+                 if t.get("spec", {}).get("nodeSelector", {}).get(GROUP_LABEL) != SYSTEM_LABEL[GROUP_LABEL]]
+    # Kueue fits each pod set on its own unless they share a group: a PyTorchJob's master and workers would each get
+    # a layer-3 node, two different ones (v0.17.0 pkg/cache/scheduler/tas_flavor_snapshot.go: a group is one fit, its
+    # one-pod set the leader).
+    group = {PODSET_GROUP_ANNOTATION: "job"} if len(templates) > 1 else {}
+    for template in templates:
         metadata = template.setdefault("metadata", {})
-        metadata["annotations"] = {**metadata.get("annotations", {}), TOPOLOGY_ANNOTATIONS[placement]: CLOSEST_LAYER}
+        metadata["annotations"] = {**metadata.get("annotations", {}), TOPOLOGY_ANNOTATIONS[placement]: CLOSEST_LAYER,
+                                   **group}
     return annotated

@@ -48,6 +48,8 @@ TOPOLOGY_ANNOTATIONS = {
     "preferred": "kueue.x-k8s.io/podset-preferred-topology",
 }
 """The pod template annotations that ask for one topology domain (apis/kueue/v1beta2/topology_types.go)."""
+PODSET_GROUP_ANNOTATION = "kueue.x-k8s.io/podset-group-name"
+"""Pod sets fitted into one topology domain together (the same file: PodSetGroupName)."""
 DEFAULT_QUEUE = "training"
 """The one queue without teams. Not `default`: a LocalQueue of that name takes every job of its namespace that names
 none (LocalQueueDefaulting, GA), the system group's data and evaluation Jobs too, which no flavor here covers."""
@@ -323,11 +325,12 @@ def plan(groups: Sequence[NodeGroupShape], queueing: QueueingArgs, provisioning:
         raise InvalidArgument(COMPONENT, "queueing.topology", topology,
                               f"use one of {', '.join(t.value for t in QueueTopology)}")
     found = flavors(groups, QueueTopology(topology), provisioning, describe)
-    if topology == QueueTopology.REQUIRED:
-        for flavor, shape in zip(found, groups):
-            if not flavor.topology and flavor.name != SYSTEM_LABEL[GROUP_LABEL]:
-                raise InvalidArgument(COMPONENT, "queueing.topology", QueueTopology(topology).value,
-                                      _no_topology(shape))
+    training = [(flavor, shape) for flavor, shape in zip(found, groups) if flavor.name != SYSTEM_LABEL[GROUP_LABEL]]
+    if topology == QueueTopology.REQUIRED and training and not any(flavor.topology for flavor, _ in training):
+        # Required where it can hold; a group it cannot (another type in the same stack) is placed anywhere, and the
+        # preview says which groups are placed by topology.
+        raise InvalidArgument(COMPONENT, "queueing.topology", QueueTopology(topology).value,
+                              "; ".join(_no_topology(shape) for _, shape in training))
     return found, team_quotas(queueing, found)
 
 

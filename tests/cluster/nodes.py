@@ -3,13 +3,15 @@
 A node's capacity is the instance's (infra.facts.catalogue: vCPUs, memory less the hypervisor's share, its EFA
 devices, GPUs and Neuron devices, the EFA huge pages); its allocatable is what the node's launcher leaves for pods
 (infra.facts.allocatable, the same arithmetic `workloads.target` sizes pods against). EKS labels every node with its
-group, capacity type, zone and instance type; KWOK manages every node carrying the annotation below and nothing else.
+group, capacity type, zone and instance type, and where EC2 gives the type a network topology, its network nodes;
+KWOK manages every node carrying the annotation below and nothing else.
 """
 
 from typing import Any
 
 from eks_ddp.infra.facts import catalogue
 from eks_ddp.infra.facts.allocatable import NodeLauncher, memory_capacity_mib
+from eks_ddp.infra.facts.network_topology import NETWORK_LAYERS, has_topology
 from eks_ddp.stack.engine_rules.base import launcher_of, node_offer
 from eks_ddp.stack.engine_rules.base import NodeSource
 
@@ -38,6 +40,14 @@ def _quantities(values: dict[str, float]) -> dict[str, str]:
     return {name: units.get(name, "{:.0f}").format(value) for name, value in values.items()}
 
 
+def network_layers(group: str, index: int) -> dict[str, str]:
+    """The EC2 network nodes EKS labels a node with (infra.facts.network_topology), as EC2 might place a group's
+    instances at its most spread: each under a layer-3 node of its own, two under each layer-2 node, the group under
+    one layer-1 node. EC2 decides this for real; here it is the cloud's side, stood in."""
+    top, middle, bottom = NETWORK_LAYERS
+    return {top: f"nn-{group}", middle: f"nn-{group}-{index // 2}", bottom: f"nn-{group}-{index // 2}-{index % 2}"}
+
+
 def node(source: NodeSource, index: int) -> dict[str, Any]:
     """The Node object of the group's `index`-th node, status included (KWOK keeps it and heartbeats)."""
     instance = catalogue.lookup(source.instance_type)
@@ -59,6 +69,8 @@ def node(source: NodeSource, index: int) -> dict[str, Any]:
     }
     if launcher_of(source) != NodeLauncher.KARPENTER:
         labels["eks.amazonaws.com/nodegroup"] = group_name(source)
+    if has_topology(source.instance_type):
+        labels.update(network_layers(group_name(source), index))
     taints = [
         {"key": t["key"], "value": t.get("value", ""), "effect": EFFECTS.get(t["effect"], t["effect"])}
         for t in source.taints

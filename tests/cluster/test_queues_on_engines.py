@@ -15,9 +15,10 @@ import pytest
 
 from eks_ddp.infra.addons import kueue
 from eks_ddp.infra.aws.cluster import GROUP_LABEL
+from eks_ddp.infra.facts.network_topology import NETWORK_LAYERS
 from eks_ddp.stack.engine_rules.base import quantity
 from tests.cluster import objects
-from tests.cluster.conftest import OnEngines, wait_for
+from tests.cluster.conftest import OnEngines, training, wait_for
 
 QUEUED = {"eks-ddp:queueing": "kueue", "eks-ddp:autoscaler": "none"}
 OPERATOR_JOBS = {"v1": "PyTorchJob", "v2": "TrainJob", "none": "Job"}
@@ -121,3 +122,31 @@ def test_a_job_waits_in_its_queue_whole_until_the_one_before_it_ends(
     too_large = _workload(on, "Job", "too-large")
     assert not _admitted(on, "Job", "too-large") and _pods(on, "too-large") == []
     assert "insufficient quota" in _condition(too_large, "QuotaReserved").get("message", ""), too_large
+
+
+PLACED = {**QUEUED, "eks-ddp:fabricCheck": "off"}
+"""The gpu stack queued on its p4de nodes, which the harness puts each under a layer-3 network node of its own, the two
+under one layer-2 node (tests/cluster/nodes.py network_layers); its fabric checks off, which would be placed alike."""
+
+
+def test_a_job_that_requires_one_layer_3_node_never_starts_across_two(cluster: Callable[..., OnEngines]) -> None:
+    on = cluster("gpu", {**PLACED, "eks-ddp:queueTopology": "required"})
+    job = _stack_job(on, "PyTorchJob")
+    wait_for("Kueue to refuse the job its topology", lambda: "topology" in _condition(
+        _workload(on, "PyTorchJob", job), "QuotaReserved").get("message", ""))
+    assert not _admitted(on, "PyTorchJob", job)
+    assert training(on.kubectl.items("pods", "-n", NAMESPACE)) == []
+
+
+def test_a_job_that_prefers_one_layer_3_node_is_placed_under_one_layer_2_node(cluster: Callable[..., OnEngines]) -> None:
+    on = cluster("gpu", {**PLACED, "eks-ddp:queueTopology": "preferred"})
+    job = _stack_job(on, "PyTorchJob")
+    wait_for("Kueue to admit the job", lambda: _admitted(on, "PyTorchJob", job))
+    workload = _workload(on, "PyTorchJob", job) or {}
+    assignments = workload["status"]["admission"]["podSetAssignments"]
+    assert all(a.get("topologyAssignment") for a in assignments), assignments  # placed by Kueue's TAS
+    pods = wait_for("the job's pods on their nodes", lambda: [
+        p for p in training(on.kubectl.items("pods", "-n", NAMESPACE)) if p["spec"].get("nodeName")])
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in on.kubectl.items("nodes")}
+    middle = {nodes[p["spec"]["nodeName"]][NETWORK_LAYERS[1]] for p in pods}
+    assert len(pods) == 2 and len(middle) == 1, [(p["metadata"]["name"], p["spec"]["nodeName"]) for p in pods]

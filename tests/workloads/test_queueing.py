@@ -3,7 +3,7 @@ Kueue makes a pod set of (for a TrainJob, its runtime's); nothing of either on a
 
 import pytest
 
-from eks_ddp.infra.addons.kueue import QUEUE_LABEL, TOPOLOGY_ANNOTATIONS
+from eks_ddp.infra.addons.kueue import PODSET_GROUP_ANNOTATION, QUEUE_LABEL, TOPOLOGY_ANNOTATIONS
 from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
 from eks_ddp.infra.facts.network_topology import CLOSEST_LAYER
 from eks_ddp.workloads import indexed_job, pytorchjob, queueing, trainjob
@@ -27,6 +27,8 @@ def test_every_pod_template_asks_for_one_closest_layer_node(kind: str, placement
     assert len(templates) == {"PyTorchJob": 2, "ClusterTrainingRuntime": 1, "Job": 1}[kind]
     for template in templates:
         assert template["metadata"]["annotations"][TOPOLOGY_ANNOTATIONS[placement]] == CLOSEST_LAYER
+        # a master and its workers are one fit, under one node of the layer
+        assert (PODSET_GROUP_ANNOTATION in template["metadata"]["annotations"]) == (len(templates) > 1)
     assert all(TOPOLOGY_ANNOTATIONS[placement] not in (t.get("metadata", {}).get("annotations") or {})
                for t in queueing.pod_templates(RENDERED[kind])), "the rendered manifest itself was changed"
 
