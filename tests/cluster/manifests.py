@@ -37,6 +37,9 @@ class Source:
     """A release address with `ref` (the tag) and `path` (inside the repository) groups."""
     engine: str
     module: str
+    equivalent: tuple[tuple[str, str], ...] = ()
+    """Release refs whose file is not the module's byte for byte but the same for the API server, each with what
+    differs: taken instead of refused."""
 
 
 SOURCES = (
@@ -45,6 +48,16 @@ SOURCES = (
            "training-operator", "github.com/kubeflow/training-operator"),
     Source(re.compile(r"https://raw\.githubusercontent\.com/kubeflow/mpi-operator/(?P<ref>v[\d.]+)/(?P<path>.+)"),
            "mpi-operator", "github.com/kubeflow/mpi-operator"),
+    # The ProvisioningRequest CRD (versions.PROVISIONING_REQUEST_CRD), from the autoscaler's apis module that Kueue's
+    # go.mod requires (k8s.io/autoscaler/cluster-autoscaler/apis v0.0.0-20240830133931-adfbe7e45277, the only one the
+    # proxy serves): its path in the module is the repository's without the leading cluster-autoscaler/apis/.
+    Source(re.compile(r"https://raw\.githubusercontent\.com/kubernetes/autoscaler/(?P<ref>cluster-autoscaler-[\d.]+)/"
+                      r"cluster-autoscaler/apis/(?P<path>.+)"),
+           "kueue", "k8s.io/autoscaler/cluster-autoscaler/apis",
+           (("cluster-autoscaler-1.35.2", "the same schema, v1 served and stored, v1beta1 served; the tag's file adds "
+             "only v1beta1's deprecation (`deprecated`, `deprecationWarning`) and a newer controller-gen annotation "
+             "(compared at the tag against the module's, 2026-11-26)"),),
+           ),
 )
 
 
@@ -56,7 +69,7 @@ def local_path(address: str) -> Path | None:
             continue
         folder = build.module_dir(source.engine, source.module)
         pinned = folder.name.rpartition("@")[2]
-        if pinned != match["ref"]:
+        if pinned != match["ref"] and match["ref"] not in dict(source.equivalent):
             raise ManifestSourceError(
                 f"{address}: release {match['ref']}, but tests/cluster/engines/{source.engine}/go.mod pins "
                 f"{source.module} {pinned}; pin the same release in both"
