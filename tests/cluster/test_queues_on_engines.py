@@ -16,6 +16,9 @@ import pytest
 from eks_ddp.infra.addons import kueue
 from eks_ddp.infra.aws.cluster import GROUP_LABEL
 from eks_ddp.infra.facts.network_topology import NETWORK_LAYERS
+from eks_ddp.infra.platform import queue_groups
+from eks_ddp.stack import stack_file
+from eks_ddp.stack.config import parse
 from eks_ddp.stack.engine_rules.base import quantity
 from tests.cluster import objects
 from tests.cluster.conftest import OnEngines, training, wait_for
@@ -154,3 +157,40 @@ def test_a_job_that_prefers_one_layer_3_node_is_placed_under_one_layer_2_node(cl
     nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in on.kubectl.items("nodes")}
     middle = {nodes[p["spec"]["nodeName"]][NETWORK_LAYERS[1]] for p in pods}
     assert len(pods) == 2 and len(middle) == 1, [(p["metadata"]["name"], p["spec"]["nodeName"]) for p in pods]
+
+
+def _teams(share: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The queues the stack renders for two teams on the dev stack's workers: vision guaranteed 3 nodes' share, speech
+    2, the cohort the last one (kueue.plan and kueue.render, as `eks-ddp:queueQuotas` makes them)."""
+    values, region = stack_file.load("dev", stack_file.ROOT, dict(QUEUED))
+    platform = parse(values, region).platform
+    nominal = {"vision": 3, "speech": 2}
+    quotas = {team: {GROUP: {"cpu": f"{count * share}m"}} for team, count in nominal.items()}
+    found, teams = kueue.plan(queue_groups(platform), {"quotas": quotas}, False)
+    return kueue.render(found, teams, NAMESPACE), nominal
+
+
+def test_a_team_borrows_from_its_cohort_and_gives_it_back_when_the_lender_needs_it(
+    cluster: Callable[..., OnEngines],
+) -> None:
+    on = cluster("dev", QUEUED)
+    stack_job = _stack_job(on, "PyTorchJob")
+    wait_for("Kueue to admit the stack's job", lambda: _admitted(on, "PyTorchJob", stack_job))
+    on.kubectl.run("delete", "pytorchjob", stack_job, "-n", NAMESPACE, "--wait=true")
+    share = _node_share(on)
+    queues, nominal = _teams(share)
+    on.kubectl.apply(queues)
+    borrower = _gang("vision-big", 5, share)  # 3 of its own, 2 borrowed (speech's unused and the cohort's)
+    borrower["metadata"]["labels"][kueue.QUEUE_LABEL] = "vision"
+    on.kubectl.apply([borrower])
+    wait_for("vision's job admitted on borrowed quota, its pods running", lambda: _admitted(
+        on, "Job", "vision-big") and len([p for p in _pods(on, "vision-big") if p["status"].get("phase") == "Running"])
+        == 5)
+    lender = _gang("speech-job", nominal["speech"], share)
+    lender["metadata"]["labels"][kueue.QUEUE_LABEL] = "speech"
+    on.kubectl.apply([lender])
+    wait_for("speech's job admitted on its own quota, taken back from vision", lambda: _admitted(
+        on, "Job", "speech-job"), 120)
+    evicted = _condition(_workload(on, "Job", "vision-big"), "Evicted")
+    assert evicted.get("status") == "True" and evicted.get("reason") == "Preempted", evicted
+    assert not _admitted(on, "Job", "vision-big")
