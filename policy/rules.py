@@ -11,6 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from eks_ddp.infra.addons import kueue
+from eks_ddp.infra.addons.kueue import QUEUE_LABEL
+from eks_ddp.infra.aws.cluster import GROUP_LABEL, SYSTEM_LABEL
 from eks_ddp.infra.facts import catalogue
 
 Props = Mapping[str, Any]
@@ -359,7 +362,7 @@ def pods_denied_by_default(resources: Sequence[StackResource]) -> list[str]:
     ]
 
 
-QUEUE_LABEL, LOCAL_QUEUE = "kueue.x-k8s.io/queue-name", "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
+LOCAL_QUEUE = f"kubernetes:{kueue.API}:LocalQueue"
 TRAINING_KINDS = (
     "kubernetes:kubeflow.org/v1:PyTorchJob",
     "kubernetes:kubeflow.org/v2beta1:MPIJob",
@@ -375,7 +378,8 @@ def _on_a_training_group(resource: StackResource) -> bool:
     if resource.type != "kubernetes:batch/v1:Job":
         return False
     selector = (((resource.props.get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeSelector") or {}
-    return selector.get("eks-ddp/node-group", "system") != "system"
+    system = SYSTEM_LABEL[GROUP_LABEL]
+    return selector.get(GROUP_LABEL, system) != system
 
 
 def training_jobs_queued(resources: Sequence[StackResource]) -> list[str]:
