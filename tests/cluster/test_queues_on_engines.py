@@ -152,11 +152,17 @@ def test_a_job_that_prefers_one_layer_3_node_is_placed_under_one_layer_2_node(cl
     workload = _workload(on, "PyTorchJob", job) or {}
     assignments = workload["status"]["admission"]["podSetAssignments"]
     assert all(a.get("topologyAssignment") for a in assignments), assignments  # placed by Kueue's TAS
-    pods = wait_for("the job's pods on their nodes", lambda: [
-        p for p in training(on.kubectl.items("pods", "-n", NAMESPACE)) if p["spec"].get("nodeName")])
+    count = sum(podset["count"] for podset in workload["spec"]["podSets"])
+    assert count == 2, workload["spec"]["podSets"]  # the gpu stack's two workers
+
+    def placed() -> list[dict[str, Any]] | None:
+        pods = [p for p in training(on.kubectl.items("pods", "-n", NAMESPACE)) if p["spec"].get("nodeName")]
+        return pods if len(pods) == count else None
+
+    pods = wait_for(f"all {count} of the job's pods on their nodes", placed)
     nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in on.kubectl.items("nodes")}
     middle = {nodes[p["spec"]["nodeName"]][NETWORK_LAYERS[1]] for p in pods}
-    assert len(pods) == 2 and len(middle) == 1, [(p["metadata"]["name"], p["spec"]["nodeName"]) for p in pods]
+    assert len(middle) == 1, [(p["metadata"]["name"], p["spec"]["nodeName"]) for p in pods]
 
 
 def _teams(share: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
