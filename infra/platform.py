@@ -319,13 +319,14 @@ def validate(
 
 def queue_groups(args: TrainingPlatformArgs) -> list[NodeGroupShape]:
     """The groups Kueue queues jobs on, as their shapes with what launches their nodes: the system group (the NCCL
-    check's launcher runs there) and every training group. Without an autoscaler no group scales: Kueue sees its
-    nodes before it admits (their count is still read from maxSize, as the local cluster makes them)."""
+    check's launcher runs there) and every training group. A new cluster's group without an autoscaler keeps its
+    desiredSize nodes, which Kueue sees before it admits, and its quota counts those; an existing cluster's groups
+    scale as described (min_size to max_size), by whatever autoscaler that cluster runs."""
     autoscaler = args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER)
     launcher = NodeLauncher.KARPENTER if autoscaler == AutoscalerKind.KARPENTER else NodeLauncher.MANAGED_NODE_GROUP
     groups: list[NodeGroupShape] = [{**group, "launcher": launcher} for group in args.get("node_groups", [])]
-    if autoscaler == AutoscalerKind.NONE:
-        groups = [{**group, "min_size": sizes(group)[1]} for group in groups]
+    if autoscaler == AutoscalerKind.NONE and "existing_cluster" not in args:
+        groups = [{**group, "min_size": sizes(group)[2], "max_size": sizes(group)[2]} for group in groups]
     return [system_shape(args), *groups]
 
 

@@ -38,7 +38,6 @@ from pulumi import automation as auto
 from eks_ddp.infra.addons.training_operator import WITHOUT_MPIJOB, OperatorKind
 from eks_ddp.infra.facts import versions
 from eks_ddp.stack import config_paths, stack_file
-from eks_ddp.stack.engine_rules.base import node_sources
 from eks_ddp.stack.project_config import PROJECT, StackFileError
 from tests.cluster import charts, local_cluster, manifests, nodes, operators, pulumi_inline, watchdog
 from tests.cluster.control_plane import POLL_S, ControlPlane, ControlPlaneError, any_alive, recorded, stop_recorded
@@ -286,7 +285,7 @@ def cluster_for(workspace: Workspace, binaries: dict[str, Path], override: dict[
     shutil.rmtree(workspace.backend, ignore_errors=True)
     cluster = local_cluster.start(workspace.stack, binaries, runs=workspace.runs, wait_s=local_cluster.CLI_WAIT_S)
     deployment = local_cluster.deployment_of(workspace.stack, override)
-    cluster.kubectl.apply(nodes.nodes(node_sources(deployment)))
+    cluster.kubectl.apply(nodes.nodes(deployment))
     return cluster.control_plane, cluster.kubectl, True
 
 

@@ -20,7 +20,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from eks_ddp.stack.engine_rules.base import Deployment, located, node_sources
+from eks_ddp.stack.engine_rules.base import Deployment, located
 from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.stack.programs import Program
 from eks_ddp.stack.project_config import StackFileError
@@ -258,7 +258,7 @@ def deploy(cluster: LocalCluster, deployment: Deployment, binaries: dict[str, Pa
     add-ons that were stood in. Plain objects between two installs or gates go in one apply (kubectl applies a list
     in order)."""
     steps = steps_of(deployment, binaries) if steps is None else steps
-    cluster.kubectl.apply(nodes.nodes(node_sources(deployment)) + volumes.stand_in_volumes(deployment))
+    cluster.kubectl.apply(nodes.nodes(deployment) + volumes.stand_in_volumes(deployment))
     by_urn = {step.registration.urn: step for step in steps}
     known = _Known(*_discovery(cluster.kubectl), {n["metadata"]["name"] for n in cluster.kubectl.items("namespaces")})
     batch: list[dict[str, Any]] = []

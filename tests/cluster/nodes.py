@@ -12,8 +12,9 @@ from typing import Any
 from eks_ddp.infra.facts import catalogue
 from eks_ddp.infra.facts.allocatable import NodeLauncher, memory_capacity_mib
 from eks_ddp.infra.facts.network_topology import NETWORK_LAYERS, has_topology
-from eks_ddp.stack.engine_rules.base import launcher_of, node_offer
-from eks_ddp.stack.engine_rules.base import NodeSource
+from eks_ddp.infra.existing_cluster import DESCRIBED_GROUP
+from eks_ddp.stack.engine_rules.base import Deployment, NodeSource, launcher_of, node_offer, node_sources
+from tests.cluster import charts
 
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
 ZONE = "us-east-1a"
@@ -25,13 +26,21 @@ def group_name(source: NodeSource) -> str:
     return source.labels.get("eks-ddp/node-group") or source.registration.name
 
 
-def initial_count(source: NodeSource) -> int:
-    """A managed group's nodes: its maxSize, all the Cluster Autoscaler could add (the autoscaler itself cannot be
-    built here: the Go module proxy refuses k8s.io/autoscaler/cluster-autoscaler at every version), so the real
-    scheduler places every pod on what the group can reach. A NodePool's: none, Karpenter itself launches them."""
+def initial_count(deployment: Deployment, source: NodeSource) -> int:
+    """A managed group's nodes under the Cluster Autoscaler: its maxSize, all the autoscaler could add (the autoscaler
+    itself cannot be built here: the Go module proxy refuses k8s.io/autoscaler/cluster-autoscaler at every version),
+    so the real scheduler places every pod on what the group can reach; without it, its desiredSize, which nothing
+    changes. A described group of an existing cluster: its maxSize, as if that cluster's own autoscaler had added
+    them all. A NodePool's: none, Karpenter itself launches them."""
     if launcher_of(source) == NodeLauncher.KARPENTER:
         return 0
-    return int(source.scaling.get("maxSize", 0))
+    fixed = source.registration.type != DESCRIBED_GROUP and not _cluster_autoscaled(deployment)
+    return int(source.scaling.get("desiredSize" if fixed else "maxSize", 0))
+
+
+def _cluster_autoscaled(deployment: Deployment) -> bool:
+    """Whether the stack installs the Cluster Autoscaler's chart."""
+    return any(charts.chart_name(r) == "cluster-autoscaler" for r in deployment.of_type(charts.HELM_RELEASE))
 
 
 def _quantities(values: dict[str, float]) -> dict[str, str]:
@@ -87,6 +96,7 @@ def node(source: NodeSource, index: int) -> dict[str, Any]:
     }
 
 
-def nodes(sources: list[NodeSource]) -> list[dict[str, Any]]:
+def nodes(deployment: Deployment) -> list[dict[str, Any]]:
     """Every group's nodes at its initial size."""
-    return [node(source, index) for source in sources for index in range(initial_count(source))]
+    return [node(source, index) for source in node_sources(deployment)
+            for index in range(initial_count(deployment, source))]

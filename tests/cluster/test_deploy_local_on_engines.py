@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 from pulumi.automation import OpType
 
-from eks_ddp.stack.engine_rules.base import node_sources
 from tests.cluster import deploy_local, local_cluster, nodes
 from tests.cluster.conftest import settled, training, wait_for
 from tests.cluster.engines import build
@@ -18,7 +17,7 @@ from tests.cluster.shared_plane import SharedPlane, held
 def on_dev(engines: dict[str, Path], shared_plane: SharedPlane, tmp_path: Path) -> Iterator[tuple]:
     """The shared plane reset, with no CRD kept (Pulumi installs them), and dev's nodes; a workspace for its stack."""
     running = shared_plane.take("dev", [])
-    running.kubectl.apply(nodes.nodes(node_sources(local_cluster.deployment_of("dev", {}))))
+    running.kubectl.apply(nodes.nodes(local_cluster.deployment_of("dev", {})))
     binaries = {**engines, **build.build_all(deploy_local.PULUMI_ENGINES)}
     yield running, deploy_local.Workspace("dev", runs=tmp_path), binaries
     shared_plane.release()

@@ -34,7 +34,7 @@ from pulumi.automation import CommandError, OpType
 
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.engine_rules import pulumi_kubernetes, updates
-from eks_ddp.stack.engine_rules.base import Deployment, located, node_sources
+from eks_ddp.stack.engine_rules.base import Deployment, located
 from eks_ddp.stack.mocking import Registration
 from eks_ddp.workloads.batch_jobs import FABRIC_CHECK_LABEL, REPLACE_UNREADY
 from eks_ddp.workloads.components import SUBMITTED
@@ -71,7 +71,7 @@ def deploy(request: pytest.FixtureRequest, engines: dict[str, Path], shared_plan
     override = _under(stack, operator)
     shared_plane.close()
     running = shared_plane.take(stack, [])
-    running.kubectl.apply(nodes.nodes(node_sources(local_cluster.deployment_of(stack, override))))
+    running.kubectl.apply(nodes.nodes(local_cluster.deployment_of(stack, override)))
     binaries = {**engines, **build.build_all(deploy_local.PULUMI_ENGINES)}
     yield running, deploy_local.Workspace(stack, runs=tmp_path), binaries, override
     shared_plane.release()

@@ -28,7 +28,7 @@ def test_a_lost_nodes_training_pod_runs_again_on_its_replacement_and_the_job_goe
     (source,) = [s for s in node_sources(on.deployment) if nodes.group_name(s) == group]
 
     on.kubectl.run("delete", "node", lost)
-    on.kubectl.apply([nodes.node(source, nodes.initial_count(source))])  # the group's replacement instance joined
+    on.kubectl.apply([nodes.node(source, nodes.initial_count(on.deployment, source))])  # the group's replacement instance joined
 
     def running_again() -> dict[str, Any] | None:
         found = on.kubectl.items("pods", "-n", namespace, f"--field-selector=metadata.name={name}")

@@ -20,10 +20,14 @@ from eks_ddp.infra.platform import queue_groups
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.config import parse
 from eks_ddp.stack.engine_rules.base import quantity
-from tests.cluster import objects
+from tests.cluster import karpenter, objects
 from tests.cluster.conftest import OnEngines, training, wait_for
 
 QUEUED = {"eks-ddp:queueing": "kueue", "eks-ddp:autoscaler": "none"}
+WORKERS = 6
+FIXED_SIX = {**QUEUED, "eks-ddp:nodeGroups[1].desiredSize": str(WORKERS)}
+"""The dev stack queued on its workers group held at six nodes, all there (nothing scales a group without an
+autoscaler: the queue counts its desiredSize nodes)."""
 OPERATOR_JOBS = {"v1": "PyTorchJob", "v2": "TrainJob", "none": "Job"}
 NAMESPACE, GROUP = "training", "workers"
 
@@ -81,19 +85,23 @@ def _stack_job(on: OnEngines, kind: str) -> str:
 
 
 def _node_share(on: OnEngines) -> int:
-    """The workers flavor's cpu quota per node: the stack gives the queue its groups' whole reach."""
+    """The workers flavor's cpu quota per node of the WORKERS it counts: the stack gives the queue its groups' whole
+    reach."""
     (queue,) = on.kubectl.items("clusterqueues")
     flavor = next(f for g in queue["spec"]["resourceGroups"] for f in g["flavors"] if f["name"] == GROUP)
     cpu = next(r["nominalQuota"] for r in flavor["resources"] if r["name"] == "cpu")
-    nodes = [n for n in on.kubectl.items("nodes") if n["metadata"]["labels"].get(GROUP_LABEL) == GROUP]
-    return int(quantity(cpu) * 1000) // len(nodes)
+    return int(quantity(cpu) * 1000) // WORKERS
+
+
+def _running(on: OnEngines, job: str) -> list[dict[str, Any]]:
+    return [p for p in _pods(on, job) if p["status"].get("phase") == "Running"]
 
 
 @pytest.mark.parametrize("operator", sorted(OPERATOR_JOBS))
 def test_a_job_waits_in_its_queue_whole_until_the_one_before_it_ends(
     cluster: Callable[..., OnEngines], operator: str
 ) -> None:
-    on = cluster("dev", {**QUEUED, "eks-ddp:trainingOperator": operator})
+    on = cluster("dev", {**FIXED_SIX, "eks-ddp:trainingOperator": operator})
     kind = OPERATOR_JOBS[operator]
     stack_job = _stack_job(on, kind)
     wait_for(f"Kueue to admit the stack's {kind}", lambda: _admitted(on, kind, stack_job))
@@ -101,14 +109,26 @@ def test_a_job_waits_in_its_queue_whole_until_the_one_before_it_ends(
     # completes a Job's pods at once; a make test run at 619688d saw the Indexed Job's quota freed mid-test).
     on.kubectl.run("delete", kind.lower(), stack_job, "-n", NAMESPACE, "--wait=true")
     wait_for(f"the stack's {kind} to give its quota back", lambda: _workload(on, kind, stack_job) is None)
+    nodes = [n for n in on.kubectl.items("nodes") if n["metadata"]["labels"].get(GROUP_LABEL) == GROUP]
+    assert len(nodes) == WORKERS, "a group without an autoscaler has its desiredSize nodes"
+    _waits_whole(on, free=WORKERS - 1)  # one node's quota left: less than the second job's two
+
+
+def _end(on: OnEngines, job: str) -> None:
+    """The job's work done: each of its pods' containers exits 0."""
+    for pod in _pods(on, job):
+        on.kubectl.api.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}",
+                               {"metadata": {"annotations": {objects.EXIT_CODE: "0"}}}, "application/merge-patch+json")
+
+
+def _waits_whole(on: OnEngines, free: int) -> None:
+    """A first job of `free` pods admitted and running; a second of 2 and one larger than the quota both wait whole,
+    with no pod; once the first ends, the second runs and the larger never starts."""
     share = _node_share(on)
-    nodes = len([n for n in on.kubectl.items("nodes") if n["metadata"]["labels"].get(GROUP_LABEL) == GROUP])
-    free = nodes - 1  # one node's quota left: less than the second job's two
     on.kubectl.apply([_gang("first", free, share)])
     wait_for("the first job admitted and all its pods running",
-             lambda: _admitted(on, "Job", "first") and len([p for p in _pods(on, "first")
-                                                              if p["status"].get("phase") == "Running"]) == free)
-    on.kubectl.apply([_gang("second", 2, share), _gang("too-large", nodes + 1, share)])
+             lambda: _admitted(on, "Job", "first") and len(_running(on, "first")) == free)
+    on.kubectl.apply([_gang("second", 2, share), _gang("too-large", WORKERS + 1, share)])
     newcomers = ("second", "too-large")
     try:
         wait_for("Kueue to keep both newcomers waiting for quota", lambda: all(
@@ -120,15 +140,43 @@ def test_a_job_waits_in_its_queue_whole_until_the_one_before_it_ends(
         found = on.kubectl.get("job", job, "-n", NAMESPACE)
         assert found["spec"].get("suspend") is True, f"{job}: not suspended by Kueue's webhook"
         assert _pods(on, job) == [], f"{job}: pods made while it waits"
-    for pod in _pods(on, "first"):  # its work done: each container exits 0
-        on.kubectl.api.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}",
-                               {"metadata": {"annotations": {objects.EXIT_CODE: "0"}}}, "application/merge-patch+json")
+    _end(on, "first")
     wait_for("the second job admitted once the first ended, all its pods running", lambda: _admitted(
-        on, "Job", "second") and len([p for p in _pods(on, "second") if p["status"].get("phase") == "Running"]) == 2,
-        120)
+        on, "Job", "second") and len(_running(on, "second")) == 2, 120)
     too_large = _workload(on, "Job", "too-large")
     assert not _admitted(on, "Job", "too-large") and _pods(on, "too-large") == []
     assert "insufficient quota" in _condition(too_large, "QuotaReserved").get("message", ""), too_large
+
+
+def test_under_karpenter_an_admitted_job_gets_its_nodes_and_a_waiting_job_none(
+    cluster: Callable[..., OnEngines],
+) -> None:
+    """Kueue admits by quota alone (the pool's maxSize nodes' reach, no topology: kueue#5133), then Karpenter itself
+    (its kwok provider) launches nodes for the admitted job's Pending pods; a job kept waiting has no pod, so Karpenter
+    launches nothing for it."""
+    on = cluster("dev", {"eks-ddp:queueing": "kueue", "eks-ddp:autoscaler": "karpenter", "eks-ddp:monitoring": "none"})
+    stack_job = _stack_job(on, "PyTorchJob")
+    wait_for("Kueue to admit the stack's job", lambda: _admitted(on, "PyTorchJob", stack_job))
+
+    def launched() -> set[str]:
+        return {n["metadata"]["name"] for n in on.kubectl.items("nodes", "-l", karpenter.NODEPOOL_LABEL)}
+
+    def on_launched_nodes(pods: list[dict[str, Any]]) -> bool:
+        return bool(pods) and all(p["status"].get("phase") == "Running" for p in pods) and {
+            p["spec"].get("nodeName") for p in pods} <= launched()
+
+    wait_for("the stack's job running on nodes Karpenter launched for it (the pool had none)",
+             lambda: on_launched_nodes(training(on.kubectl.items("pods", "-n", NAMESPACE))), 90)
+    on.kubectl.run("delete", "pytorchjob", stack_job, "-n", NAMESPACE, "--wait=true")
+    wait_for("the stack's job to give its quota back", lambda: _workload(on, "PyTorchJob", stack_job) is None)
+    _waits_whole(on, free=WORKERS - 1)
+    assert on_launched_nodes(_pods(on, "second"))
+    # The whole quota is within the pool's limits: a job asking for all of it gets a node for every pod.
+    _end(on, "second")
+    on.kubectl.apply([_gang("all-of-it", WORKERS, _node_share(on))])
+    wait_for(f"a job of the whole quota admitted, its {WORKERS} pods running on launched nodes", lambda: _admitted(
+        on, "Job", "all-of-it") and len(_pods(on, "all-of-it")) == WORKERS and on_launched_nodes(_pods(
+            on, "all-of-it")), 120)
 
 
 PLACED = {**QUEUED, "eks-ddp:fabricCheck": "off"}
@@ -168,7 +216,7 @@ def test_a_job_that_prefers_one_layer_3_node_is_placed_under_one_layer_2_node(cl
 def _teams(share: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """The queues the stack renders for two teams on the dev stack's workers: vision guaranteed 3 nodes' share, speech
     2, the cohort the last one (kueue.plan and kueue.render, as `eks-ddp:queueQuotas` makes them)."""
-    values, region = stack_file.load("dev", stack_file.ROOT, dict(QUEUED))
+    values, region = stack_file.load("dev", stack_file.ROOT, dict(FIXED_SIX))
     platform = parse(values, region).platform
     nominal = {"vision": 3, "speech": 2}
     quotas = {team: {GROUP: {"cpu": f"{count * share}m"}} for team, count in nominal.items()}
@@ -179,7 +227,7 @@ def _teams(share: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
 def test_a_team_borrows_from_its_cohort_and_gives_it_back_when_the_lender_needs_it(
     cluster: Callable[..., OnEngines],
 ) -> None:
-    on = cluster("dev", QUEUED)
+    on = cluster("dev", FIXED_SIX)
     stack_job = _stack_job(on, "PyTorchJob")
     wait_for("Kueue to admit the stack's job", lambda: _admitted(on, "PyTorchJob", stack_job))
     on.kubectl.run("delete", "pytorchjob", stack_job, "-n", NAMESPACE, "--wait=true")
@@ -190,8 +238,7 @@ def test_a_team_borrows_from_its_cohort_and_gives_it_back_when_the_lender_needs_
     borrower["metadata"]["labels"][kueue.QUEUE_LABEL] = "vision"
     on.kubectl.apply([borrower])
     wait_for("vision's job admitted on borrowed quota, its pods running", lambda: _admitted(
-        on, "Job", "vision-big") and len([p for p in _pods(on, "vision-big") if p["status"].get("phase") == "Running"])
-        == 5)
+        on, "Job", "vision-big") and len(_running(on, "vision-big")) == 5)
     lender = _gang("speech-job", nominal["speech"], share)
     lender["metadata"]["labels"][kueue.QUEUE_LABEL] = "speech"
     on.kubectl.apply([lender])
