@@ -184,20 +184,28 @@ PLACED = {**QUEUED, "eks-ddp:fabricCheck": "off"}
 under one layer-2 node (tests/cluster/nodes.py network_layers); its fabric checks off, which would be placed alike."""
 
 
-def test_a_job_that_requires_one_layer_3_node_never_starts_across_two(cluster: Callable[..., OnEngines]) -> None:
-    on = cluster("gpu", {**PLACED, "eks-ddp:queueTopology": "required"})
-    job = _stack_job(on, "PyTorchJob")
+@pytest.mark.parametrize("operator", sorted(OPERATOR_JOBS))
+def test_a_job_that_requires_one_layer_3_node_never_starts_across_two(
+    cluster: Callable[..., OnEngines], operator: str
+) -> None:
+    on = cluster("gpu", {**PLACED, "eks-ddp:queueTopology": "required", "eks-ddp:trainingOperator": operator})
+    kind = OPERATOR_JOBS[operator]
+    job = _stack_job(on, kind)
     wait_for("Kueue to refuse the job its topology", lambda: "topology" in _condition(
-        _workload(on, "PyTorchJob", job), "QuotaReserved").get("message", ""))
-    assert not _admitted(on, "PyTorchJob", job)
+        _workload(on, kind, job), "QuotaReserved").get("message", ""))
+    assert not _admitted(on, kind, job)
     assert training(on.kubectl.items("pods", "-n", NAMESPACE)) == []
 
 
-def test_a_job_that_prefers_one_layer_3_node_is_placed_under_one_layer_2_node(cluster: Callable[..., OnEngines]) -> None:
-    on = cluster("gpu", {**PLACED, "eks-ddp:queueTopology": "preferred"})
-    job = _stack_job(on, "PyTorchJob")
-    wait_for("Kueue to admit the job", lambda: _admitted(on, "PyTorchJob", job))
-    workload = _workload(on, "PyTorchJob", job) or {}
+@pytest.mark.parametrize("operator", sorted(OPERATOR_JOBS))
+def test_a_job_that_prefers_one_layer_3_node_is_placed_under_one_layer_2_node(
+    cluster: Callable[..., OnEngines], operator: str
+) -> None:
+    on = cluster("gpu", {**PLACED, "eks-ddp:queueTopology": "preferred", "eks-ddp:trainingOperator": operator})
+    kind = OPERATOR_JOBS[operator]
+    job = _stack_job(on, kind)
+    wait_for("Kueue to admit the job", lambda: _admitted(on, kind, job))
+    workload = _workload(on, kind, job) or {}
     assignments = workload["status"]["admission"]["podSetAssignments"]
     assert all(a.get("topologyAssignment") for a in assignments), assignments  # placed by Kueue's TAS
     count = sum(podset["count"] for podset in workload["spec"]["podSets"])
