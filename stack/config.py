@@ -155,6 +155,7 @@ TOP_LEVEL = {
     "queueing": ("queueing", str),
     "queueQuotas": ("queue_quotas", dict),
     "queueTopology": ("queue_topology", str),
+    "queuePodsReadyTimeout": ("queue_pods_ready_timeout", str),
 }
 VPC = {
     "cidr": ("cidr", str),
@@ -315,7 +316,8 @@ class _Layout:
             return f"{_key('storage')}.kind"
         if argument.startswith("queueing."):
             field = argument.removeprefix("queueing.")
-            return _key("queueTopology") if field == "topology" else f"{_key('queueQuotas')}{field.removeprefix('quotas')}"
+            fields = {"topology": _key("queueTopology"), "pods_ready_timeout": _key("queuePodsReadyTimeout")}
+            return fields.get(field) or f"{_key('queueQuotas')}{field.removeprefix('quotas')}"
         return _key(_camel(TOP_LEVEL, argument))
 
 
@@ -413,7 +415,8 @@ def _zones(zones: list[str], region: str, key: str) -> list[str]:
 def _queueing(top: Mapping[str, Any]) -> QueueingArgs | None:
     """Kueue's settings with `eks-ddp:queueing: kueue`; its other keys without it are refused."""
     if _choice("queueing", top.get("queueing") or Queueing.NONE.value, Queueing) == Queueing.NONE:
-        for key, argument in (("queueQuotas", "queue_quotas"), ("queueTopology", "queue_topology")):
+        for key, argument in (("queueQuotas", "queue_quotas"), ("queueTopology", "queue_topology"),
+                              ("queuePodsReadyTimeout", "queue_pods_ready_timeout")):
             if top.get(argument):
                 raise ConfigError(_key(key), top[argument], "it sets Kueue's queues: add eks-ddp:queueing kueue")
         return None
@@ -421,6 +424,8 @@ def _queueing(top: Mapping[str, Any]) -> QueueingArgs | None:
     queueing: QueueingArgs = {"topology": topology}
     if top.get("queue_quotas"):
         queueing["quotas"] = top["queue_quotas"]
+    if top.get("queue_pods_ready_timeout"):
+        queueing["pods_ready_timeout"] = top["queue_pods_ready_timeout"]
     return queueing
 
 

@@ -5,7 +5,7 @@ cluster tests run it):
 - A job labelled `kueue.x-k8s.io/queue-name` is suspended at creation by Kueue's webhook and started once its whole
   workload fits its ClusterQueue's quota (pkg/controller/jobframework/defaults.go): never a part of its pods.
 - `waitForPodsReady` (apis/config/v1beta2, no `enable` field: present is on) evicts an admitted job whose pods are
-  not all ready within PODS_READY_TIMEOUT and requeues it with a backoff: a job that cannot get all its nodes gives
+  not all ready within its timeout (PODS_READY_TIMEOUT by default) and requeues it with a backoff: a job that cannot get all its nodes gives
   back what it holds (pkg/controller/core/workload_controller.go reconcileNotReadyTimeout).
 - Topology-aware scheduling counts only nodes that exist, are Ready and schedulable
   (pkg/cache/scheduler/tas_nodes_cache.go): a group at zero nodes is placed only through a ProvisioningRequest
@@ -61,8 +61,11 @@ PROVISIONING_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 """All of a job's pods on one group in one scale-up, or none (cluster-autoscaler 1.35.2 besteffortatomic; on AWS the
 ASG's desired size is raised in one call, EC2 may still deliver fewer)."""
 PODS_READY_TIMEOUT = "10m"
-"""How long an admitted job may take to have every pod ready: a node's boot and join and an image pull take up to
-about 6 minutes (infra/addons/helm.py), Karpenter's launch included (Kueue admits its jobs before the nodes exist)."""
+"""How long an admitted job may take to have every pod ready, by default: a node's boot and join and an image pull take
+up to about 6 minutes (infra/addons/helm.py), Karpenter's launch included (Kueue admits its jobs before the nodes
+exist)."""
+DURATION = re.compile(r"(\d+(\.\d+)?(h|m|s))+")
+"""A Go duration in hours, minutes and seconds, as Kueue's configuration reads it (metav1.Duration)."""
 DEVICES = ("nvidia.com/gpu", "aws.amazon.com/neuron", EFA_RESOURCE)
 FRAMEWORKS = ("batch/job", "kubeflow.org/pytorchjob", "kubeflow.org/mpijob", "trainer.kubeflow.org/trainjob")
 """What the stack submits: Indexed Jobs and the EFA check, PyTorchJobs, the NCCL check's MPIJob, TrainJobs."""
@@ -92,6 +95,10 @@ class QueueingArgs(TypedDict):
     """How a job's pods are placed on EC2's network: all under one layer-3 network node (required), there when they
     fit (preferred, the default) or anywhere (off). Applies to groups whose type EC2 gives a topology and whose nodes
     Kueue can see before it admits (not Karpenter's)."""
+    pods_ready_timeout: NotRequired[str]
+    """How long an admitted job may take to have all its pods ready before Kueue evicts it, gives its quota back and
+    requeues it with a backoff, as a duration (`10m`, `1h30m`; default PODS_READY_TIMEOUT). Raise it for images that
+    take longer to pull."""
 
 
 @dataclass(frozen=True)
@@ -278,7 +285,16 @@ def _object(kind: str, name: str, spec: dict[str, Any], namespace: str | None = 
     return {"apiVersion": API, "kind": kind, "metadata": metadata, "spec": spec}
 
 
-def manager_config() -> dict[str, Any]:
+def pods_ready_timeout(queueing: QueueingArgs) -> str:
+    """The gang admission's timeout; raises InvalidArgument for anything but a duration above zero."""
+    timeout = queueing.get("pods_ready_timeout", PODS_READY_TIMEOUT)
+    if not DURATION.fullmatch(str(timeout)) or not re.search(r"[1-9]", str(timeout)):
+        raise InvalidArgument(COMPONENT, "queueing.pods_ready_timeout", timeout,
+                              "give a duration above zero in h, m and s, such as '10m' or '1h30m'")
+    return timeout
+
+
+def manager_config(timeout: str) -> dict[str, Any]:
     """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2): the chart's defaults, with gang admission, the
     integrations the stack submits and only labelled jobs managed. Huge pages (the NCCL check's) are left out of the
     quotas: they come with the node, not from a group's reach."""
@@ -291,7 +307,7 @@ def manager_config() -> dict[str, Any]:
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
         "manageJobsWithoutQueueName": False,
         "waitForPodsReady": {
-            "timeout": PODS_READY_TIMEOUT,
+            "timeout": timeout,
             "blockAdmission": False,
             "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 60, "backoffMaxSeconds": 3600},
         },
@@ -324,6 +340,7 @@ def plan(groups: Sequence[NodeGroupShape], queueing: QueueingArgs, provisioning:
     if topology not in tuple(QueueTopology):
         raise InvalidArgument(COMPONENT, "queueing.topology", topology,
                               f"use one of {', '.join(t.value for t in QueueTopology)}")
+    pods_ready_timeout(queueing)
     found = flavors(groups, QueueTopology(topology), provisioning, describe)
     training = [(flavor, shape) for flavor, shape in zip(found, groups) if flavor.name != SYSTEM_LABEL[GROUP_LABEL]]
     if topology == QueueTopology.REQUIRED and training and not any(flavor.topology for flavor, _ in training):
@@ -360,7 +377,8 @@ class Kueue(pulumi.ComponentResource):
         self.topology = QueueTopology(args["queueing"].get("topology", QueueTopology.PREFERRED))
         values = {
             "controllerManager": {"nodeSelector": SYSTEM_LABEL},
-            "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_config(), sort_keys=False)},
+            "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(
+                manager_config(pods_ready_timeout(args["queueing"])), sort_keys=False)},
         }
         namespace = helm.namespace(f"{name}-namespace", self, args["provider"], NAMESPACE, waits_for(opts))
         self.release = helm.release(f"{name}-chart", self, args["provider"], versions.KUEUE_CHART, NAMESPACE, values,

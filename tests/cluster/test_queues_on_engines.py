@@ -148,6 +148,41 @@ def _waits_whole(on: OnEngines, free: int) -> None:
     assert "insufficient quota" in _condition(too_large, "QuotaReserved").get("message", ""), too_large
 
 
+def test_an_admitted_job_that_cannot_get_all_its_pods_ready_gives_its_quota_back_and_is_requeued(
+    cluster: Callable[..., OnEngines],
+) -> None:
+    """Gang admission's other half: a pod outside Kueue holds one of the six nodes, so the job of six nodes' quota that
+    Kueue admits gets five pods running and one Pending; at the stack's timeout Kueue evicts the job whole and
+    requeues it, and a job of the five free nodes is admitted in its place."""
+    timeout_s = 20
+    on = cluster("dev", {**FIXED_SIX, "eks-ddp:queuePodsReadyTimeout": f"{timeout_s}s"})
+    stack_job = _stack_job(on, "PyTorchJob")
+    wait_for("Kueue to admit the stack's job", lambda: _admitted(on, "PyTorchJob", stack_job))
+    on.kubectl.run("delete", "pytorchjob", stack_job, "-n", NAMESPACE, "--wait=true")
+    wait_for("the stack's job to give its quota back", lambda: _workload(on, "PyTorchJob", stack_job) is None)
+    share = _node_share(on)
+    outsider = _gang("outsider", 1, share)
+    outsider["metadata"] = {"name": "outsider", "namespace": "default"}  # no queue: Kueue leaves it alone
+    on.kubectl.apply([outsider])
+    wait_for("the pod outside Kueue running on one node", lambda: [
+        p for p in on.kubectl.items("pods", "-n", "default", "-l", "batch.kubernetes.io/job-name=outsider")
+        if p["status"].get("phase") == "Running"])
+    on.kubectl.apply([_gang("whole", WORKERS, share)])
+    wait_for("the whole job admitted, five pods running and one Pending", lambda: _admitted(on, "Job", "whole")
+             and len(_running(on, "whole")) == WORKERS - 1 and len(_pods(on, "whole")) == WORKERS)
+    evicted = wait_for("Kueue to evict the job at its timeout", lambda: _condition(
+        _workload(on, "Job", "whole"), "Evicted") if _condition(_workload(on, "Job", "whole"), "Evicted").get(
+            "status") == "True" else None, timeout_s * 4)
+    assert evicted["reason"] == "PodsReadyTimeout", evicted
+    workload = _workload(on, "Job", "whole") or {}
+    assert workload["status"].get("requeueState", {}).get("count") == 1, workload["status"]
+    wait_for("the evicted job suspended with no pod left", lambda: on.kubectl.get(
+        "job", "whole", "-n", NAMESPACE)["spec"].get("suspend") is True and not _running(on, "whole"))
+    on.kubectl.apply([_gang("in-its-place", WORKERS - 1, share)])
+    wait_for("a job of the five free nodes admitted in its place, all its pods running", lambda: _admitted(
+        on, "Job", "in-its-place") and len(_running(on, "in-its-place")) == WORKERS - 1)
+
+
 def test_under_karpenter_an_admitted_job_gets_its_nodes_and_a_waiting_job_none(
     cluster: Callable[..., OnEngines],
 ) -> None:
@@ -177,6 +212,22 @@ def test_under_karpenter_an_admitted_job_gets_its_nodes_and_a_waiting_job_none(
     wait_for(f"a job of the whole quota admitted, its {WORKERS} pods running on launched nodes", lambda: _admitted(
         on, "Job", "all-of-it") and len(_pods(on, "all-of-it")) == WORKERS and on_launched_nodes(_pods(
             on, "all-of-it")), 120)
+
+
+def test_the_gpu_stack_under_the_cluster_autoscaler_admits_its_job_beside_an_active_provisioning_check(
+    cluster: Callable[..., OnEngines],
+) -> None:
+    """The stack as `make cluster-up STACK=gpu CONFIG=eks-ddp:queueing=kueue` runs it: Kueue finds the
+    ProvisioningRequest API the stack installed before it and activates the check of the groups that scale; the job
+    on the fixed p4de group needs none and is admitted. The autoscaler's answer to a request is not tested: it has no
+    engine here."""
+    on = cluster("gpu", {"eks-ddp:queueing": "kueue"})
+    job = _stack_job(on, "PyTorchJob")
+    wait_for("Kueue to admit the stack's job", lambda: _admitted(on, "PyTorchJob", job))
+    check = on.kubectl.get("admissioncheck", kueue.PROVISIONING)
+    assert _condition(check, "Active").get("status") == "True", check.get("status")
+    (queue,) = on.kubectl.items("clusterqueues")
+    assert _condition(queue, "Active").get("status") == "True", queue.get("status")
 
 
 PLACED = {**QUEUED, "eks-ddp:fabricCheck": "off"}

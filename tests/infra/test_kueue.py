@@ -141,3 +141,13 @@ def test_a_queue_counts_the_nodes_a_group_can_have(stack: str, autoscaler: str, 
     values["nodeGroups"][1] |= {"minSize": 1, "maxSize": 6, "desiredSize": 2}
     training_group = queue_groups(parse(values, "us-east-1").platform)[1]
     assert (training_group["min_size"], training_group["max_size"]) == sizes
+
+
+def test_the_gang_timeout_is_the_stacks_or_ten_minutes_and_anything_but_a_duration_is_refused() -> None:
+    assert kueue.manager_config(kueue.pods_ready_timeout({}))["waitForPodsReady"]["timeout"] == "10m"
+    assert kueue.pods_ready_timeout({"pods_ready_timeout": "1h30m"}) == "1h30m"
+    for bad in ("10", "0s", "ten minutes", "-5m", "5d"):
+        with pytest.raises(ConfigError, match=f"eks-ddp:queuePodsReadyTimeout: '{bad}' .*duration above zero"):
+            parse(_dev(queueing="kueue", queuePodsReadyTimeout=bad), "us-east-1")
+    with pytest.raises(ConfigError, match="eks-ddp:queuePodsReadyTimeout: '20m' .*add eks-ddp:queueing kueue"):
+        parse(_dev(queuePodsReadyTimeout="20m"), "us-east-1")
