@@ -31,7 +31,7 @@ from eks_ddp.stack.reference_data import read_network_cards
 from eks_ddp.trainer.errors import OneLineParser
 from eks_ddp.trainer.startup import freeze_imports
 from eks_ddp.workloads import security
-from eks_ddp.workloads.queueing import pod_templates
+from eks_ddp.workloads.pod_templates import pod_templates
 
 MANIFEST_KEYS = (
     "apiVersion",

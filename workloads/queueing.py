@@ -6,22 +6,7 @@ from typing import Any
 from eks_ddp.infra.addons.kueue import PODSET_GROUP_ANNOTATION, QUEUE_LABEL, TOPOLOGY_ANNOTATIONS
 from eks_ddp.infra.aws.cluster import GROUP_LABEL, SYSTEM_LABEL
 from eks_ddp.infra.facts.network_topology import CLOSEST_LAYER
-
-
-def pod_templates(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """The pod templates Kueue makes its pod sets of, for each kind the stack renders (pkg/controller/jobs: one pod set
-    per replica type, per replicated job of a TrainJob's runtime)."""
-    spec = manifest["spec"]
-    match manifest["kind"]:
-        case "PyTorchJob":
-            return [replica["template"] for replica in spec["pytorchReplicaSpecs"].values()]
-        case "MPIJob":
-            return [replica["template"] for replica in spec["mpiReplicaSpecs"].values()]
-        case "Job":
-            return [spec["template"]]
-        case "ClusterTrainingRuntime":
-            return [job["template"]["spec"]["template"] for job in spec["template"]["spec"]["replicatedJobs"]]
-    raise ValueError(f"no pod templates known in a {manifest['kind']}")
+from eks_ddp.workloads.pod_templates import pod_templates
 
 
 def _copy(value: Any) -> Any:
@@ -47,7 +32,10 @@ def placed(manifest: dict[str, Any], placement: str | None) -> dict[str, Any]:
     if placement is None:
         return manifest
     annotated = _copy(manifest)
-    templates = [t for t in pod_templates(annotated)
+    every = pod_templates(annotated)
+    if not every:
+        raise ValueError(f"no pod templates known in a {manifest['kind']}")
+    templates = [t for t in every
                  if t.get("spec", {}).get("nodeSelector", {}).get(GROUP_LABEL) != SYSTEM_LABEL[GROUP_LABEL]]
     # Kueue fits each pod set on its own unless they share a group: a PyTorchJob's master and workers would each get
     # a layer-3 node, two different ones (v0.17.0 pkg/cache/scheduler/tas_flavor_snapshot.go: a group is one fit, its

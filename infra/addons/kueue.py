@@ -20,7 +20,6 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from fractions import Fraction
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
@@ -31,7 +30,7 @@ from eks_ddp.infra.addons import helm
 from eks_ddp.infra.aws.cluster import GROUP_LABEL, SYSTEM_LABEL
 from eks_ddp.infra.aws.efa_node_group import EFA_RESOURCE, KUBERNETES_EFFECT, NodeGroupShape, TaintEffect, sizes
 from eks_ddp.infra.errors import InvalidArgument
-from eks_ddp.infra.facts import instance_facts, versions
+from eks_ddp.infra.facts import instance_facts, quantities, versions
 from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.infra.facts.catalogue import InstanceType
 from eks_ddp.infra.facts.network_topology import CLOSEST_LAYER, NETWORK_LAYERS, has_topology
@@ -157,17 +156,16 @@ def flavors(groups: Sequence[NodeGroupShape], topology: QueueTopology, provision
 
 def amount(resource: str, value: object) -> int | None:
     """A quantity in the flavor's units (millicores, MiB, devices), or None when it is not one."""
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)(m|Ki|Mi|Gi|Ti|k|M|G|T)?", str(value).strip())
-    if match is None or isinstance(value, bool):
+    parts, total = quantities.split(value), quantities.exact(value)
+    if parts is None or total is None:
         return None
-    number, suffix = Fraction(match.group(1)), match.group(2) or ""
-    scale = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+    suffix = parts[1]
     if resource == "cpu":
-        millicores = number if suffix == "m" else number * scale.get(suffix, 0) * 1000
+        millicores = total * 1000
         return int(millicores) if millicores == int(millicores) and suffix in ("", "m") else None
     if resource == "memory":
-        return None if suffix == "m" else int(number * scale[suffix] / 2**20)
-    return int(number) if suffix == "" and number == int(number) else None
+        return None if suffix == "m" else int(total / 2**20)
+    return int(total) if suffix == "" and total == int(total) else None
 
 
 def team_quotas(queueing: QueueingArgs, found: Sequence[Flavor]) -> dict[str, dict[str, dict[str, int]]]:

@@ -7,10 +7,11 @@ from typing import Any
 
 from eks_ddp.infra.aws.efa_node_group import KUBERNETES_EFFECT, TaintEffect
 from eks_ddp.infra.existing_cluster import DESCRIBED_GROUP
-from eks_ddp.infra.facts import catalogue
+from eks_ddp.infra.facts import catalogue, quantities
 from eks_ddp.infra.facts.allocatable import NodeLauncher, efa_hugepages_mib
 from eks_ddp.stack.mocking import Registration
 from eks_ddp.infra.facts.node_room import node_allocatable
+from eks_ddp.workloads.pod_templates import pod_templates
 from eks_ddp.workloads.target import KUBERNETES_ARCH
 from eks_ddp.workloads.training_pod import TRAINER_LABEL
 
@@ -105,19 +106,6 @@ def tolerated(taints: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -
     return True
 
 
-def pod_templates(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """The pod templates (metadata and spec) of a Job, an operator's job (`*ReplicaSpecs`) or a training runtime
-    (its replicated jobs)."""
-    spec = manifest.get("spec", {})
-    replicated = spec.get("template", {}).get("spec", {}).get("replicatedJobs")
-    if replicated is not None:
-        return [job.get("template", {}).get("spec", {}).get("template", {}) for job in replicated]
-    if "template" in spec:
-        return [spec["template"]]
-    replica_specs = [value for key, value in spec.items() if key.endswith("ReplicaSpecs")]  # pytorch, mpi, ...
-    return [replica.get("template", {}) for specs in replica_specs for replica in specs.values()]
-
-
 def containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
     """A pod spec's containers in the order the kubelet starts them: init containers, then the others."""
     return [*pod.get("initContainers", []), *pod.get("containers", []), *pod.get("ephemeralContainers", [])]
@@ -156,24 +144,13 @@ class NodeSource:
     """A group's `scalingConfig` (minSize, maxSize, desiredSize); empty for a NodePool."""
 
 
-SUFFIXES = {
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "m": 10**-3,
-}
-
-
 def quantity(value: object) -> float:
-    """A Kubernetes quantity (`32`, `5120Mi`, `2G`) as a number."""
-    text = str(value)
-    suffix = next((s for s in SUFFIXES if text.endswith(s)), "")
-    return float(text.removesuffix(suffix) or 0) * SUFFIXES.get(suffix, 1)
+    """A Kubernetes quantity (`32`, `5120Mi`, `2G`) as a number (infra.facts.quantities); a malformed one is an
+    error, not zero."""
+    exact = quantities.exact(value)
+    if exact is None:
+        raise ValueError(f"not a Kubernetes quantity: {value!r}")
+    return float(exact)
 
 
 def _announced(deployment: Deployment, node_group: Registration) -> dict[str, float]:

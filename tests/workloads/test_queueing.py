@@ -7,6 +7,7 @@ from eks_ddp.infra.addons.kueue import PODSET_GROUP_ANNOTATION, QUEUE_LABEL, TOP
 from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
 from eks_ddp.infra.facts.network_topology import CLOSEST_LAYER
 from eks_ddp.workloads import indexed_job, pytorchjob, queueing, trainjob
+from eks_ddp.workloads.pod_templates import pod_templates
 from eks_ddp.workloads.target import NodeTarget
 from eks_ddp.workloads.training_pod import TrainingJob
 
@@ -23,14 +24,14 @@ RENDERED = {
 @pytest.mark.parametrize("placement", sorted(TOPOLOGY_ANNOTATIONS))
 def test_every_pod_template_asks_for_one_closest_layer_node(kind: str, placement: str) -> None:
     placed = queueing.placed(RENDERED[kind], placement)
-    templates = queueing.pod_templates(placed)
+    templates = pod_templates(placed)
     assert len(templates) == {"PyTorchJob": 2, "ClusterTrainingRuntime": 1, "Job": 1}[kind]
     for template in templates:
         assert template["metadata"]["annotations"][TOPOLOGY_ANNOTATIONS[placement]] == CLOSEST_LAYER
         # a master and its workers are one fit, under one node of the layer
         assert (PODSET_GROUP_ANNOTATION in template["metadata"]["annotations"]) == (len(templates) > 1)
     assert all(TOPOLOGY_ANNOTATIONS[placement] not in (t.get("metadata", {}).get("annotations") or {})
-               for t in queueing.pod_templates(RENDERED[kind])), "the rendered manifest itself was changed"
+               for t in pod_templates(RENDERED[kind])), "the rendered manifest itself was changed"
 
 
 def test_the_queue_label_goes_on_the_object_kueue_watches_and_nothing_without_a_queue() -> None:
