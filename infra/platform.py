@@ -188,7 +188,8 @@ class TrainingPlatformArgs(TypedDict):
     addon_sources: NotRequired[Mapping[str, str]]
     """Add-ons to install from local files instead of their registries (air-gapped clusters, the local cluster):
     `training_operator`, a kustomization (TrainingOperatorArgs.directory); `kubeflow_trainer`, the chart's folder
-    (KubeflowTrainerArgs.chart_folder); `mpi_operator`, the release's manifest."""
+    (KubeflowTrainerArgs.chart_folder); `mpi_operator`, the release's manifest; `kueue`, the chart's folder
+    (KueueArgs.chart_folder)."""
     mpi_operator: NotRequired[bool]
     """Install the MPI operator v2 for MPIJobs (default true when a GPU group has EFA: the NCCL check)."""
     queueing: NotRequired[QueueingArgs]

@@ -180,6 +180,7 @@ ADDONS = {
     "trainingOperator": ("training_operator", str),
     "kubeflowTrainer": ("kubeflow_trainer", str),
     "mpiOperator": ("mpi_operator", str),
+    "kueue": ("kueue", str),
 }
 SYSTEM = {
     "name": ("name", str),

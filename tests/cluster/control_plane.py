@@ -76,6 +76,15 @@ CONTROLLER_MANAGER = Identity("system:kube-controller-manager")
 KWOK = Identity("kwok", "system:masters")
 
 
+def _served_port(kubeconfig: Path) -> int:
+    """The API server's port that a cluster's kubeconfig names, so that a kept cluster (`make deploy-local` run again)
+    gives operators it starts the right address; 0 before any start, which sets it."""
+    if not kubeconfig.exists():
+        return 0
+    server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    return int(server.rsplit(":", 1)[1])
+
+
 class ControlPlane:
     """The processes of one local cluster and the files they share, all under `state`."""
 
@@ -83,7 +92,7 @@ class ControlPlane:
         self.state, self.kube, self.kwok = state, kube, kwok
         self.pki = state / "pki"
         self.logs = state / "logs"
-        self.api_port = 0
+        self.api_port = _served_port(self.kubeconfig)
 
     @property
     def kubeconfig(self) -> Path:

@@ -127,15 +127,17 @@ def deploy_config(
     for key, (value, _) in LEFT_OUT.items():
         config[f"{PROJECT}:{key}"] = copy.deepcopy(value)
     operator = config.get(f"{PROJECT}:trainingOperator", OperatorKind.V1.value)
-    config[f"{PROJECT}:addons"].update(local_addons(operator, _installs_mpi_operator(stack, override or {}), sources))
+    queued = config.get(f"{PROJECT}:queueing") == "kueue"
+    config[f"{PROJECT}:addons"].update(
+        local_addons(operator, _installs_mpi_operator(stack, override or {}), queued, sources))
     return config
 
 
-def local_addons(operator: str, with_mpi: bool, sources: Path) -> dict[str, str]:
+def local_addons(operator: str, with_mpi: bool, queued: bool, sources: Path) -> dict[str, str]:
     """`eks-ddp:addons` paths installing the operators from Go's module cache, as no registry is reached: the MPI
     operator's manifest; the training operator v1's kustomization (ours without MPIJobs over it when the MPI operator
-    is installed, made offline in `sources`); Kubeflow Trainer's chart as its release packages it (made in
-    `sources`)."""
+    is installed, made offline in `sources`); Kubeflow Trainer's and, when `queued`, Kueue's chart as their releases
+    package them (made in `sources`)."""
     shutil.rmtree(sources, ignore_errors=True)
     sources.mkdir(parents=True)
     mpi = versions.MPI_OPERATOR_MANIFEST.format(version=versions.MPI_OPERATOR_VERSION)
@@ -147,6 +149,8 @@ def local_addons(operator: str, with_mpi: bool, sources: Path) -> dict[str, str]
     elif operator == OperatorKind.V2.value:
         chart = versions.KUBEFLOW_TRAINER_CHART[0]
         addons["kubeflowTrainer"] = str(charts.package(chart, sources / chart))
+    if queued:
+        addons["kueue"] = str(charts.package(versions.KUEUE_CHART[0], sources / versions.KUEUE_CHART[0]))
     return addons
 
 
