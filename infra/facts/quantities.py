@@ -1,6 +1,6 @@
 """Kubernetes quantities (`32`, `500m`, `5120Mi`, `2G`), read exactly: the one reader of the stack's quotas and of
-what nodes and pods declare (k8s.io/apimachinery pkg/api/resource, decimal and binary suffixes; exponents are not
-used anywhere here and are not read)."""
+what nodes and pods declare (k8s.io/apimachinery pkg/api/resource, decimal and binary suffixes; signs and exponents
+are used by no resource here and are not read)."""
 
 import re
 from fractions import Fraction
