@@ -47,6 +47,8 @@ def placed_on(component: str, shape: NodeGroupShape) -> NodeTarget:
 SUBMITTED = "jsonpath={.metadata}"
 SUBMITTED_NOT_AWAITED = {"pulumi.com/waitFor": SUBMITTED}
 RUN_TO_COMPLETION = ("Job", pytorchjob.KIND, trainjob.KIND)
+QUEUED_KINDS = ("Job", pytorchjob.KIND, trainjob.KIND, nccl_check.KIND)
+"""What Kueue queues of what the stack submits (infra.addons.kueue FRAMEWORKS)."""
 # Kinds whose controllers never apply a change to pods they have made: a change to what defines the pods replaces
 # the object, and its name stays, so the old one goes first (pulumi-kubernetes would create the new one beside it,
 # and fail: AlreadyExists). A training job's pods stop with a SIGTERM checkpoint; the new ones resume the same run
@@ -67,6 +69,16 @@ REPLACED_NOT_UPDATED = {
 }
 
 
+QUEUE_CHANGE_REPLACES = pulumi.ResourceOptions(replace_on_changes=["metadata.labels"], delete_before_replace=True)
+"""For a kind Kueue queues: a job moved into, out of or between queues is replaced. Kueue's webhook refuses a change
+of its queue label (QUEUE_LABEL) on a job that is not suspended, running or finished (sigs.k8s.io/kueue v0.17.0
+pkg/controller/jobframework/validation.go validateUpdateForQueueName: "field is immutable"), which failed the real
+`pulumi up` turning eks-ddp:queueing on for a deployed stack (tests/cluster/test_every_stack_on_pulumi.py). The
+whole map: the provider reports a job that had no labels as `metadata.labels` changed, and Pulumi replaces only where
+the option's path holds the changed one (pulumi v3.274.1 pkg/resource/deploy/step_generator.go
+applyReplaceOnChanges)."""
+
+
 def apply(
     name: str,
     manifest: dict[str, Any],
@@ -81,6 +93,8 @@ def apply(
     )
     if manifest["kind"] in REPLACED_NOT_UPDATED:
         opts = pulumi.ResourceOptions.merge(opts, REPLACED_NOT_UPDATED[manifest["kind"]])
+    if manifest["kind"] in QUEUED_KINDS:
+        opts = pulumi.ResourceOptions.merge(opts, QUEUE_CHANGE_REPLACES)
     metadata, spec = cast(Any, dict(manifest["metadata"])), cast(Any, manifest["spec"])
     own = metadata.get("annotations", {})
     if manifest["kind"] in RUN_TO_COMPLETION and not {"pulumi.com/skipAwait", "pulumi.com/waitFor"} & own.keys():

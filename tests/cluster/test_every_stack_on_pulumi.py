@@ -32,6 +32,7 @@ import pytest
 from pulumi import ResourceTransformArgs, ResourceTransformResult
 from pulumi.automation import CommandError, OpType
 
+from eks_ddp.infra.addons.kueue import QUEUE_LABEL
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.engine_rules import pulumi_kubernetes, updates
 from eks_ddp.stack.engine_rules.base import Deployment, located
@@ -263,6 +264,54 @@ def test_the_stack_under_pulumi_up_fails_its_check_then_trains_then_replaces_the
 
     gone = deploy_local.pulumi_destroy(workspace, binaries, said.append)  # 5. everything deleted
     assert set(gone.summary.resource_changes or {}) == {OpType.DELETE}, "\n".join(said)
+    left = held(kubectl.api) - before
+    assert left <= _kept_by_helm(workspace), sorted(left - _kept_by_helm(workspace))
+
+
+QUEUE_CASES = [("dev", operator) for operator in TRAINING_KINDS]
+
+
+@pytest.mark.parametrize("deploy", QUEUE_CASES, indirect=True, ids=[f"{s}-{o}" for s, o in QUEUE_CASES])
+def test_queueing_turned_on_then_off_for_a_deployed_stack_replaces_its_jobs_and_training_goes_on(deploy) -> None:
+    """`eks-ddp:queueing: kueue` set on a stack whose job trains, then unset: each `pulumi up` succeeds, the training
+    object is replaced (Kueue's webhook refuses a new queue label on a running job: components.QUEUE_CHANGE_REPLACES),
+    Kueue admits the queued one, the new pods resume the same run, and the destroy leaves the cluster as it was."""
+    running, workspace, binaries, override = deploy
+    plane, kubectl, said = running.control_plane, running.kubectl, []
+    stack, kind = workspace.stack, TRAINING_KINDS[override["eks-ddp:trainingOperator"]]
+    before = settled(kubectl)
+    job = _job_of(stack, override)
+
+    def up(values: dict[str, str]) -> None:
+        result = deploy_local.pulumi_up(workspace, plane, kubectl, binaries, said.append, override=values)
+        assert result.summary.result == "succeeded", "\n".join(said[-80:])
+
+    def pods_after(seen: set[str], values: dict[str, str]) -> list[dict[str, Any]]:
+        return wait_for(f"{job['replicas']} new training pods run", lambda: (pods := [
+            p for p in _training_pods(kubectl, stack, values) if p["metadata"]["uid"] not in seen])
+            and len(pods) >= job["replicas"] and pods, timeout_s=180)
+
+    def queue_of() -> str | None:
+        found = json.loads(kubectl.run("get", kind.lower(), "-n", "training", job["name"], "-o", "json"))
+        return (found["metadata"].get("labels") or {}).get(QUEUE_LABEL)
+
+    up(override)
+    first = pods_after(set(), override)
+    queued = {**override, "eks-ddp:queueing": "kueue"}
+    up(queued)
+    second = pods_after({p["metadata"]["uid"] for p in first}, queued)
+    assert queue_of() == "training"
+    workloads = json.loads(kubectl.run("get", "workloads", "-n", "training", "-o", "json"))["items"]
+    admitted = [w for w in workloads if any(r["name"] == job["name"] for r in w["metadata"].get("ownerReferences", []))
+                and "Admitted" in true_conditions(w)]
+    assert admitted, [w["metadata"]["name"] for w in workloads]
+    up(override)
+    third = pods_after({p["metadata"]["uid"] for p in first + second}, override)
+    assert queue_of() is None
+    runs = [{d for p in pods for d in _checkpoints(p)} for pods in (first, second, third)]
+    assert runs[0] == runs[1] == runs[2] != set(), runs
+    gone = deploy_local.pulumi_destroy(workspace, binaries, said.append)
+    assert set(gone.summary.resource_changes or {}) == {OpType.DELETE}, "\n".join(said[-80:])
     left = held(kubectl.api) - before
     assert left <= _kept_by_helm(workspace), sorted(left - _kept_by_helm(workspace))
 

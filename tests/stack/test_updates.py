@@ -13,6 +13,7 @@ import pytest
 from eks_ddp.stack import rehearsal, stack_file
 from eks_ddp.stack.engine_rules import Deployment, changed_pods, unapplied_pod_changes
 from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
+from eks_ddp.workloads.components import QUEUE_CHANGE_REPLACES
 from tests.stack.registered import registered
 
 TODAY = date(2026, 11, 22)
@@ -87,8 +88,10 @@ def test_an_operators_job_updated_in_place_keeps_its_old_pods(kind: str, source:
 
 
 def test_pulumi_kubernetes_replaces_a_job_whose_template_changed_by_itself() -> None:
-    """diff.go (pulumi-kubernetes v4.32.0): `.spec.template` is a Job's force-new property; no option is needed."""
+    """diff.go (pulumi-kubernetes v4.32.0): `.spec.template` is a Job's force-new property; no option is needed for
+    it (the one a Job has is for its queue label, components.QUEUE_CHANGE_REPLACES)."""
     before, after = _renderings("gpu", "none")
     jobs = [new for _, new in changed_pods(before, after) if new.inputs["kind"] == "Job"]
     assert {job.name for job in jobs} == {"eks-ddp-train-job", "eks-ddp-efa-check-job"}
-    assert not any(job.replace_on_changes for job in jobs) and list(unapplied_pod_changes(before, after)) == []
+    queue_label = QUEUE_CHANGE_REPLACES.replace_on_changes
+    assert all(job.replace_on_changes == queue_label for job in jobs) and list(unapplied_pod_changes(before, after)) == []

@@ -14,7 +14,9 @@ from eks_ddp.infra.facts.catalogue import Architecture
 from eks_ddp.stack.mocking import RecordingMocks
 from eks_ddp.workloads import pytorchjob
 from eks_ddp.workloads.batch_jobs import FABRIC_IMAGE_KEY
-from eks_ddp.workloads.components import DataPrepJob, EvaluationJob, FabricCheckJob, NcclCheckJob, PyTorchJob
+from eks_ddp.workloads.components import (
+    QUEUE_CHANGE_REPLACES, DataPrepJob, EvaluationJob, FabricCheckJob, NcclCheckJob, PyTorchJob,
+)
 from eks_ddp.workloads.image import CONTEXT, TrainerImage, content_tag, lifecycle_policy
 from eks_ddp.workloads.security import CHECKOV_SKIPS, unpinned_image_skips
 from eks_ddp.workloads.training_pod import TrainingJob, TrainingJobSpec
@@ -48,7 +50,8 @@ def test_pytorchjob_waits_for_the_operator(pulumi_mocks: Recorded) -> None:
     assert job.inputs["spec"]["nprocPerNode"] == "1"
     assert job.inputs["metadata"]["annotations"] == {"pulumi.com/waitFor": "jsonpath={.metadata}"}  # submitted
     # The operator never recreates a pod whose template changed: what defines the pods replaces the job, old one first.
-    assert job.replace_on_changes == list(pytorchjob.POD_FIELDS) and job.delete_before_replace
+    assert job.replace_on_changes == [*pytorchjob.POD_FIELDS, *(QUEUE_CHANGE_REPLACES.replace_on_changes or [])]
+    assert job.delete_before_replace
 
 
 def test_batch_jobs_apply_their_objects(pulumi_mocks: Recorded) -> None:
