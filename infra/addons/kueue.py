@@ -209,8 +209,9 @@ def team_quotas(queueing: QueueingArgs, found: Sequence[Flavor]) -> dict[str, di
                     before = f" ({_quantity(resource, given)} given to the teams before it)" if given else ""
                     raise InvalidArgument(COMPONENT, f"queueing.quotas.{team}.{flavor.name}.{resource}",
                                           _quantity(resource, asked),
-                                          f"the teams together may have at most what {flavor.name}'s max_size nodes "
-                                          f"offer, {_quantity(resource, limit)}{before}")
+                                          f"the teams together may have at most what {flavor.name}'s nodes can offer "
+                                          f"(its maxSize nodes, or desiredSize without an autoscaler), "
+                                          f"{_quantity(resource, limit)}{before}")
                 given += asked
     return teams
 

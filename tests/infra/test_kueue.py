@@ -89,8 +89,8 @@ def test_team_quotas_are_read_in_the_flavors_units_and_the_rest_is_the_cohorts()
 
 
 @pytest.mark.parametrize(("quotas", "message"), [
-    ({"vision": {"gpu": {"nvidia.com/gpu": 17}}}, "at most what gpu's max_size nodes offer, 16"),
-    ({"vision": {"gpu": {"nvidia.com/gpu": 9}}, "speech": {"gpu": {"nvidia.com/gpu": 8}}}, "offer, 16 (9 given to the teams before it)"),
+    ({"vision": {"gpu": {"nvidia.com/gpu": 17}}}, "at most what gpu's nodes can offer (its maxSize nodes, or desiredSize without an autoscaler), 16"),
+    ({"vision": {"gpu": {"nvidia.com/gpu": 9}}, "speech": {"gpu": {"nvidia.com/gpu": 8}}}, "autoscaler), 16 (9 given to the teams before it)"),
     ({"vision": {"p4d": {"cpu": "8"}}}, "name a training group: gpu"),
     ({"vision": {"gpu": {"aws.amazon.com/neuron": 1}}}, "the group's nodes offer cpu, memory, nvidia.com/gpu"),
     ({"vision": {"gpu": {"cpu": "8 cores"}}}, "give a quantity such as '64' or '500m'"),
