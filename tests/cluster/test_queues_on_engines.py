@@ -240,13 +240,18 @@ PLACED = {**QUEUED, "eks-ddp:fabricCheck": "off"}
 under one layer-2 node (tests/cluster/nodes.py network_layers); its fabric checks off, which would be placed alike."""
 
 
+def _placed(cluster: Callable[..., OnEngines], topology: str, operator: str) -> tuple[OnEngines, str, str]:
+    """The gpu stack queued with `topology` under `operator`: the cluster, its job's kind and name."""
+    on = cluster("gpu", {**PLACED, "eks-ddp:queueTopology": topology, "eks-ddp:trainingOperator": operator})
+    kind = OPERATOR_JOBS[operator]
+    return on, kind, _stack_job(on, kind)
+
+
 @pytest.mark.parametrize("operator", sorted(OPERATOR_JOBS))
 def test_a_job_that_requires_one_layer_3_node_never_starts_across_two(
     cluster: Callable[..., OnEngines], operator: str
 ) -> None:
-    on = cluster("gpu", {**PLACED, "eks-ddp:queueTopology": "required", "eks-ddp:trainingOperator": operator})
-    kind = OPERATOR_JOBS[operator]
-    job = _stack_job(on, kind)
+    on, kind, job = _placed(cluster, "required", operator)
     seen: list[str] = []
 
     def refused_for_its_topology() -> bool:
@@ -276,9 +281,7 @@ def test_a_job_that_requires_one_layer_3_node_never_starts_across_two(
 def test_a_job_that_prefers_one_layer_3_node_is_placed_under_one_layer_2_node(
     cluster: Callable[..., OnEngines], operator: str
 ) -> None:
-    on = cluster("gpu", {**PLACED, "eks-ddp:queueTopology": "preferred", "eks-ddp:trainingOperator": operator})
-    kind = OPERATOR_JOBS[operator]
-    job = _stack_job(on, kind)
+    on, kind, job = _placed(cluster, "preferred", operator)
     wait_for("Kueue to admit the job", lambda: _admitted(on, kind, job))
     workload = _workload(on, kind, job) or {}
     assignments = workload["status"]["admission"]["podSetAssignments"]
