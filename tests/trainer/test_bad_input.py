@@ -1,11 +1,14 @@
 """Bad input: one line naming the flag or file, a non-zero exit, and nothing good overwritten."""
 
+import argparse
 from pathlib import Path
 
 import pytest
 import torch
 
+from eks_ddp.trainer import cli
 from tests.conftest import run_trainer
+from tests.trainer.in_process import tiny_run, train_epochs
 
 
 def _assert_one_line_error(stderr: str, *fragments: str) -> None:
@@ -39,6 +42,81 @@ def test_bad_flags(args: list[str], fragments: tuple[str, ...], tmp_path: Path) 
     result = run_trainer([*args, *(["--output-dir", str(tmp_path / "out")] if args[0] == "train" else [])])
     assert result.returncode == 2
     _assert_one_line_error(result.stderr, *fragments)
+
+
+ZERO_REFUSED = [
+    ("train", "--epochs", "0 is not allowed (must be >= 1)"),
+    ("train", "--batch-size", "0 is not allowed (must be >= 1)"),
+    ("train", "--global-batch-size", "0 is not allowed (must be >= 1)"),
+    ("train", "--keep-checkpoints", "0 is not allowed (must be >= 1)"),
+    ("train", "--log-every", "0 is not allowed (must be >= 1)"),
+    ("train", "--synthetic-size", "0 is not allowed (must be >= 1)"),
+    ("train", "--synthetic-classes", "0 is not allowed (must be >= 2)"),
+    ("train", "--synthetic-shape", "'3x0x32' is not CxHxW with positive integers"),
+    ("train", "--lr", "0 is not allowed (must be > 0)"),
+    ("train", "--timeout-minutes", "0 is not allowed (must be > 0)"),
+    ("evaluate", "--batch-size", "0 is not allowed (must be >= 1)"),
+]
+ZERO_MEANS = {  # what zero means: a setting as good as any other
+    ("train", "--checkpoint-every"): "checkpoints at epoch ends only",
+    ("train", "--metrics-port"): "serves no metrics",
+    ("train", "--seed"): "a seed like any other",
+    ("train", "--weight-decay"): "no weight decay",
+    ("train", "--warmup-fraction"): "no warm-up",
+    ("evaluate", "--wait-minutes"): "no wait for the model (the default)",
+}
+
+
+def _numeric_flags() -> set[tuple[str, str]]:
+    """Every flag of every command that takes a number (its type neither a path nor a plain string)."""
+    (commands,) = (action for action in cli.build_parser()._actions if isinstance(action, argparse._SubParsersAction))
+    return {
+        (name, action.option_strings[-1])
+        for name, parser in commands.choices.items()
+        for action in parser._actions
+        if action.type not in (None, Path)
+    }
+
+
+def test_zero_is_decided_for_every_numeric_flag() -> None:
+    """A new count flag must say here whether zero is refused or means something."""
+    decided = {(command, flag) for command, flag, _ in ZERO_REFUSED} | set(ZERO_MEANS)
+    assert _numeric_flags() == decided
+
+
+def _argv(command: str, flag: str, value: str) -> list[str]:
+    return [command, flag, value, *(["--model-file", "model.pt"] if command == "evaluate" else [])]
+
+
+@pytest.mark.parametrize(("command", "flag", "message"), ZERO_REFUSED, ids=[f"{c} {f}" for c, f, _ in ZERO_REFUSED])
+def test_zero_is_refused_where_it_means_nothing(
+    command: str, flag: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Parsed only, in this process: were zero accepted, `cli.main` would go on to train."""
+    with pytest.raises(SystemExit) as exit_:
+        cli.build_parser().parse_args(_argv(command, flag, "3x0x32" if flag == "--synthetic-shape" else "0"))
+    assert exit_.value.code == 2
+    _assert_one_line_error(capsys.readouterr().err, f"argument {flag}: {message}")
+
+
+@pytest.mark.parametrize(("command", "flag"), ZERO_MEANS, ids=[f"{c} {f} 0: {m}" for (c, f), m in ZERO_MEANS.items()])
+def test_zero_is_accepted_where_it_means_something(command: str, flag: str) -> None:
+    args = cli.build_parser().parse_args(_argv(command, flag, "0"))
+    assert getattr(args, flag.removeprefix("--").replace("-", "_")) == 0
+
+
+@pytest.mark.parametrize(("every", "saved_after"), [("0", []), ("2", [2])])
+def test_checkpoint_every_zero_checkpoints_at_epoch_ends_only(
+    tmp_path: Path, every: str, saved_after: list[int]
+) -> None:
+    """An epoch of 3 steps: no checkpoint inside it with 0, one after step 2 with 2 (the epoch's end saves too, in
+    Run.execute, whatever the flag)."""
+    run = tiny_run(tmp_path, "--checkpoint-every", every, "--synthetic-size", "12", "--global-batch-size", "4")
+    run.resume()
+    periodic: list[int] = []
+    run.save_checkpoint = lambda: periodic.append(run.progress.step)  # type: ignore[method-assign]
+    train_epochs(run)
+    assert periodic == saved_after, f"checkpoints after steps {periodic}"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA; the refusal is for pods without it")
