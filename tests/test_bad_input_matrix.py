@@ -19,7 +19,20 @@ from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.platform import TrainingPlatform
 from eks_ddp.infra.storage.fsx import FsxLustreStorage
 from eks_ddp.stack import stack_file
-from eks_ddp.stack.config import ConfigError, parse
+from eks_ddp.stack.config import (
+    ADDONS,
+    EXISTING_CLUSTER,
+    JOB,
+    NODE_GROUP,
+    STORAGE,
+    SYSTEM,
+    TABLES,
+    TOP_LEVEL,
+    VPC,
+    ConfigError,
+    StackConfig,
+    parse,
+)
 from eks_ddp.stack.project_config import StackFileError
 from eks_ddp.trainer import cli
 from eks_ddp.workloads.components import PyTorchJob
@@ -27,6 +40,7 @@ from eks_ddp.workloads.training_pod import TrainingJobSpec
 from tests.pulumi_harness import Recorded
 
 DEV, REGION = stack_file.load("dev")
+GPU_EXISTING = stack_file.load("gpu-existing")[0]  # existing-fsx storage
 GROUP = {"cluster_name": "c", "vpc_id": "v", "cluster_security_group_id": "s", "instance_type": "c7g.16xlarge", "availability_zone": "us-east-1a", "subnet_id": "n", "max_size": 2}
 OIDC = {"oidc_provider_arn": "arn:aws:iam::1:oidc-provider/x", "oidc_issuer": "x"}
 
@@ -55,6 +69,10 @@ def _small_group_job() -> Callable[[], object]:
         values["job"]["nodeGroup"] = "small"
         return parse(values, REGION)
     return attempt
+
+
+def _storage(values: dict[str, Any], **keys: object) -> Callable[[], object]:
+    return lambda: parse({**values, "storage": {**values["storage"], **keys}}, REGION)
 
 
 def _stack_file(line: str) -> Callable[[], object]:
@@ -129,6 +147,25 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
      "eks-ddp:nodeGroups[1].labels: {'karpenter.sh/team': 'a'} is not allowed; label 'karpenter.sh/team' is restricted: Karpenter sets it"),
     ("config: elastic job without the v1 operator", _config("trainingOperator", "v2", elasticMinReplicas=1), "eks-ddp:job.elasticMinReplicas: 1 is not allowed; elastic jobs need trainingOperator v1 (PyTorchJob elasticPolicy), not v2"),
     ("config: negative node losses", _config("job.survivesNodeLosses", -1), "eks-ddp:job.survivesNodeLosses: -1 is not allowed; use 0 to 10"),
+    # Zero, for every count a stack file sets that cannot be zero (where zero means something: ZERO_MEANS below;
+    # test_every_count_key_has_its_zero_tried keeps the two lists whole).
+    ("config: zero epochs", _config("job.epochs", 0), "eks-ddp:job.epochs: 0 is not allowed; use a whole number >= 1"),
+    ("config: zero batch size", _config("job.batchSize", 0),
+     "eks-ddp:job.batchSize: 0 is not allowed; use a whole number >= 1"),
+    ("config: zero replicas", _config("job.replicas", 0),
+     "eks-ddp:job.replicas: 0 is not allowed; use a whole number >= 1"),
+    ("config: zero elastic minimum", _config("job.elasticMinReplicas", 0),
+     "eks-ddp:job.elasticMinReplicas: 0 is not allowed; use 1 to replicas (2)"),
+    ("config: zero maxSize", _config("nodeGroups.1.maxSize", 0),
+     "eks-ddp:nodeGroups[1].maxSize: 0 is not allowed; use 1 or more"),
+    ("config: zero root volume", _config("nodeGroups.1.rootVolumeGiB", 0),
+     "eks-ddp:nodeGroups[1].rootVolumeGiB: 0 is not allowed; use 20 to 16384 GiB"),
+    ("config: zero FSx capacity", _config("storage.capacityGiB", 0),
+     "eks-ddp:storage.capacityGiB: 0 is not allowed; use 1200, 2400 or a multiple of 2400 GiB"),
+    ("config: zero capacity of an existing FSx", _storage(GPU_EXISTING, capacityGiB=0),
+     "eks-ddp:storage.capacityGiB: 0 is not allowed; use 1200, 2400 or a multiple of 2400 GiB"),
+    ("config: zero FSx throughput", _storage(DEV, deploymentType="PERSISTENT_2", perUnitStorageThroughput=0),
+     "eks-ddp:storage.perUnitStorageThroughput: 0 is not allowed; PERSISTENT_2 needs one of (125, 250, 500, 1000)"),
     ("config: data preparation without shared storage", _config("storage", {"kind": "none"}, prepareData=True), "eks-ddp:job.prepareData: True is not allowed; it fills the shared volume, and eks-ddp:storage is none"),
     ("workload: a job with neither a claim nor a bucket", _job(claim_name=None), "PyTorchJob: job.claim_name=None is not allowed; without a claim /shared is scratch space lost with the pod"),
     # Strict types: a string is not a boolean, a boolean is not a number.
@@ -188,6 +225,53 @@ def test_bad_input_fails_first_and_says_why(pulumi_mocks: Recorded, capsys: pyte
         assert message in error and error.count("\n") == 1, error
     created = [r for r in pulumi_mocks.monitor.registrations if r.type != "pulumi:providers:kubernetes" and not (case.startswith("workload") and r.name.startswith("workers"))]
     assert created == [], [r.name for r in created]
+
+
+def _workers(**keys: object) -> Callable[[Any], None]:
+    return lambda values: values["nodeGroups"][1].update(keys)
+
+
+def _workers_shape(config: StackConfig) -> dict[str, Any]:
+    return dict(config.platform.get("node_groups", [])[0])
+
+
+BORROWS_ONLY = {"team-a": {"workers": {"cpu": "0"}}}
+"""A team guaranteed no CPU, which borrows what the other teams leave unused (Pulumi.yaml, eks-ddp:queueQuotas)."""
+ZERO_MEANS: list[tuple[str, Callable[[Any], None], Callable[[StackConfig], bool]]] = [
+    # (the stack key, the dev stack with it at zero, what the parsed config must then say). Zero node losses
+    # survive one event, as one does: what each operator renders for it is in tests/workloads/test_restart_budgets.py.
+    ("eks-ddp:job.survivesNodeLosses", lambda values: values["job"].update(survivesNodeLosses=0),
+     lambda config: config.job is not None and config.job.spec.get("node_losses") == 0),
+    ("eks-ddp:nodeGroups[1].minSize", _workers(minSize=0),
+     lambda config: _workers_shape(config).get("min_size") == 0),  # the autoscaler may take every node away
+    ("eks-ddp:nodeGroups[1].desiredSize", _workers(minSize=0, desiredSize=0),
+     lambda config: _workers_shape(config).get("desired_size") == 0),  # no node until a pod needs one
+    ("eks-ddp:checkpointExpiryDays", lambda values: values.update(checkpointExpiryDays=0),
+     lambda config: "checkpoint_expiry_days" not in config.platform),  # keeps checkpoints (Pulumi.yaml)
+    ("eks-ddp:queueQuotas", lambda values: values.update(queueing="kueue", queueQuotas=BORROWS_ONLY),
+     lambda config: dict(config.platform.get("queueing") or {}).get("quotas") == BORROWS_ONLY),
+]
+
+
+@pytest.mark.parametrize("autoscaler", ["cluster-autoscaler", "karpenter"])
+@pytest.mark.parametrize(("key", "change", "means"), ZERO_MEANS, ids=[case[0] for case in ZERO_MEANS])
+def test_a_zero_that_means_something_is_taken_as_written(
+    key: str, change: Callable[[Any], None], means: Callable[[StackConfig], bool], autoscaler: str
+) -> None:
+    """Under either autoscaler; Karpenter keeps no idle node, whatever the sizes (infra/addons/karpenter_nodes.py)."""
+    values: Any = {**copy.deepcopy(DEV), "autoscaler": autoscaler}
+    change(values)
+    assert means(parse(values, REGION)), key
+
+
+def test_every_count_key_has_its_zero_tried() -> None:
+    """Each whole-number key of the stack file is refused at zero in CASES or taken as written in ZERO_MEANS."""
+    where = {"": TOP_LEVEL, "nodeGroups[0].": SYSTEM, "nodeGroups[1].": NODE_GROUP, "storage.": STORAGE, "job.": JOB,
+             "vpc.": VPC, "existingCluster.": EXISTING_CLUSTER, "addons.": ADDONS}
+    assert sorted(map(id, where.values())) == sorted(map(id, TABLES))  # a new table says where its keys sit
+    counts = {f"eks-ddp:{at}{key}" for at, table in where.items() for key, (_, kind) in table.items() if kind is int}
+    refused = {message.partition(": 0 is not allowed")[0] for _, _, message in CASES if ": 0 is not allowed" in message}
+    assert counts - refused - {key for key, _, _ in ZERO_MEANS} == set()
 
 
 def test_the_matrix_is_broad() -> None:

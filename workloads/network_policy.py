@@ -20,6 +20,10 @@ CREDENTIAL_AGENT_ADDRESSES, CREDENTIAL_AGENT_PORT = ("169.254.170.23", "fd00:ec2
 """Where the EKS Pod Identity agent serves pods their credentials, on the node (EKS user guide, pod-id-agent-setup.html:
 169.254.170.23 and [fd00:ec2::23]; the SDKs call port 80). Pod traffic to it passes the namespace's policies like any
 other: without a rule that allows it, the SDK's credential call times out."""
+DNS_PORTS = (("UDP", 53), ("TCP", 53))
+"""Where CoreDNS answers, by protocol and port. An answer too large for one UDP datagram (over 512 bytes, or the size
+the query's EDNS announces) comes back truncated, its TC bit set, and the resolver asks again over TCP (RFC 7766,
+"DNS Transport over TCP"): without TCP 53 that retry is dropped, and the name fails to resolve."""
 SCRAPER_NAMESPACE = "monitoring"
 """Where the Prometheus of `eks-ddp:monitoring prometheus` runs (infra/addons/prometheus_monitoring.py)."""
 NAMESPACE_NAME = "kubernetes.io/metadata.name"
@@ -62,7 +66,7 @@ def training_policies(namespace: str, pod_identity: bool) -> list[dict[str, Any]
                 "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
             }
         ],
-        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+        "ports": [{"protocol": protocol, "port": port} for protocol, port in DNS_PORTS],
     }
     https_port = [{"protocol": "TCP", "port": 443}]
     https = {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(CLUSTER_RANGES)}}], "ports": https_port}

@@ -25,6 +25,7 @@ from eks_ddp.workloads.network_policy import (
     API_SERVER_ADDRESSES,
     CREDENTIAL_AGENT_ADDRESSES,
     CREDENTIAL_AGENT_PORT,
+    DNS_PORTS,
     NAMESPACE_NAME,
     SCRAPER_NAMESPACE,
 )
@@ -121,7 +122,8 @@ def _expected(
     for port in RENDEZVOUS_PORTS:
         yield "rendezvous with the job's other pods", pod, pod, port, "TCP", True
     yield "collectives between the job's pods", pod, pod, COLLECTIVE_PORT, "TCP", True
-    yield "DNS", pod, dns, 53, "UDP", True
+    for protocol, port in DNS_PORTS:
+        yield f"DNS over {protocol}", pod, dns, port, protocol, True
     yield "HTTPS to S3 and STS", pod, Endpoint(address="52.216.0.10"), 443, "TCP", True
     for api_server in API_SERVER_ADDRESSES:
         service = Endpoint(address=str(ipaddress.ip_address(api_server) + 1000))

@@ -60,20 +60,35 @@ def test_the_engines_differ_where_the_issue_measured_it() -> None:
     assert [kube_reserved_millicores(vcpus) for vcpus in (1, 2, 4, 16, 64, 96)] == [60, 70, 80, 110, 230, 310]
 
 
+def _efa_hugepages_mib(instance: InstanceType) -> int:
+    """What an EFA node's kubelet takes out of the pods' memory: the EFA software's 2 MiB huge pages, 110 a vCPU plus
+    one (every node of PUBLISHED_EFA_NODES below holds that many)."""
+    return (110 * instance.vcpus + 1) * 2
+
+
 @pytest.mark.parametrize("name", sorted(INSTANCE_TYPES))
 def test_a_training_pod_fits_the_node_of_whichever_engine_launches_it(name: str) -> None:
     """The pod asked 116,736 MiB on c7g.16xlarge where Karpenter offers 113,259: sized per engine (and, when the
-    engine is not known, for both), it fits that engine's node beside the daemon sets' budget."""
+    engine is not known, for both), it fits that engine's node beside the daemon sets' budget, in what the node
+    offers once an EFA node's huge pages are out. Its memory limit is that room in whole GiB (or its request, if
+    larger): above it, the pod could take the daemon sets' share; below it, a node without EFA loses memory for
+    pages it does not hold."""
     instance = INSTANCE_TYPES[name]
     efa = instance.network_cards if instance.efa else 0
     if too_small(instance):
         return  # refused: workloads.target.too_small
+    pages_mib = _efa_hugepages_mib(instance) if efa else 0
     for launcher in (*NodeLauncher, None):
-        requests = resources(NodeTarget(instance, efa, launcher=launcher))["requests"]
+        pod = resources(NodeTarget(instance, efa, launcher=launcher))
+        request_mib = int(pod["requests"]["memory"].removesuffix("Mi"))
+        offered_mib = []  # what each engine's node really offers pods
         for engine in [launcher] if launcher else list(NodeLauncher):
             node = allocatable(instance, engine, 1 if engine == NodeLauncher.KARPENTER and efa else 0)
-            assert int(requests["cpu"]) * 1000 + daemon_sets_millicores(instance) <= node.millicores
-            assert int(requests["memory"].removesuffix("Mi")) + DAEMON_SETS_MIB <= node.memory_mib
+            assert int(pod["requests"]["cpu"]) * 1000 + daemon_sets_millicores(instance) <= node.millicores
+            offered_mib.append(node.memory_mib - pages_mib)
+            assert request_mib + DAEMON_SETS_MIB <= offered_mib[-1]
+        room_gib = (min(offered_mib) - DAEMON_SETS_MIB) // 1024
+        assert pod["limits"]["memory"] == (f"{room_gib}Gi" if room_gib * 1024 >= request_mib else f"{request_mib}Mi")
 
 
 # Real EKS nodes with EFA as their operators published them: instance type, hugepages-2Mi (MiB), allocatable and
