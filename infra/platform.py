@@ -313,22 +313,27 @@ def validate(
     role_access(args.get("service_account_roles", RoleAccess.POD_IDENTITY), COMPONENT, "service_account_roles")
     if "queueing" in args:
         try:
-            kueue.plan(queue_groups(args), args["queueing"], autoscaler == AutoscalerKind.CLUSTER_AUTOSCALER, describe)
+            kueue.plan(reachable_groups(args), args["queueing"], autoscaler == AutoscalerKind.CLUSTER_AUTOSCALER, describe)
         except InvalidArgument as error:
             raise InvalidArgument(COMPONENT, error.argument, error.value, error.allowed) from None
 
 
-def queue_groups(args: TrainingPlatformArgs) -> list[NodeGroupShape]:
-    """The groups Kueue queues jobs on, as their shapes with what launches their nodes: the system group (the NCCL
-    check's launcher runs there) and every training group. A new cluster's group without an autoscaler keeps its
-    desiredSize nodes, which Kueue sees before it admits, and its quota counts those; an existing cluster's groups
-    scale as described (min_size to max_size), by whatever autoscaler that cluster runs."""
+def reachable_groups(args: TrainingPlatformArgs) -> list[NodeGroupShape]:
+    """Every group a job's pods may run on, with the nodes it can reach and what launches them: the system group (the
+    NCCL check's launcher runs there) and every training group. A new cluster's group without an autoscaler keeps its
+    desiredSize nodes (min_size = max_size = desired_size here), which bound a job and which Kueue's quota counts; an
+    existing cluster's groups scale as described (min_size to max_size), by whatever autoscaler that cluster runs."""
     autoscaler = args.get("autoscaler", AutoscalerKind.CLUSTER_AUTOSCALER)
     launcher = NodeLauncher.KARPENTER if autoscaler == AutoscalerKind.KARPENTER else NodeLauncher.MANAGED_NODE_GROUP
     groups: list[NodeGroupShape] = [{**group, "launcher": launcher} for group in args.get("node_groups", [])]
-    if autoscaler == AutoscalerKind.NONE and "existing_cluster" not in args:
+    if keeps_desired_size(args):
         groups = [{**group, "min_size": sizes(group)[2], "max_size": sizes(group)[2]} for group in groups]
     return [system_shape(args), *groups]
+
+
+def keeps_desired_size(args: TrainingPlatformArgs) -> bool:
+    """Whether the new cluster's groups stay at their desiredSize: no autoscaler here adds or removes nodes."""
+    return args.get("autoscaler") == AutoscalerKind.NONE and "existing_cluster" not in args
 
 
 # What only a new cluster takes: an existing one has its own VPC, name, version and access entries.
@@ -764,7 +769,7 @@ class TrainingPlatform(pulumi.ComponentResource):
         autoscaler = self.cluster_autoscaler.provisioning_requests if self.cluster_autoscaler else None
         queue_args: KueueArgs = {
             "provider": self.provider,
-            "groups": queue_groups(args),
+            "groups": reachable_groups(args),
             "namespace": self.training_namespace,
             "queueing": args["queueing"],
             "provisioning": autoscaler is not None,

@@ -439,8 +439,10 @@ def _choice(key: str, value: str, kind: type[Kind]) -> Kind:
 
 
 def _job(
-    raw: Any, groups: Sequence[NodeGroupShape], namespace: str, image: str, claim: str | None, describe: Describe
+    raw: Any, groups: Sequence[NodeGroupShape], fixed: bool, namespace: str, image: str, claim: str | None,
+    describe: Describe,
 ) -> JobConfig | None:
+    """The job's settings, checked against the groups as the nodes they can reach (`fixed`: at their desiredSize)."""
     if not raw:  # the project default, {}: no job
         return None
     key = _key("job")
@@ -471,7 +473,8 @@ def _job(
         raise ConfigError(
             f"{key}.replicas",
             numbers["replicas"],
-            f"node group {target} holds at most maxSize={max_size} pods (one per node)",
+            f"node group {target} keeps its desiredSize={max_size} nodes, one pod each (eks-ddp:autoscaler none "
+            "adds none)" if fixed else f"node group {target} holds at most maxSize={max_size} pods (one per node)",
         )
     losses = fields.get("node_losses", 1)
     if not 0 <= losses <= 10:
@@ -674,8 +677,8 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
             "its nodes pull (trainer/Dockerfile built and pushed where they reach it)"
         )
     namespace = platform_args.get("training_namespace", "training")
-    groups = [*platform_args.get("node_groups", []), system_shape(platform_args)]
-    job = _job(top.get("job"), groups, namespace, image or BUILT_IMAGE, claim, describe)
+    groups = platform.reachable_groups(platform_args)
+    job = _job(top.get("job"), groups, platform.keeps_desired_size(platform_args), namespace, image or BUILT_IMAGE, claim, describe)
     if job is not None and (job.prepare_data or job.evaluate):
         _side_steps_fit_system_nodes(platform_args, job, describe, layout)
     if job is not None and not platform_args["node_health"]:

@@ -16,7 +16,7 @@ import pytest
 from eks_ddp.infra.addons import kueue
 from eks_ddp.infra.aws.cluster import GROUP_LABEL
 from eks_ddp.infra.facts.network_topology import NETWORK_LAYERS
-from eks_ddp.infra.platform import queue_groups
+from eks_ddp.infra.platform import reachable_groups
 from eks_ddp.stack import stack_file
 from eks_ddp.stack.config import parse
 from eks_ddp.stack.engine_rules.base import quantity
@@ -306,7 +306,7 @@ def _teams(share: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
     platform = parse(values, region).platform
     nominal = {"vision": 3, "speech": 2}
     quotas = {team: {GROUP: {"cpu": f"{count * share}m"}} for team, count in nominal.items()}
-    found, teams = kueue.plan(queue_groups(platform), {"quotas": quotas}, False)
+    found, teams = kueue.plan(reachable_groups(platform), {"quotas": quotas}, False)
     return kueue.render(found, teams, NAMESPACE), nominal
 
 

@@ -11,7 +11,7 @@ from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts import catalogue
 from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.infra.facts.node_room import DAEMON_SETS_MIB, daemon_sets_millicores, node_allocatable
-from eks_ddp.infra.platform import queue_groups
+from eks_ddp.infra.platform import reachable_groups
 from eks_ddp.stack.config import ConfigError, parse
 from eks_ddp.stack.stack_file import ROOT, load
 
@@ -139,7 +139,7 @@ def test_the_stack_file_refuses_queue_keys_without_kueue_and_names_them_in_its_w
 def test_a_queue_counts_the_nodes_a_group_can_have(stack: str, autoscaler: str, sizes: tuple[int, int]) -> None:
     values = load(stack, ROOT, {"eks-ddp:autoscaler": autoscaler, "eks-ddp:queueing": "kueue"})[0]
     values["nodeGroups"][1] |= {"minSize": 1, "maxSize": 6, "desiredSize": 2}
-    training_group = queue_groups(parse(values, "us-east-1").platform)[1]
+    training_group = reachable_groups(parse(values, "us-east-1").platform)[1]
     assert (training_group.get("min_size"), training_group.get("max_size")) == sizes
 
 

@@ -77,7 +77,7 @@ def test_dev_stack_parses() -> None:
         (
             "job.nodeGroup",
             "gpus",
-            "eks-ddp:job.nodeGroup: 'gpus' is not allowed; use one of the node groups: workers, system",
+            "eks-ddp:job.nodeGroup: 'gpus' is not allowed; use one of the node groups: system, workers",
         ),
         ("job.replicas", 7, "eks-ddp:job.replicas: 7 is not allowed; node group workers holds at most maxSize=6 pods"),
         ("job.name", "MNIST_DDP", "eks-ddp:job.name: 'MNIST_DDP' is not allowed; must be a DNS-1035 label"),
