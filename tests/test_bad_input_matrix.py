@@ -240,7 +240,7 @@ BORROWS_ONLY = {"team-a": {"workers": {"cpu": "0"}}}
 """A team guaranteed no CPU, which borrows what the other teams leave unused (Pulumi.yaml, eks-ddp:queueQuotas)."""
 ZERO_MEANS: list[tuple[str, Callable[[Any], None], Callable[[StackConfig], bool]]] = [
     # (the stack key, the dev stack with it at zero, what the parsed config must then say). Zero node losses
-    # survive one event, as one does: what each operator renders for it is in tests/workloads/test_restart_budgets.py.
+    # fail the job at its first event: what each operator renders for it is in tests/workloads/test_restart_budgets.py.
     ("eks-ddp:job.survivesNodeLosses", lambda values: values["job"].update(survivesNodeLosses=0),
      lambda config: config.job is not None and config.job.spec.get("node_losses") == 0),
     ("eks-ddp:nodeGroups[1].minSize", _workers(minSize=0),

@@ -480,7 +480,7 @@ def restart_budget(job: TrainingJob) -> int:
     them: up to one restart per replica. So N events cost up to N x replicas restarts, and the limit is one more.
     stack.cluster.failures steps these scenarios through each engine's counting.
     """
-    return max(1, job.node_losses) * job.replicas + 1
+    return job.node_losses * job.replicas + 1
 
 
 # The Job controller annotates each pod of an Indexed Job with its index (kubernetes pkg/controller/job).

@@ -77,7 +77,7 @@ def render_runtime(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     spec = {
         "mlPolicy": {"numNodes": job.replicas, "torch": {}},
         "template": {
-            "spec": {"failurePolicy": {"maxRestarts": max(1, job.node_losses)}, "replicatedJobs": [replicated]}
+            "spec": {"failurePolicy": {"maxRestarts": job.node_losses}, "replicatedJobs": [replicated]}
         },
     }
     return {

@@ -40,10 +40,10 @@ def _rendered(operator: str, job: TrainingJob) -> dict:
 def test_a_job_survives_exactly_the_node_losses_it_claims(operator: str, losses: int, replicas: int) -> None:
     job = TrainingJob(name="mnist", namespace="training", image="img:1", replicas=replicas, node_losses=losses)
     manifest = _rendered(operator, job)
-    survived = max(1, losses)  # survivesNodeLosses 0 still survives one crash
+    survived = losses  # survivesNodeLosses 0: the first loss or crash fails the job
     assert outcome(manifest, [NODE_LOSS] * survived) is None
     assert outcome(manifest, [NODE_LOSS] * (survived + 1)) == survived + 1
-    assert outcome(manifest, [CRASH]) is None  # a crash does not fail a job that survives node losses
+    assert outcome(manifest, [CRASH] * losses) is None  # a crashed process costs what a lost node costs
 
 
 def test_the_old_budget_failed_on_the_last_loss_it_claimed_to_survive() -> None:

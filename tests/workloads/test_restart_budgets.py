@@ -1,6 +1,6 @@
 """Each operator's restart budget at 0, 1 and 2 node losses: the number in the object it renders, and what it buys.
 
-`survivesNodeLosses: N` survives N node losses or crashes and fails on the next; 0 survives one, as 1 does
+`survivesNodeLosses: N` survives N node losses or crashes and fails on the next; 0 fails on the first
 (workloads.training_pod.restart_budget, trainjob.render_runtime; tests/stack/test_failures.py). The numbers are
 written out here, not recomputed, so a budget one off in either direction fails; what they buy is counted the way
 each engine counts (stack.cluster.failures), with one replica too, where `>=` and `>` part.
@@ -19,12 +19,12 @@ from eks_ddp.workloads.training_pod import TrainingJob
 TARGET = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1)
 LOSSES, REPLICAS = (0, 1, 2), (1, 2, 3)
 BACKOFF_LIMITS = {  # (losses, replicas): the sum of container restarts that fails a PyTorchJob or an Indexed Job
-    (0, 1): 2, (1, 1): 2, (2, 1): 3,
-    (0, 2): 3, (1, 2): 3, (2, 2): 5,
-    (0, 3): 4, (1, 3): 4, (2, 3): 7,
+    (0, 1): 1, (1, 1): 2, (2, 1): 3,
+    (0, 2): 1, (1, 2): 3, (2, 2): 5,
+    (0, 3): 1, (1, 3): 4, (2, 3): 7,
 }
-JOBSET_MAX_RESTARTS = {0: 1, 1: 1, 2: 2}  # whole-JobSet restarts, whatever the replicas
-SURVIVED = {0: 1, 1: 1, 2: 2}  # node losses survived: the promise
+JOBSET_MAX_RESTARTS = {0: 0, 1: 1, 2: 2}  # whole-JobSet restarts, whatever the replicas
+SURVIVED = {0: 0, 1: 1, 2: 2}  # node losses survived: the promise
 
 
 def _rendered(operator: str, job: TrainingJob) -> tuple[dict[str, Any], int]:
