@@ -19,7 +19,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from eks_ddp.trainer import datasets, models
-from eks_ddp.trainer.training import warmup_cosine
+from eks_ddp.trainer.schedule import warmup_cosine
 
 
 def main() -> None:

@@ -15,7 +15,6 @@ optimizer steps; so an interrupted run makes the optimizer steps of an uninterru
 import contextlib
 import datetime
 import logging
-import math
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -34,6 +33,7 @@ from eks_ddp.trainer.distributed import Topology
 from eks_ddp.trainer.errors import CheckpointError, UsageError
 from eks_ddp.trainer.interrupt import StopSignals, TerminationRequested
 from eks_ddp.trainer.sampling import BatchPlan, GlobalBatchSampler, plan_batches
+from eks_ddp.trainer.schedule import warmup_cosine
 
 if TYPE_CHECKING:  # imported where used: boto3, TensorBoard and prometheus_client cost a rank that never uses them
     from eks_ddp.trainer.artifacts import ArtifactStore, Location
@@ -61,19 +61,6 @@ class Progress:
     epoch_loss_sum: float = 0.0
     epoch_steps: int = 0
     history: list[dict[str, float]] = field(default_factory=list)
-
-
-def warmup_cosine(total_steps: int, warmup_fraction: float):
-    """LR multiplier: linear warm-up, then cosine decay to zero at the last step."""
-    warmup = max(1, int(total_steps * warmup_fraction))
-
-    def multiplier(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress = (step - warmup) / max(1, total_steps - warmup)
-        return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
-
-    return multiplier
 
 
 class Run:

@@ -7,18 +7,18 @@ pkg/controller/job/job_controller.go, manageJob): an Indexed Job's pod `i` is na
 `<job>-<i>-<5 random>` with hostname `<job>-<i>` and the completion-index annotation; a
 `subdomain` naming a headless Service gives it the DNS name `<job>-<i>.<service>`; with
 `restartPolicy: OnFailure` the Job counts container restarts against `backoffLimit`
-(workloads.training_pod.restart_budget).
+(workloads.restart_budget.backoff_limit).
 """
 
 from typing import Any
 
+from eks_ddp.workloads.restart_budget import backoff_limit
 from eks_ddp.workloads.target import NodeTarget
 from eks_ddp.workloads.training_pod import (
     TrainingJob,
     pod_labels,
     pod_template,
     processes_per_pod,
-    restart_budget,
     static_rendezvous_env,
 )
 
@@ -60,7 +60,7 @@ def render(job: TrainingJob, target: NodeTarget) -> list[dict[str, Any]]:
             "completionMode": "Indexed",
             "completions": job.replicas,
             "parallelism": job.replicas,
-            "backoffLimit": restart_budget(job),
+            "backoffLimit": backoff_limit(job),
             "template": pod,
         },
     }

@@ -6,12 +6,12 @@ The pod is workloads.training_pod's; this module wraps it in Master and Worker r
 import copy
 from typing import Any
 
+from eks_ddp.workloads.restart_budget import backoff_limit
 from eks_ddp.workloads.target import NodeTarget
 from eks_ddp.workloads.training_pod import (
     TrainingJob,
     pod_template,
     processes_per_pod,
-    restart_budget,
 )
 
 API_VERSION, KIND = "kubeflow.org/v1", "PyTorchJob"
@@ -37,7 +37,7 @@ def render(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "nprocPerNode": str(processes_per_pod(target)),  # never "auto": on CPU it means the host's vCPUs
         # No ttlSecondsAfterFinished: the job belongs to Pulumi, which deletes it (pulumi destroy or a new job name).
-        "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": restart_budget(job)},
+        "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": backoff_limit(job)},
         "pytorchReplicaSpecs": replica_specs,
     }
     if job.elastic:

@@ -469,20 +469,6 @@ def pod_monitor(job: TrainingJob) -> dict[str, Any]:
     }
 
 
-def restart_budget(job: TrainingJob) -> int:
-    """`backoffLimit` for surviving `job.node_losses` node losses (or process crashes), in the engines' own counting.
-
-    The training operator v1.9.4 (kubeflow/trainer pkg/core/job.go, PastBackoffLimit: the running pods) and the
-    Job controller for `restartPolicy: OnFailure` pods (kubernetes v1.35 pkg/controller/job/job_controller.go,
-    pastBackoffLimitOnFailure: running and pending pods) add up the restarts of every container, init containers
-    included, and fail the job when the sum is **>=** `backoffLimit`. One event (a lost node, a crashed process)
-    makes the torchrun of every other pod exit 1 and restart, and the replacement may restart while it waits for
-    them: up to one restart per replica. So N events cost up to N x replicas restarts, and the limit is one more.
-    stack.cluster.failures steps these scenarios through each engine's counting.
-    """
-    return job.node_losses * job.replicas + 1
-
-
 # The Job controller annotates each pod of an Indexed Job with its index (kubernetes pkg/controller/job).
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 

@@ -18,6 +18,7 @@ import hashlib
 import json
 from typing import Any
 
+from eks_ddp.workloads.restart_budget import jobset_max_restarts
 from eks_ddp.workloads.target import NodeTarget
 from eks_ddp.workloads.training_pod import (
     TrainingJob,
@@ -77,7 +78,7 @@ def render_runtime(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     spec = {
         "mlPolicy": {"numNodes": job.replicas, "torch": {}},
         "template": {
-            "spec": {"failurePolicy": {"maxRestarts": job.node_losses}, "replicatedJobs": [replicated]}
+            "spec": {"failurePolicy": {"maxRestarts": jobset_max_restarts(job)}, "replicatedJobs": [replicated]}
         },
     }
     return {

@@ -52,8 +52,8 @@ DEFECTS = (
     Defect(
         "PyTorchJob with an unknown field",
         "workloads/pytorchjob.py",
-        '"runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": restart_budget(job)},',
-        '"runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": restart_budget(job), "ttlSecondsAfterFinish": 60},',
+        '"runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": backoff_limit(job)},',
+        '"runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": backoff_limit(job), "ttlSecondsAfterFinish": 60},',
         f"{STACK_TEST}[dev]",
     ),
     Defect(

@@ -4,6 +4,7 @@ leaves the old file and nothing else."""
 
 import errno
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -59,6 +60,8 @@ def test_a_rewrite_syncs_the_whole_new_file_then_renames_it_then_syncs_the_direc
         "fsync the directory",
     ], events
     assert renamed[0].parent == tmp_path, f"{renamed[0]} is not beside the file: a rename across file systems is a copy"
+    # One a killed process leaves is hidden from `ls` and says whose it was: `.state.bin.<random>.tmp`.
+    assert re.fullmatch(r"\.state\.bin\.\w+\.tmp", renamed[0].name), renamed[0].name
     assert path.read_bytes() == NEW
     assert sorted(tmp_path.iterdir()) == [path], "the temporary file was left behind"
     assert _open_descriptors() == descriptors, "a file descriptor leaked"

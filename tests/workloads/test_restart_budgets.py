@@ -1,7 +1,7 @@
 """Each operator's restart budget at 0, 1 and 2 node losses: the number in the object it renders, and what it buys.
 
 `survivesNodeLosses: N` survives N node losses or crashes and fails on the next; 0 fails on the first
-(workloads.training_pod.restart_budget, trainjob.render_runtime; tests/stack/test_failures.py). The numbers are
+(workloads.restart_budget; tests/stack/test_failures.py). The numbers are
 written out here, not recomputed, so a budget one off in either direction fails; what they buy is counted the way
 each engine counts (stack.cluster.failures), with one replica too, where `>=` and `>` part.
 """
