@@ -48,7 +48,7 @@ UV_INSTALL = out=$$($(UV) pip install --python $(1) $(2) 2>&1) || { echo "$$out"
 	echo "$$out" | sed -n -E 's/^(Resolved|Prepared|Installed|Uninstalled) /    &/p'
 
 .PHONY: help demo tensorboard preview rehearse test typecheck docs unit bench bench-phases bench-accuracy \
-	watch-picture clean engines cluster-up cluster-down deploy-local deploy-local-down test-pulumi planted-defects
+	watch-picture clean engines cluster-up cluster-down deploy-local deploy-local-down test-pulumi planted-defects mutate
 .DEFAULT_GOAL := help
 
 CHECKOV_VENV := .venv-checkov
@@ -138,6 +138,10 @@ deploy-local-down: $(STAMP)
 ## test-pulumi: every stack under every operator through Pulumi's own CLI and provider on the engines
 test-pulumi: engines
 	$(BIN)/python -m pytest -m pulumi_tier --durations=0 tests/cluster/test_every_stack_on_pulumi.py
+
+## mutate: mutation testing of the modules where a silent bug loses data or money (tests/mutation/targets.toml)
+mutate: $(STAMP)
+	$(BIN)/python -m tests.mutation
 
 ## planted-defects: put back, one at a time, six bugs the cluster tests must catch, and show each test failing
 planted-defects: $(STAMP) engines
