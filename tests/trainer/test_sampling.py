@@ -37,16 +37,21 @@ def test_an_epoch_trains_every_sample_once_ending_with_a_short_step() -> None:
     assert sorted(trained) == list(range(101))
 
 
-@pytest.mark.parametrize(("size", "world", "shares"), [(101, 2, [3, 2]), (97, 4, [1, 0, 0, 0]), (96, 2, [])])
-def test_the_short_step_is_shared_as_evenly_as_the_ranks_go(size: int, world: int, shares: list[int]) -> None:
-    """A rank with no sample of it still takes the step (an empty micro-batch), so it joins the all-reduce."""
+@pytest.mark.parametrize(
+    ("size", "world", "micro_batches"), [(101, 2, [[3], [2]]), (97, 4, [[1], [0], [0], [0]]), (96, 2, [])]
+)
+def test_the_short_step_is_shared_as_evenly_as_the_ranks_go(
+    size: int, world: int, micro_batches: list[list[int]]
+) -> None:
+    """A share within the micro-batch (4) is one micro-batch, one forward and backward pass; a rank with no sample of
+    the step still takes it (one empty micro-batch), so it joins the all-reduce."""
     plan = plan_batches(8, world, 4)
     last = [GlobalBatchSampler(size, plan, rank, seed=0).steps(0, 0)[-1] for rank in range(world)]
-    if not shares:
+    if not micro_batches:
         assert all(step.samples == 8 for step in last)
         return
-    assert [sum(len(batch) for batch in step.micro_batches) for step in last] == shares
-    assert all(step.samples == size % 8 and len(step.micro_batches) >= 1 for step in last)
+    assert [[len(batch) for batch in step.micro_batches] for step in last] == micro_batches
+    assert all(step.samples == size % 8 for step in last)
 
 
 def test_a_short_step_splits_a_share_larger_than_the_micro_batch() -> None:
@@ -56,7 +61,14 @@ def test_a_short_step_splits_a_share_larger_than_the_micro_batch() -> None:
 
 @pytest.mark.parametrize(
     ("global_batch", "world", "max_micro_batch", "micro_batch", "accumulation"),
-    [(128, 2, 64, 64, 1), (128, 1, 64, 64, 2), (128, 4, 64, 32, 1), (96, 1, 40, 32, 3), (7, 1, 3, 1, 7)],
+    [
+        (128, 2, 64, 64, 1),
+        (128, 1, 64, 64, 2),
+        (128, 4, 64, 32, 1),
+        (96, 1, 40, 32, 3),
+        (7, 1, 3, 1, 7),
+        pytest.param(2**53 + 1, 1, 2**53, (2**53 + 1) // 3, 3, id="past a float's precision: integer arithmetic"),
+    ],
 )
 def test_the_plan_uses_the_largest_micro_batch_that_fits(
     global_batch: int, world: int, max_micro_batch: int, micro_batch: int, accumulation: int
@@ -83,3 +95,29 @@ def test_a_position_off_a_step_boundary_is_refused() -> None:
     with pytest.raises(ValueError, match="position 12"):
         sampler.steps(0, 12)
     assert sampler.steps(0, 10) == [] and [step.samples for step in sampler.steps(0, 8)] == [2]
+
+
+def test_a_training_set_of_one_sample_trains_it_every_epoch() -> None:
+    sampler = GlobalBatchSampler(1, plan_batches(4, 1, 4), 0, seed=0)
+    (step,) = sampler.steps(0, 0)
+    assert [batch.tolist() for batch in step.micro_batches] == [[0]] and step.samples == 1
+
+
+def test_an_empty_training_set_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"^the training set is empty$"):
+        GlobalBatchSampler(0, plan_batches(4, 1, 4), 0, seed=0)
+
+
+@pytest.mark.parametrize("epoch", [1, 2])
+def test_each_epoch_trains_in_the_order_seeded_with_the_seed_plus_the_epoch(epoch: int) -> None:
+    """The order the module documents: a run resumed by another build of the trainer takes up the same one."""
+    steps = GlobalBatchSampler(10, plan_batches(4, 1, 2), 0, seed=3).steps(epoch, 0)
+    trained = [index for step in steps for batch in step.micro_batches for index in batch.tolist()]
+    assert trained == torch.randperm(10, generator=torch.Generator().manual_seed(3 + epoch)).tolist()
+
+
+def test_the_batches_are_on_the_device_asked_for() -> None:
+    """The meta device stands for an accelerator: the indices go where the model is, whole and short steps alike."""
+    steps = GlobalBatchSampler(10, plan_batches(4, 1, 2), 0, seed=0).steps(0, 0, device=torch.device("meta"))
+    assert [step.samples for step in steps] == [4, 4, 2]
+    assert {batch.device.type for step in steps for batch in step.micro_batches} == {"meta"}

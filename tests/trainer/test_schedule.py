@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from eks_ddp.trainer.sampling import GlobalBatchSampler, plan_batches
+from eks_ddp.trainer.schedule import warmup_cosine
 from tests.trainer.in_process import tiny_run, train_epochs
 
 
@@ -43,3 +44,21 @@ def test_the_learning_rate_reaches_its_floor_as_the_last_step_ends(tmp_path: Pat
         LR * (1 + math.cos(math.pi * (step - warmup) / (STEPS - warmup))) / 2 for step in range(warmup, STEPS)
     ]
     assert used == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("warmup_fraction", [0.0, 0.1])
+def test_a_warm_up_of_at_most_one_step_trains_the_first_step_at_the_peak(warmup_fraction: float) -> None:
+    assert warmup_cosine(10, warmup_fraction)(0) == 1.0
+
+
+def test_a_run_of_two_steps_reaches_its_floor_as_the_last_step_ends() -> None:
+    """One warm-up step, then a decay that spans the single step left."""
+    multiplier = warmup_cosine(2, 0.0)
+    assert [multiplier(step) for step in range(3)] == [1.0, 1.0, 0.0]
+
+
+def test_past_its_last_step_the_schedule_stays_at_its_floor() -> None:
+    """No step of a run gets there (--epochs defines the run), but a scheduler used elsewhere may: it must not climb
+    back up the cosine."""
+    multiplier = warmup_cosine(10, 0.2)
+    assert [multiplier(step) for step in (10, 15, 18, 25)] == [0.0] * 4
