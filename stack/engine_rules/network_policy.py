@@ -9,8 +9,9 @@ sender's egress and the receiver's ingress. A rule's peer is a `podSelector` (po
 `namespaceSelector` (every pod of those namespaces), both (those pods of those namespaces) or an `ipBlock`: any
 address in its CIDR but its `except`, a pod's or a Service's ClusterIP too (aws/amazon-network-policy-controller-k8s
 v1.1.7 pkg/resolvers/endpoints.go hands the agent the CIDR as it is, and the agent sees a pod's egress before
-kube-proxy's DNAT); no `from`/`to` means any peer, no `ports` any port. `matchExpressions` are not used by the stack
-and are refused here rather than guessed.
+kube-proxy's DNAT); no `from`/`to` means any peer, no `ports` any port. A null selector (YAML's `podSelector:` with
+nothing under it) is an absent one: a peer's selectors are pointers, nil when null, and the policy's `podSelector` a
+struct, empty when null. `matchExpressions` are not used by the stack and are refused here rather than guessed.
 """
 
 import ipaddress
@@ -45,9 +46,7 @@ class Endpoint:
     address: str | None = None
 
 
-def _selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
-    if selector is None:
-        return False
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
     if selector.get("matchExpressions"):
         raise ValueError("matchExpressions are not encoded")
     return all(labels.get(key) == value for key, value in (selector.get("matchLabels") or {}).items())
@@ -62,11 +61,11 @@ def _peer_matches(peer: dict[str, Any], endpoint: Endpoint, policy_namespace: st
         return address in ipaddress.ip_network(peer["ipBlock"]["cidr"]) and not excepted
     if endpoint.namespace is None:
         return False
-    if "namespaceSelector" in peer:
+    if peer.get("namespaceSelector") is not None:
         in_namespace = _selects(peer["namespaceSelector"], {NAMESPACE_NAME: endpoint.namespace})
     else:
         in_namespace = endpoint.namespace == policy_namespace
-    return in_namespace and _selects(peer.get("podSelector", {}), endpoint.labels)
+    return in_namespace and _selects(peer.get("podSelector") or {}, endpoint.labels)
 
 
 def _port_matches(ports: list[dict[str, Any]] | None, port: int, protocol: str) -> bool:
@@ -88,7 +87,7 @@ def _direction_allows(
         p
         for p in policies
         if p["metadata"]["namespace"] == pod.namespace
-        and _selects(p["spec"]["podSelector"], pod.labels)
+        and _selects(p["spec"].get("podSelector") or {}, pod.labels)
         and direction in _types(p)
     ]
     if not selecting:
@@ -115,10 +114,11 @@ def _expected(
     pod: Endpoint, pod_identity: bool, pod_address: str | None
 ) -> Iterator[tuple[str, Endpoint, Endpoint, int, str, bool]]:
     """What a job's pod must be able to do (with `pod_identity`, get its credentials from the node's agent), and what
-    must not reach it or be reached from it (a pod of the cluster at `pod_address`, where the VPC is known)."""
+    must not reach it or be reached from it (a pod of another namespace, at `pod_address` where the VPC is known, with
+    the pod's own labels: another team's job carries them too)."""
     scraper = Endpoint(SCRAPER_NAMESPACE, {"app.kubernetes.io/name": "prometheus"})
     dns = Endpoint("kube-system", {"k8s-app": "kube-dns"})
-    stranger = Endpoint("default", {"app": "anything"}, pod_address)
+    stranger = Endpoint("default", pod.labels, pod_address)
     for port in RENDEZVOUS_PORTS:
         yield "rendezvous with the job's other pods", pod, pod, port, "TCP", True
     yield "collectives between the job's pods", pod, pod, COLLECTIVE_PORT, "TCP", True

@@ -1,6 +1,7 @@
 """The training namespace's NetworkPolicies (workloads/network_policy.py) under the NetworkPolicy semantics encoded
 in stack/engine_rules/network_policy.py: a 2-pod job's rendezvous, collectives and scrape pass; another
-namespace's pod does not."""
+namespace's pod does not. Each test renders the policies itself: `make mutate` tries a mutant on the tests that call
+the code it mutates, which a module-level rendering is not."""
 
 from datetime import date
 
@@ -15,7 +16,6 @@ from eks_ddp.workloads.network_policy import training_policies
 from eks_ddp.workloads.training_pod import METRICS_PORT, pod_labels
 from tests.stack.registered import registered
 
-POLICIES = training_policies("training", pod_identity=True)
 JOB, _ = render_for("dev")
 MASTER = WORKER = Endpoint("training", pod_labels(local_job("dev").job))  # the dev job's two pods carry one set
 PROMETHEUS = Endpoint("monitoring", {"app.kubernetes.io/name": "prometheus"})
@@ -24,31 +24,36 @@ COREDNS = Endpoint("kube-system", {"k8s-app": "kube-dns"})
 
 
 def test_a_two_pod_jobs_rendezvous_collectives_and_scrape_pass() -> None:
+    policies = training_policies("training", pod_identity=True)
     assert len(JOB.pods) == 2
-    assert allowed(POLICIES, WORKER, MASTER, 23456)  # torchrun's rendezvous on the Master's MASTER_PORT
+    assert allowed(policies, WORKER, MASTER, 23456)  # torchrun's rendezvous on the Master's MASTER_PORT
     for port in (29500, 45123, 61000):  # gloo's and NCCL's sockets, on ports picked at run time, both ways
-        assert allowed(POLICIES, MASTER, WORKER, port) and allowed(POLICIES, WORKER, MASTER, port)
-    assert allowed(POLICIES, PROMETHEUS, MASTER, METRICS_PORT) and allowed(POLICIES, PROMETHEUS, WORKER, METRICS_PORT)
-    assert allowed(POLICIES, MASTER, COREDNS, 53, "UDP") and allowed(POLICIES, MASTER, Endpoint(address="3.5.0.1"), 443)
+        assert allowed(policies, MASTER, WORKER, port) and allowed(policies, WORKER, MASTER, port)
+    assert allowed(policies, PROMETHEUS, MASTER, METRICS_PORT) and allowed(policies, PROMETHEUS, WORKER, METRICS_PORT)
+    assert allowed(policies, MASTER, COREDNS, 53, "UDP") and allowed(policies, MASTER, Endpoint(address="3.5.0.1"), 443)
 
 
 @pytest.mark.parametrize("port", [23456, 45123, METRICS_PORT, 22])
 def test_a_pod_of_another_namespace_reaches_none_of_it(port: int) -> None:
-    assert not allowed(POLICIES, STRANGER, MASTER, port)
+    policies = training_policies("training", pod_identity=True)
+    assert not allowed(policies, STRANGER, MASTER, port)
 
 
 def test_nothing_else_leaves_or_enters() -> None:
-    assert not allowed(POLICIES, PROMETHEUS, MASTER, 23456)  # the scraper gets the metrics port only
-    assert not allowed(POLICIES, MASTER, Endpoint(address="3.5.0.1"), 80)  # plain HTTP out
-    assert not allowed(POLICIES, MASTER, STRANGER, 8080)  # into another namespace
-    assert not allowed(POLICIES, MASTER, Endpoint("kube-system", {"k8s-app": "metrics-server"}), 443)
+    policies = training_policies("training", pod_identity=True)
+    assert not allowed(policies, PROMETHEUS, MASTER, 23456)  # the scraper gets the metrics port only
+    assert not allowed(policies, MASTER, Endpoint(address="3.5.0.1"), 80)  # plain HTTP out
+    assert not allowed(policies, MASTER, STRANGER, 8080)  # into another namespace
+    assert not allowed(policies, MASTER, Endpoint("kube-system", {"k8s-app": "metrics-server"}), 443)
     assert allowed([], STRANGER, MASTER, 23456)  # without the policies, anything goes: the test above is theirs
 
 
 def test_only_a_namespace_with_pod_identity_reaches_the_nodes_credential_agent() -> None:
     """EKS Pod Identity's agent answers on the node's 169.254.170.23:80; IRSA needs only STS over HTTPS."""
+    policies = training_policies("training", pod_identity=True)
     agent = Endpoint(address="169.254.170.23")
-    assert allowed(POLICIES, MASTER, agent, 80) and not allowed(POLICIES, MASTER, Endpoint(address="169.254.169.254"), 80)
+    assert allowed(policies, MASTER, agent, 80)
+    assert not allowed(policies, MASTER, Endpoint(address="169.254.169.254"), 80)
     assert not allowed(training_policies("training", pod_identity=False), MASTER, agent, 80)
 
 
@@ -64,14 +69,16 @@ IN_CLUSTER = [
 @pytest.mark.parametrize("inside", IN_CLUSTER, ids=["pod", "service-10.100", "service-172.20"])
 def test_https_out_reaches_nothing_inside_the_cluster(inside: Endpoint) -> None:
     """The AWS network policy controller hands an ipBlock to the agent as a plain CIDR, pods' addresses included."""
-    assert not allowed(POLICIES, MASTER, inside, 443)
+    policies = training_policies("training", pod_identity=True)
+    assert not allowed(policies, MASTER, inside, 443)
 
 
 @pytest.mark.parametrize("address", ["10.100.0.1", "172.20.0.1"])
 def test_the_api_server_stays_reachable_through_its_service(address: str) -> None:
     """The GPU quarantine patches its node through the `kubernetes` Service (KUBERNETES_SERVICE_HOST)."""
-    assert allowed(POLICIES, MASTER, Endpoint(address=address), 443)
-    assert not allowed(POLICIES, MASTER, Endpoint(address=address), 80)
+    policies = training_policies("training", pod_identity=True)
+    assert allowed(policies, MASTER, Endpoint(address=address), 443)
+    assert not allowed(policies, MASTER, Endpoint(address=address), 80)
 
 
 def test_the_rehearsal_reports_https_open_to_the_whole_cluster() -> None:

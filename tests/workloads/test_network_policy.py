@@ -1,4 +1,4 @@
-"""Every pod of the training namespace resolves names over UDP and TCP, and the rehearsal tells when it cannot.
+"""The training namespace's policies as rendered, and every pod of it resolves names over UDP and TCP.
 
 A resolver retries over TCP an answer that came back truncated (RFC 7766): a policy that lets UDP 53 alone through
 resolves small names and fails large answers silently, in the cluster only.
@@ -22,6 +22,78 @@ JOB = TrainingJob(name="mnist-ddp", namespace="training", image="registry/eks-dd
 POD = Endpoint("training", pod_labels(JOB))
 COREDNS = Endpoint("kube-system", {"k8s-app": "kube-dns"})
 POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+
+
+def _written(name: str, selector: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    """A NetworkPolicy of the "research" namespace, written out."""
+    metadata = {"name": name, "namespace": "research"}
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": metadata,
+            "spec": {"podSelector": selector, **spec}}
+
+
+# A label or a port one character off selects nothing: the policies are written out, not rebuilt from the constants.
+PRIVATE_RANGES = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "198.19.0.0/16"]
+EXPECTED = [
+    _written("default-deny", {}, policyTypes=["Ingress", "Egress"]),
+    _written(
+        "within-namespace",
+        {},
+        policyTypes=["Ingress", "Egress"],
+        ingress=[{"from": [{"podSelector": {}}]}],
+        egress=[{"to": [{"podSelector": {}}]}],
+    ),
+    _written(
+        "dns-and-https",
+        {},
+        policyTypes=["Egress"],
+        egress=[
+            {
+                "to": [
+                    {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                    }
+                ],
+                "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+            },
+            {
+                "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": PRIVATE_RANGES}}],
+                "ports": [{"protocol": "TCP", "port": 443}],
+            },
+            {
+                "to": [{"ipBlock": {"cidr": "10.100.0.1/32"}}, {"ipBlock": {"cidr": "172.20.0.1/32"}}],
+                "ports": [{"protocol": "TCP", "port": 443}],
+            },
+        ],
+    ),
+    _written(
+        "metrics-scrape",
+        {"matchLabels": {"app.kubernetes.io/name": "eks-ddp-trainer"}},
+        policyTypes=["Ingress"],
+        ingress=[
+            {
+                "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+                "ports": [{"protocol": "TCP", "port": 9300}],
+            }
+        ],
+    ),
+]
+CREDENTIAL_AGENT = _written(
+    "pod-identity-agent",
+    {},
+    policyTypes=["Egress"],
+    egress=[
+        {
+            "to": [{"ipBlock": {"cidr": "169.254.170.23/32"}}, {"ipBlock": {"cidr": "fd00:ec2::23/128"}}],
+            "ports": [{"protocol": "TCP", "port": 80}],
+        }
+    ],
+)
+
+
+def test_the_namespace_gets_exactly_these_policies() -> None:
+    assert training_policies("research", pod_identity=False) == EXPECTED
+    assert training_policies("research", pod_identity=True) == [*EXPECTED, CREDENTIAL_AGENT]
 
 
 @pytest.mark.parametrize("pod_identity", [True, False], ids=["pod-identity", "irsa"])
