@@ -12,7 +12,7 @@ CloudWatch usage are not included.
 """
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from eks_ddp.infra.facts.allocatable import NodeLauncher
@@ -109,7 +109,9 @@ def _fsx(deployment: Deployment) -> list[Line]:
         if claim.get("storageClassName") in classes
     ]
     for system in deployment.of_type("aws:fsx/lustreFileSystem:LustreFileSystem"):
-        lines.append(_fsx_line(system.inputs, float(system.inputs.get("storageCapacity", 0))))
+        capacity = system.inputs.get("storageCapacity")  # absent when restored from a backup: the backup's size
+        line = _fsx_line(system.inputs, float(capacity or 0))
+        lines.append(line if capacity else replace(line, priced=False))
     return lines
 
 
