@@ -139,9 +139,11 @@ deploy-local-down: $(STAMP)
 test-pulumi: engines
 	$(BIN)/python -m pytest -m pulumi_tier --durations=0 tests/cluster/test_every_stack_on_pulumi.py
 
+# TARGETS: which of tests/mutation/targets.toml's targets make mutate runs (default: all), e.g. TARGETS=cost
+TARGETS ?=
 ## mutate: mutation testing of the modules where a silent bug loses data or money (tests/mutation/targets.toml)
 mutate: $(STAMP)
-	$(BIN)/python -m tests.mutation
+	$(BIN)/python -m tests.mutation $(TARGETS)
 
 ## planted-defects: put back, one at a time, six bugs the cluster tests must catch, and show each test failing
 planted-defects: $(STAMP) engines

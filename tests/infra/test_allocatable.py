@@ -15,7 +15,7 @@ from eks_ddp.infra.facts.allocatable import (
     memory_capacity_mib,
 )
 from eks_ddp.infra.facts.catalogue import INSTANCE_TYPES, Architecture, InstanceType
-from eks_ddp.infra.facts.node_room import DAEMON_SETS_MIB, daemon_sets_millicores, node_allocatable
+from eks_ddp.infra.facts.node_room import DAEMON_SETS_MIB, daemon_sets_millicores, node_allocatable, pod_room
 from eks_ddp.workloads.target import NodeTarget, resources, too_small
 from tests.upstream import REFERENCE
 
@@ -31,21 +31,70 @@ ENI_SPLIT_UNKNOWN = {f"{family}.metal-{size}xl" for family in ("c8ib", "m8ib", "
                      "r8idb", "r8idn", "r8in") for size in (48, 96)}
 
 
+def _published(rows: list[dict[str, str]]) -> list[tuple[InstanceType, Allocatable]]:
+    """Karpenter's table but for ENI_SPLIT_UNKNOWN: each type as EC2 describes it, and the allocatable Karpenter
+    publishes for it."""
+    published = []
+    for row in (r for r in rows if r["instance_type"] not in ENI_SPLIT_UNKNOWN):
+        arch = Architecture.ARM64 if row["arch"] == "arm64" else Architecture.X86_64
+        memory_gib = int(row["memory_mib"]) / 1024
+        node = Allocatable(
+            int(row["karpenter_allocatable_cpu"].removesuffix("m")),
+            int(row["karpenter_allocatable_memory"].removesuffix("Mi")),
+            int(row["karpenter_max_pods"]),
+        )
+        published.append((InstanceType(row["instance_type"], arch, int(row["vcpus"]), memory_gib, 1, 0, None), node))
+    return published
+
+
 def test_karpenter_arithmetic_gives_its_published_allocatable_for_every_instance_type() -> None:
     """Karpenter v1.14.1's reference table (default node class, no efa-only interfaces): every one of its types."""
     rows = _karpenter_table()
     assert len(rows) > 1300
     wrong = []
-    for row in (r for r in rows if r["instance_type"] not in ENI_SPLIT_UNKNOWN):
-        arch = Architecture.ARM64 if row["arch"] == "arm64" else Architecture.X86_64
-        instance = InstanceType(row["instance_type"], arch, int(row["vcpus"]), int(row["memory_mib"]) / 1024, 1, 0, None)
-        published = Allocatable(
-            int(row["karpenter_allocatable_cpu"].removesuffix("m")),
-            int(row["karpenter_allocatable_memory"].removesuffix("Mi")),
-            int(row["karpenter_max_pods"]),
-        )
+    for instance, published in _published(rows):
         if allocatable(instance, NodeLauncher.KARPENTER) != published:
-            wrong.append((row["instance_type"], allocatable(instance, NodeLauncher.KARPENTER), published))
+            wrong.append((instance.name, allocatable(instance, NodeLauncher.KARPENTER), published))
+    assert wrong == []
+
+
+def test_a_managed_node_is_karpenters_published_one_with_eks_pod_cap() -> None:
+    """Every type of Karpenter's table as a managed group's node: the same CPU reserve, but EKS caps its pods at 110
+    below 30 vCPUs and 250 otherwise (EKS user guide, "How maxPods is determined"), and nodeadm keeps 11 MiB for
+    each pod it may hold, so 11 MiB less for each pod under Karpenter's ENI-limited count."""
+    wrong = []
+    for instance, karpenter in _published(_karpenter_table()):
+        pods = min(karpenter.pods, 110 if instance.vcpus < 30 else 250)
+        managed = Allocatable(karpenter.millicores, karpenter.memory_mib + 11 * (karpenter.pods - pods), pods)
+        if allocatable(instance, NodeLauncher.MANAGED_NODE_GROUP) != managed:
+            wrong.append((instance.name, allocatable(instance, NodeLauncher.MANAGED_NODE_GROUP), managed))
+    assert wrong == []
+
+
+def test_the_managed_pod_cap_rises_at_30_vcpus() -> None:
+    """No EC2 type has 30 vCPUs today: m5.8xlarge's ENIs (234 pods) with 29, 30 and 31 vCPUs show where the cap
+    changes, "fewer than 30 vCPUs" in the EKS user guide's words."""
+    shapes = [InstanceType("m5.8xlarge", Architecture.X86_64, vcpus, 128, 1, 0, None) for vcpus in (29, 30, 31)]
+    assert [allocatable(shape, NodeLauncher.MANAGED_NODE_GROUP).pods for shape in shapes] == [110, 234, 234]
+
+
+def test_efa_only_interfaces_that_take_every_eni_of_card_zero_leave_no_pod_an_address() -> None:
+    """hpc6id.32xlarge has one interface on its default card: with it taken, Karpenter's ENILimitedPods gives 0, not
+    the 2 host-network pods."""
+    assert eni_pods("hpc6id.32xlarge") == 51
+    assert eni_pods("hpc6id.32xlarge", efa_only_on_card_zero=1) == 0
+    assert eni_pods("hpc6id.32xlarge", efa_only_on_card_zero=2) == 0
+
+
+def test_a_training_pod_gets_every_whole_cpu_its_node_leaves_beside_the_daemon_sets() -> None:
+    """Every type of Karpenter's table, launched by either engine (their CPU reserve is the same): its published
+    allocatable CPU less the daemon sets' 400m (1000m where GPUs or Neuron devices add theirs), in whole CPUs."""
+    wrong = []
+    for row in _karpenter_table():
+        daemon_sets = 1000 if int(row["gpus"]) or int(row["neuron_devices"]) else 400
+        cpus = (int(row["karpenter_allocatable_cpu"].removesuffix("m")) - daemon_sets) // 1000
+        instance = INSTANCE_TYPES[row["instance_type"]]
+        wrong += [(instance.name, engine) for engine in (*NodeLauncher, None) if pod_room(instance, engine)[0] != cpus]
     assert wrong == []
 
 

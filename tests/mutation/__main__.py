@@ -27,9 +27,10 @@ PYTEST_ARGS = ["-p", "no:cacheprovider", "-p", "no:xdist", "-o", "addopts=", "-p
 KILLED = {"killed"}
 """Not "timeout": a forked test that hangs proves nothing about the mutant (see FORK_SAFE), so a timeout fails the
 run as a survivor does until it is looked at."""
-FORK_SAFE = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "GRPC_ENABLE_FORK_SUPPORT": "1"}
-"""mutmut forks a test process per mutant from one that already ran the tests: a thread pool that process holds (torch's
-OpenMP workers, gRPC's under Pulumi's mocks) is gone in the child, which then waits for it forever."""
+FORK_SAFE = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+"""mutmut forks a test process per mutant: a thread pool the process it forks from holds (torch's OpenMP workers, gRPC's
+under Pulumi's mocks) is gone in the child, which then waits for it forever (or, with gRPC's fork support on,
+crashes). Its fork server (process_isolation) forks from a process that ran no test; torch's pools stay one thread."""
 MUTANT = re.compile(r"^\s+(?P<name>[\w.]+): (?P<status>[\w ]+)$")
 
 
@@ -85,6 +86,7 @@ def configure(copy: Path, modules: list[str], tests: list[str], pyproject: str) 
         "also_copy": also_copy,
         "pytest_add_cli_args": PYTEST_ARGS,
         "pytest_add_cli_args_test_selection": tests,
+        "process_isolation": "forkserver",
         "do_not_mutate_patterns": [r"\blog\.(debug|info|warning)\(", r"^\s*print\("],
     }
     lines = [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
@@ -94,9 +96,8 @@ def configure(copy: Path, modules: list[str], tests: list[str], pyproject: str) 
 
 
 def mutmut(copy: Path, *args: str) -> str:
-    run = subprocess.run(
-        [sys.executable, "-m", "mutmut", *args], cwd=copy, capture_output=True, text=True, env={**os.environ, **FORK_SAFE}
-    )
+    command = [sys.executable, "-m", "mutmut", *args]
+    run = subprocess.run(command, cwd=copy, capture_output=True, text=True, env={**os.environ, **FORK_SAFE})
     if run.returncode != 0:
         raise SystemExit(f"mutmut {' '.join(args)} failed in {copy}:\n{run.stdout[-3000:]}{run.stderr[-3000:]}")
     return run.stdout
