@@ -38,6 +38,9 @@ SERVICE_RANGE = "10.100.0.0/16"
 POD_RANGE = "10.0.0.1/16"
 ADMISSION_PLUGINS = "NodeRestriction,ExtendedResourceToleration"
 READY_TIMEOUT_S = 60.0
+BIND_ATTEMPTS = 3
+"""API server starts on a new port each: a port found free is free only until another process binds it (a CI run at
+52f59eb lost one to the previous case's processes: "bind: address already in use")."""
 POLL_S = 0.2
 """Between two looks at what the harness waits for: each look is one request to a local server (or a process's
 table), and the engines act within tens of milliseconds, so a longer pause would only add to every wait."""
@@ -119,16 +122,27 @@ class ControlPlane:
         for folder in (self.pki, self.logs):
             folder.mkdir(parents=True, exist_ok=True)
         ca = self._certificates()
-        etcd_port, peer_port, self.api_port = free_port(), free_port(), free_port()
+        etcd_port, peer_port = free_port(), free_port()
         self._etcd(etcd_port, peer_port)
         self._wait_for(f"etcd on port {etcd_port}", lambda: _listening(etcd_port), "etcd")
         self.spawn("egress-proxy", [sys.executable, "-m", "tests.cluster.egress_proxy", str(self.egress_socket),
                                      str(self.routes)])
         (self.state / "egress.yaml").write_text(egress_config(self.egress_socket))
-        self._apiserver(etcd_port)
-        for identity in (ADMIN, SCHEDULER, CONTROLLER_MANAGER, KWOK):
-            self._write_kubeconfig(ca, identity)
-        self._wait_for("kube-apiserver /readyz", self._ready, "kube-apiserver")
+        for attempt in range(1, BIND_ATTEMPTS + 1):
+            self.api_port = free_port()
+            self._apiserver(etcd_port)
+            for identity in (ADMIN, SCHEDULER, CONTROLLER_MANAGER, KWOK):
+                self._write_kubeconfig(ca, identity)
+            try:
+                self._wait_for("kube-apiserver /readyz", self._ready, "kube-apiserver", self._port_taken)
+                return
+            except ControlPlaneError as error:
+                if attempt == BIND_ATTEMPTS or not self._port_taken():
+                    raise error
+
+    def _port_taken(self) -> bool:
+        """Whether the API server exited because its port, free when chosen, was bound by another process first."""
+        return "bind: address already in use" in (self.logs / "kube-apiserver.log").read_text()
 
     def start_controllers(self, kwok_stages: list[Path]) -> None:
         """The scheduler, the controller manager and KWOK, against the running API server."""
@@ -292,9 +306,10 @@ class ControlPlane:
         with (self.state / "pids").open("a") as pids:
             pids.write(f"{process.pid} {name}\n")
 
-    def _wait_for(self, what: str, ready, component: str) -> None:
+    def _wait_for(self, what: str, ready, component: str, failed=lambda: False) -> None:
+        """Until `ready()`, for READY_TIMEOUT_S, or until `failed()` says it never will be."""
         deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not failed():
             if ready():
                 return
             time.sleep(POLL_S)
