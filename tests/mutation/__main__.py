@@ -55,9 +55,17 @@ class Outcome:
         return sum(n for status, n in self.counts.items() if status in KILLED)
 
     @property
+    def unexplained(self) -> int:
+        return sum(1 for mutant in self.survivors if not mutant.why)
+
+    @property
     def score(self) -> float:
-        """Killed over the mutants a test could kill: every one but the survivors explained as equivalent."""
-        return self.killed / max(1, self.killed + sum(1 for mutant in self.survivors if not mutant.why))
+        return score(self.killed, self.unexplained)
+
+
+def score(killed: int, unexplained: int) -> float:
+    """Killed over the mutants a test could kill: every one but the survivors explained as equivalent."""
+    return killed / max(1, killed + unexplained)
 
 
 def copy_of_checkout(into: Path) -> Path:
@@ -174,13 +182,13 @@ def main(argv: list[str] | None = None) -> int:
         equivalent = sum(1 for mutant in o.survivors if mutant.why)
         print(f"{o.target:24s} {sum(o.counts.values()):8d} {o.killed:7d} {equivalent:11d} {o.score:7.1%}")
     killed = sum(o.killed for o in outcomes)
-    score = killed / max(1, killed + sum(1 for o in outcomes for mutant in o.survivors if not mutant.why))
-    print(f"{'all':24s} {sum(sum(o.counts.values()) for o in outcomes):8d} {killed:7d} {'':11s} {score:7.1%}")
-    if score < args.minimum:
-        problems.append(f"score {score:.1%} over these targets is under --minimum {args.minimum:.0%}")
+    overall = score(killed, sum(o.unexplained for o in outcomes))
+    print(f"{'all':24s} {sum(sum(o.counts.values()) for o in outcomes):8d} {killed:7d} {'':11s} {overall:7.1%}")
+    if overall < args.minimum:
+        problems.append(f"score {overall:.1%} over these targets is under --minimum {args.minimum:.0%}")
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(json.dumps([{**asdict(o), "score": o.score} for o in outcomes], indent=2))
-    print("\n".join(problems) or f"score {score:.1%}, at least {args.minimum:.0%}; every survivor explained")
+    print("\n".join(problems) or f"score {overall:.1%}, at least {args.minimum:.0%}; every survivor explained")
     return 1 if problems else 0
 
 
