@@ -1,4 +1,4 @@
-"""The DDP training loop: resume, train, checkpoint, evaluate, write the outputs.
+"""The DDP training loop: resume (trainer.resume chooses where), train, checkpoint, evaluate, write the outputs.
 
 Order matters for safety: inputs are validated and the dataset loaded before the
 process group starts; the checkpoint is chosen and checked on rank 0 and its
@@ -17,7 +17,7 @@ import datetime
 import logging
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -26,14 +26,14 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from eks_ddp.trainer import datasets, distributed, evaluation, models, outputs, precision
-from eks_ddp.trainer.checkpoint import CheckpointManager, decode
+from eks_ddp.trainer import datasets, distributed, evaluation, models, outputs, precision, resume
+from eks_ddp.trainer.checkpoint import CheckpointManager
 from eks_ddp.trainer.config import TrainConfig
 from eks_ddp.trainer.distributed import Topology
-from eks_ddp.trainer.errors import CheckpointError, UsageError
+from eks_ddp.trainer.errors import UsageError
 from eks_ddp.trainer.interrupt import StopSignals, TerminationRequested
-from eks_ddp.trainer.sampling import BatchPlan, GlobalBatchSampler, plan_batches
-from eks_ddp.trainer.schedule import warmup_cosine
+from eks_ddp.trainer.resume import Progress
+from eks_ddp.trainer.sampling import BatchPlan, GlobalBatchSampler
 
 if TYPE_CHECKING:  # imported where used: boto3, TensorBoard and prometheus_client cost a rank that never uses them
     from eks_ddp.trainer.artifacts import ArtifactStore, Location
@@ -46,21 +46,6 @@ EVAL_BATCH_SIZE = 1024
 # How long a run's end (or a SIGTERM) waits for its uploads: inside the pod's 105 s shutdown window
 # (workloads.training_pod.WORKER_SHUTDOWN_SECONDS), after the checkpoint write.
 UPLOAD_WAIT_SECONDS = 60
-
-
-@dataclass
-class Progress:
-    """Counters that must be identical on every rank; saved in each checkpoint."""
-
-    global_batch: int = 0
-    """Samples per optimizer step over all ranks: fixed when the run starts."""
-    step: int = 0
-    epoch: int = 0
-    position: int = 0
-    """Samples of `epoch`'s global order already trained on: a multiple of the global batch, or the epoch's size."""
-    epoch_loss_sum: float = 0.0
-    epoch_steps: int = 0
-    history: list[dict[str, float]] = field(default_factory=list)
 
 
 class Run:
@@ -127,39 +112,12 @@ class Run:
     def resume(self) -> int:
         """Load the newest good checkpoint (chosen by rank 0) on every rank and plan the run's batches;
         returns the step it resumed from."""
-        payload: bytes | None = None
-        error: str | None = None
-        if self.topology.is_main:
-            try:
-                if self.artifacts:
-                    self.artifacts.restore_newer_checkpoint(self.checkpoints)
-                verified = self.checkpoints.newest()
-                payload = verified.payload if verified else None
-                if verified and self.artifacts:  # before the run log trims what follows the checkpoint
-                    self.artifacts.restore_history(self.config.output_dir)
-            except CheckpointError as problem:
-                error = str(problem)
-        payload, error = distributed.broadcast_object((payload, error))
-        if error is not None:
-            raise CheckpointError(error)
-        state = decode(payload) if payload is not None else None
-        config, world = self.config, self.topology.world_size
-        global_batch = (
-            state["progress"]["global_batch"] if state else config.global_batch_size or config.batch_size * world
-        )
-        self.plan = plan_batches(global_batch, world, config.batch_size)
-        self.sampler = GlobalBatchSampler(len(self.train_y), self.plan, self.topology.rank, config.seed)
-        total_steps = config.epochs * self.sampler.steps_per_epoch
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, warmup_cosine(total_steps, config.warmup_fraction)
-        )
+        state = resume.newest_state(self.topology, self.checkpoints, self.artifacts, self.config.output_dir)
+        begin = resume.start(self.config, self.topology, state, len(self.train_y), self.model, self.optimizer)
+        self.plan, self.sampler, self.scheduler = begin.plan, begin.sampler, begin.scheduler
+        self.progress = begin.progress
         if state is None:
-            self.progress = Progress(global_batch=global_batch)
             return 0
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.progress = Progress(**state["progress"])
         self.last_saved_step = self.progress.step
         log.info(
             "resumed from step %d (epoch %d, %d samples into it; global batch %d as %d x %d micro-batches x %d ranks; "
@@ -167,10 +125,10 @@ class Run:
             self.progress.step,
             self.progress.epoch + 1,
             self.progress.position,
-            global_batch,
+            self.plan.global_batch,
             self.plan.accumulation,
             self.plan.micro_batch,
-            world,
+            self.topology.world_size,
             self.topology.restart_count,
         )
         return self.progress.step
