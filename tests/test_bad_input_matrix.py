@@ -34,7 +34,7 @@ from eks_ddp.stack.config import (
     parse,
 )
 from eks_ddp.stack.project_config import StackFileError
-from eks_ddp.trainer import cli
+from eks_ddp.trainer import cli, flags
 from eks_ddp.workloads.components import PyTorchJob
 from eks_ddp.workloads.training_pod import TrainingJobSpec
 from tests.pulumi_harness import Recorded

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from eks_ddp.trainer import cli
+from eks_ddp.trainer.flags import build_parser, train_config
 from eks_ddp.trainer.distributed import StopVote, Topology
 from eks_ddp.trainer.interrupt import StopSignals
 from eks_ddp.trainer.training import Run
@@ -15,8 +15,8 @@ TINY = ("--dataset", "synthetic", "--synthetic-shape", "1x4x4", "--synthetic-cla
 def tiny_run(output: Path, *flags: str, topology: Topology = Topology()) -> Run:
     """A run built from the command line a user would type, as rank `topology.rank` of `topology.world_size`
     (no process group: a test plays the other ranks itself)."""
-    args = cli.build_parser().parse_args(["train", *TINY, "--output-dir", str(output), *flags])
-    return Run(cli._train_config(args), topology)
+    args = build_parser().parse_args(["train", *TINY, "--output-dir", str(output), *flags])
+    return Run(train_config(args), topology)
 
 
 def train_epochs(run: Run) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from eks_ddp.trainer import cli
+from eks_ddp.trainer import flags
 from tests.conftest import run_trainer
 from tests.trainer.in_process import tiny_run, train_epochs
 
@@ -69,7 +69,7 @@ ZERO_MEANS = {  # what zero means: a setting as good as any other
 
 def _numeric_flags() -> set[tuple[str, str]]:
     """Every flag of every command that takes a number (its type neither a path nor a plain string)."""
-    (commands,) = (action for action in cli.build_parser()._actions if isinstance(action, argparse._SubParsersAction))
+    (commands,) = (action for action in flags.build_parser()._actions if isinstance(action, argparse._SubParsersAction))
     return {
         (name, action.option_strings[-1])
         for name, parser in commands.choices.items()
@@ -94,14 +94,14 @@ def test_zero_is_refused_where_it_means_nothing(
 ) -> None:
     """Parsed only, in this process: were zero accepted, `cli.main` would go on to train."""
     with pytest.raises(SystemExit) as exit_:
-        cli.build_parser().parse_args(_argv(command, flag, "3x0x32" if flag == "--synthetic-shape" else "0"))
+        flags.build_parser().parse_args(_argv(command, flag, "3x0x32" if flag == "--synthetic-shape" else "0"))
     assert exit_.value.code == 2
     _assert_one_line_error(capsys.readouterr().err, f"argument {flag}: {message}")
 
 
 @pytest.mark.parametrize(("command", "flag"), ZERO_MEANS, ids=[f"{c} {f} 0: {m}" for (c, f), m in ZERO_MEANS.items()])
 def test_zero_is_accepted_where_it_means_something(command: str, flag: str) -> None:
-    args = cli.build_parser().parse_args(_argv(command, flag, "0"))
+    args = flags.build_parser().parse_args(_argv(command, flag, "0"))
     assert getattr(args, flag.removeprefix("--").replace("-", "_")) == 0
 
 
