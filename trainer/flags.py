@@ -6,6 +6,7 @@ anything is read or written; a count is refused at 0 unless 0 means something (t
 
 import argparse
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from eks_ddp.trainer import datasets, distributed, models, precision
@@ -14,20 +15,29 @@ from eks_ddp.trainer.errors import OneLineParser
 from eks_ddp.trainer.sources import SOURCES
 
 
-def bounded(kind: Callable[[str], float], minimum: float, *, exclusive: bool = False, maximum: float | None = None):
-    allowed = f"{'>' if exclusive else '>='} {minimum:g}" + (f" and < {maximum:g}" if maximum is not None else "")
+@dataclass(frozen=True)
+class Bounded:
+    """A number type for argparse that refuses values outside its bounds, saying what is allowed."""
 
-    def parse(text: str):
+    kind: Callable[[str], float]
+    minimum: float
+    exclusive: bool = False
+    maximum: float | None = None
+
+    @property
+    def allowed(self) -> str:
+        lower = f"{'>' if self.exclusive else '>='} {self.minimum:g}"
+        return lower + (f" and < {self.maximum:g}" if self.maximum is not None else "")
+
+    def __call__(self, text: str) -> float:
         try:
-            value = kind(text)
+            value = self.kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        too_small = value <= minimum if exclusive else value < minimum
-        if too_small or (maximum is not None and value >= maximum):
-            raise argparse.ArgumentTypeError(f"{text} is not allowed (must be {allowed})")
+        too_small = value <= self.minimum if self.exclusive else value < self.minimum
+        if too_small or (self.maximum is not None and value >= self.maximum):
+            raise argparse.ArgumentTypeError(f"{text} is not allowed (must be {self.allowed})")
         return value
-
-    return parse
 
 
 def shape(text: str) -> tuple[int, int, int]:
@@ -43,33 +53,38 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     train = commands.add_parser("train", help="train a model with DDP (under torchrun) or in one process")
-    train.add_argument("--dataset", choices=datasets.DATASETS, default="digits", help="digits needs no files (default)")
+    train.add_argument(
+        "--dataset",
+        choices=datasets.DATASETS,
+        default="digits",
+        help="digits is bundled; mnist and cifar10 need --data-dir; synthetic is generated",
+    )
     train.add_argument("--data-dir", type=Path, help="directory prepared by `prepare-data` (mnist, cifar10)")
     train.add_argument(
         "--model", choices=("auto", *models.MODELS), default="auto", help="auto: the dataset's default model"
     )
-    train.add_argument("--epochs", type=bounded(int, 1), default=10)
+    train.add_argument("--epochs", type=Bounded(int, 1), default=10, help="passes over the training set")
     train.add_argument(
         "--batch-size",
-        type=bounded(int, 1),
+        type=Bounded(int, 1),
         default=64,
-        help="per rank (default 64); with --global-batch-size, the largest micro-batch per rank",
+        help="samples a rank trains on per step; with --global-batch-size, the largest micro-batch per rank",
     )
     train.add_argument(
         "--global-batch-size",
-        type=bounded(int, 1),
+        type=Bounded(int, 1),
         help="samples per optimizer step over all ranks, kept across resizes by gradient accumulation "
         "(default: --batch-size times the number of ranks the run starts with)",
     )
-    train.add_argument("--lr", type=bounded(float, 0, exclusive=True), default=3e-3, help="peak AdamW learning rate")
-    train.add_argument("--weight-decay", type=bounded(float, 0), default=0.01)
+    train.add_argument("--lr", type=Bounded(float, 0, exclusive=True), default=3e-3, help="peak AdamW learning rate")
+    train.add_argument("--weight-decay", type=Bounded(float, 0), default=0.01, help="AdamW weight decay")
     train.add_argument(
         "--warmup-fraction",
-        type=bounded(float, 0, maximum=1),
+        type=Bounded(float, 0, maximum=1),
         default=0.05,
         help="share of steps with linear LR warm-up",
     )
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--seed", type=int, default=0, help="the initial weights, the data order, synthetic data")
     train.add_argument(
         "--precision",
         choices=precision.PRECISIONS,
@@ -82,7 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="auto: CUDA when there is a GPU; cuda: stop when there is none (GPU pods pass it)",
     )
-    train.add_argument("--output-dir", type=Path, default=Path("runs/train"))
+    train.add_argument(
+        "--output-dir", type=Path, default=Path("runs/train"), help="the model, curves, summary, metrics and events"
+    )
     train.add_argument("--checkpoint-dir", type=Path, help="default: OUTPUT_DIR/checkpoints; share it between restarts")
     train.add_argument(
         "--artifact-uri",
@@ -98,18 +115,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="recorded in checkpoints, the summary and the model (default: the output directory's absolute path)",
     )
     train.add_argument(
-        "--checkpoint-every", type=bounded(int, 0), default=50, help="steps between checkpoints; 0: epoch ends only"
+        "--checkpoint-every", type=Bounded(int, 0), default=50, help="steps between checkpoints; 0: epoch ends only"
     )
     train.add_argument(
         "--keep-checkpoints",
-        type=bounded(int, 1),
+        type=Bounded(int, 1),
         default=3,
         help="newest checkpoints kept, locally and in S3; older ones are deleted",
     )
-    train.add_argument("--log-every", type=bounded(int, 1), default=10, help="steps between metrics lines")
+    train.add_argument("--log-every", type=Bounded(int, 1), default=10, help="steps between metrics lines")
     train.add_argument(
         "--metrics-port",
-        type=bounded(int, 0, maximum=65536),
+        type=Bounded(int, 0, maximum=65536),
         default=0,
         help="each node's first process (local rank 0) serves Prometheus metrics on this port (the stack's training "
         "pods declare one); 0: off",
@@ -117,35 +134,39 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--metrics-address", default="0.0.0.0", help="the address the metrics port listens on")
     train.add_argument("--compile", action="store_true", help="torch.compile the model (slow start, faster steps)")
     train.add_argument(
-        "--timeout-minutes", type=bounded(float, 0, exclusive=True), default=30.0, help="collective timeout"
+        "--timeout-minutes", type=Bounded(float, 0, exclusive=True), default=30.0, help="collective timeout"
     )
-    train.add_argument("--synthetic-shape", type=shape, default=(3, 32, 32), metavar="CxHxW")
     train.add_argument(
-        "--synthetic-size", type=bounded(int, 1), default=8192, help="training images of --dataset synthetic"
+        "--synthetic-shape", type=shape, default=(3, 32, 32), metavar="CxHxW", help="images of --dataset synthetic"
     )
-    train.add_argument("--synthetic-classes", type=bounded(int, 2), default=10)
+    train.add_argument(
+        "--synthetic-size", type=Bounded(int, 1), default=8192, help="training images of --dataset synthetic"
+    )
+    train.add_argument(
+        "--synthetic-classes", type=Bounded(int, 2), default=10, help="classes of --dataset synthetic"
+    )
 
     evaluate = commands.add_parser(
         "evaluate", help="overall and per-class accuracy of a saved model, and a confusion matrix"
     )
-    evaluate.add_argument("--model-file", type=Path, required=True)
+    evaluate.add_argument("--model-file", type=Path, required=True, help="model.pt that `train` wrote")
     evaluate.add_argument("--run-name", help="refuse a model that another run wrote (the name training was given)")
     evaluate.add_argument(
         "--model-uri",
         help="s3://BUCKET/KEY of model.pt: downloaded to --model-file first, and the report uploaded next to it",
     )
     evaluate.add_argument(
-        "--wait-minutes", type=bounded(float, 0), default=0.0, help="with --model-uri: wait this long for the model"
+        "--wait-minutes", type=Bounded(float, 0), default=0.0, help="with --model-uri: wait this long for the model"
     )
     evaluate.add_argument("--dataset", choices=datasets.DATASETS, help="default: the dataset the model was trained on")
-    evaluate.add_argument("--data-dir", type=Path)
+    evaluate.add_argument("--data-dir", type=Path, help="directory prepared by `prepare-data` (mnist, cifar10)")
     evaluate.add_argument("--json", type=Path, help="also write the report as JSON here")
     evaluate.add_argument("--confusion-matrix", type=Path, help="PNG path (default: next to the model file)")
-    evaluate.add_argument("--batch-size", type=bounded(int, 1), default=1024)
+    evaluate.add_argument("--batch-size", type=Bounded(int, 1), default=1024, help="test images per forward pass")
 
     prepare = commands.add_parser("prepare-data", help="download and verify the official MNIST or CIFAR-10 files")
-    prepare.add_argument("--dataset", choices=tuple(SOURCES), required=True)
-    prepare.add_argument("--data-dir", type=Path, required=True)
+    prepare.add_argument("--dataset", choices=tuple(SOURCES), required=True, help="the dataset to download")
+    prepare.add_argument("--data-dir", type=Path, required=True, help="where to put it: train's --data-dir")
     prepare.add_argument("--source", help="mirror base URL, or the archive's own (e.g. presigned) URL for cifar10")
     return parser
 
@@ -179,3 +200,38 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         timeout_minutes=args.timeout_minutes,
         synthetic=datasets.SyntheticShape(channels, height, width, args.synthetic_size, args.synthetic_classes),
     )
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, tuple):
+        return "x".join(map(str, value))  # --synthetic-shape
+    return "" if value is None else f"`{value}`"
+
+
+def _allowed(action: argparse.Action) -> str:
+    if action.choices is not None:
+        return ", ".join(f"`{choice}`" for choice in action.choices)
+    if isinstance(action.type, Bounded):
+        return action.type.allowed
+    return {shape: "CxHxW, each > 0", Path: "a path", int: "a whole number", None: ""}.get(action.type, "")
+
+
+def reference() -> str:
+    """Every command's flags as Markdown tables: docs/trainer.md's reference, kept equal to this by
+    tests/trainer/test_flags.py; `python -m eks_ddp.trainer.flags` prints it."""
+    (commands,) = (a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    sections = []
+    for name, command in commands.choices.items():
+        rows = [f"`{name}`: {commands._choices_actions[len(sections)].help}", "", "| flag | default | allowed | |",
+                "| --- | --- | --- | --- |"]
+        for action in command._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            default = "required" if action.required else "off" if action.const is True else _shown(action.default)
+            rows.append(f"| `{action.option_strings[0]}` | {default} | {_allowed(action)} | {action.help or ''} |")
+        sections.append("\n".join(rows))
+    return "\n\n".join(sections) + "\n"
+
+
+if __name__ == "__main__":
+    print(reference(), end="")
