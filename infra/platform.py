@@ -242,6 +242,9 @@ def validate(
         raise InvalidArgument(
             COMPONENT, "autoscaler", autoscaler, f"use one of {', '.join(k.value for k in AutoscalerKind)}"
         )
+    if args.get("karpenter_node_repair") and autoscaler != AutoscalerKind.KARPENTER:
+        needs = f"it is Karpenter's: needs autoscaler karpenter, not {AutoscalerKind(autoscaler).value}"
+        raise InvalidArgument(COMPONENT, "karpenter_node_repair", True, needs)
     monitoring = args.get("monitoring", MonitoringKind.NONE)
     if monitoring not in tuple(MonitoringKind):
         raise InvalidArgument(

@@ -48,7 +48,8 @@ class ConfigError(ValueError):
     """Bad stack configuration: names the key (`eks-ddp:nodeGroups[1].instanceType`), the value, what is allowed."""
 
     def __init__(self, key: str, value: object, allowed: str) -> None:
-        super().__init__(f"{key}: {value!r} is not allowed; {allowed}")
+        shown = value.value if isinstance(value, Enum) else value  # a component's choice, as the stack file says it
+        super().__init__(f"{key}: {shown!r} is not allowed; {allowed}")
         self.key = key
 
 
@@ -283,6 +284,13 @@ def _strings(values: list[Any], key: str) -> list[str]:
     return values
 
 
+def _string_values(values: Mapping[str, Any], key: str) -> None:
+    """A map's values must be strings (labels, environment variables, subnet ids): the bad one named by its name."""
+    for name, value in values.items():
+        if not _is(value, str):
+            raise ConfigError(f"{key}.{name}", value, "give a string")
+
+
 @dataclass(frozen=True)
 class _Layout:
     """Where each argument came from in the stack file, to name the key in component errors."""
@@ -354,7 +362,7 @@ def _node_groups(raw: list[Any], zones: list[str] | None) -> tuple[TrainingPlatf
                 f"use one of {_key('vpc')}.availabilityZones ({', '.join(zones) or 'none named'})",
             )
         if "labels" in group:
-            _strings(list(group["labels"].values()), f"{key}.labels")
+            _string_values(group["labels"], f"{key}.labels")
         if "taints" in group:
             group["taints"] = [_fields(taint, f"{key}.taints[{i}]", TAINT) for i, taint in enumerate(group["taints"])]
         if "image" in group:
@@ -583,7 +591,7 @@ def _user_code(fields: Mapping[str, Any], key: str, image: str) -> UserCodeSpec 
         )
     args = _strings(fields.get("args", []), f"{key}.args")
     env = fields.get("env", {})
-    _strings(list(env.values()), f"{key}.env")
+    _string_values(env, f"{key}.env")
     code: UserCodeSpec = {"script": fields["script"], "args": args, "env": env}
     for field_name, problem in user_code(code).problems().items():
         raise ConfigError(f"{key}.{field_name}", fields[field_name], problem)
@@ -614,7 +622,7 @@ def parse(values: Mapping[str, Any], region: str | None, describe: Describe = in
         if "existing_private_subnet_ids" in network:  # an existing VPC: its zones are the subnets' (zone -> id)
             subnets = network["existing_private_subnet_ids"]
             zones = _zones(list(subnets), region, "existingPrivateSubnetIds")
-            _strings(list(subnets.values()), f"{_key('vpc')}.existingPrivateSubnetIds")
+            _string_values(subnets, f"{_key('vpc')}.existingPrivateSubnetIds")
         platform_args, layout, group_images = _node_groups(top.get("node_groups", []), zones)
         platform_args["network"] = network  # type: ignore[typeddict-item]
     platform_args["tags"] = {"project": PROJECT}

@@ -173,7 +173,7 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("config: boolean written as a string", _config("nodeGroups.1.efa", "false"), "eks-ddp:nodeGroups[1].efa: 'false' is not allowed; give true or false (unquoted)"),
     ("config: number written as a string", _config("job.epochs", "10"), "eks-ddp:job.epochs: '10' is not allowed; give a whole number"),
     ("config: boolean for a number", _config("nodeGroups.1.maxSize", True), "eks-ddp:nodeGroups[1].maxSize: True is not allowed; give a whole number"),
-    ("config: label value not a string", _config("nodeGroups.1.labels", {"tier": 1}), "eks-ddp:nodeGroups[1].labels[0]: 1 is not allowed; give a string"),
+    ("config: label value not a string", _config("nodeGroups.1.labels", {"tier": 1}), "eks-ddp:nodeGroups[1].labels.tier: 1 is not allowed; give a string"),
     ("config: misspelt key, with the closest", _config("nodeGroups.1.desiredsize", 2), "eks-ddp:nodeGroups[1].desiredsize: 2 is not allowed; known keys are availabilityZone"),
     # The stack file, as the Pulumi CLI checks it against Pulumi.yaml's config schema.
     ("config: undeclared key in the stack file", _stack_file("eks-ddp:storgae: {kind: efs}"), "Stack 'scratch' sets eks-ddp:storgae, which Pulumi.yaml does not declare (did you mean storage?)"),
