@@ -298,6 +298,11 @@ class _Layout:
     system_index: int | None
     group_indexes: list[int]
 
+    def system_key(self, argument: str) -> str:
+        """The system group's key for `argument`: at its index, or without one when the stack leaves the group out."""
+        where = f"{_key('nodeGroups')}[{self.system_index}]" if self.system_index is not None else _key("nodeGroups")
+        return f"{where}.{_camel(SYSTEM, argument)}"
+
     def stack_key(self, error: InvalidArgument) -> str:
         argument = error.argument
         group = re.fullmatch(r"node_groups\[(\d+)\]\.(\w+)", argument)
@@ -306,10 +311,7 @@ class _Layout:
                 f"{_key('nodeGroups')}[{self.group_indexes[int(group.group(1))]}].{_camel(NODE_GROUP, group.group(2))}"
             )
         if argument in ("system_instance_type", "system_node_count"):
-            where = (
-                f"{_key('nodeGroups')}[{self.system_index}]" if self.system_index is not None else _key("nodeGroups")
-            )
-            return f"{where}.{_camel(SYSTEM, argument)}"
+            return self.system_key(argument)
         if argument.startswith("existing_cluster"):
             field = argument.removeprefix("existing_cluster").removeprefix(".")
             return f"{_key('existingCluster')}{'.' if field else ''}{_camel(EXISTING_CLUSTER, field)}"
@@ -565,7 +567,7 @@ def _side_steps_fit_system_nodes(
     group = next(g for g in groups if g.get("name") == job.node_group)
     wanted = describe(group["instance_type"]).architecture
     if describe(system_type).architecture != wanted:
-        key = layout.stack_key(InvalidArgument(PROJECT, "system_instance_type", system_type, ""))
+        key = layout.system_key("system_instance_type")
         example = "m5.large" if wanted == Architecture.X86_64 else "m7g.large"
         raise ConfigError(
             key,

@@ -213,7 +213,7 @@ def _allowed(action: argparse.Action) -> str:
         return ", ".join(f"`{choice}`" for choice in action.choices)
     if isinstance(action.type, Bounded):
         return action.type.allowed
-    return {shape: "CxHxW, each > 0", Path: "a path", int: "a whole number", None: ""}.get(action.type, "")
+    return {shape: "CxHxW, each > 0", Path: "a path", int: "a whole number", None: ""}[action.type]
 
 
 def reference() -> str:
@@ -228,7 +228,8 @@ def reference() -> str:
             if isinstance(action, argparse._HelpAction):
                 continue
             default = "required" if action.required else "off" if action.const is True else _shown(action.default)
-            rows.append(f"| `{action.option_strings[0]}` | {default} | {_allowed(action)} | {action.help or ''} |")
+            flag = " ".join([action.option_strings[0], *([str(action.metavar)] if action.metavar else [])])
+            rows.append(f"| `{flag}` | {default} | {_allowed(action)} | {action.help} |")
         sections.append("\n".join(rows))
     return "\n\n".join(sections) + "\n"
 

@@ -159,6 +159,7 @@ def test_an_existing_vpc_and_file_system_and_the_user_s_own_code() -> None:
         evaluate=False,
     )
     assert config.fabric_check == FabricCheck.OFF and config.checked_group(gpu=False) is None
+    assert config.operator == OperatorKind.V2
 
 
 def test_an_existing_cluster_takes_its_kubeconfig_and_no_vpc() -> None:
@@ -229,6 +230,7 @@ def test_data_is_prepared_only_where_the_pods_share_a_volume(storage: dict[str, 
 def _refusal(values: dict[str, Any], region: str | None = "us-west-2") -> str:
     with pytest.raises(ConfigError) as raised:
         parse(values, region)
+    assert str(raised.value).startswith(f"{raised.value.key}: "), "ConfigError.key is not the key the message names"
     return str(raised.value)
 
 
@@ -423,6 +425,39 @@ REFUSALS = {
         "on the system nodes in its x86_64 image: use an x86_64 system type such as m5.large, or set job.prepareData "
         "and job.evaluate to false",
     ),
+    "a group that is not a map": (_stack(nodeGroups=["x"]), "eks-ddp:nodeGroups[0]: 'x' is not allowed; give a map"),
+    "a group without a name": (
+        _stack(nodeGroups=[{k: v for k, v in GROUP.items() if k != "name"}]),
+        "eks-ddp:nodeGroups[0].name: '' is not allowed; use a DNS label of at most 30 characters",
+    ),
+    "the system group's unknown key": (
+        _stack(nodeGroups=[{"name": "system", "instanceType": "m7g.large", "colour": 1}, GROUP]),
+        "eks-ddp:nodeGroups[0].colour: 1 is not allowed; known keys are desiredSize, instanceType, name",
+    ),
+    "storage's unknown key": (_stack(storage={"kind": "fsx", "colour": 1}), "eks-ddp:storage.colour: 1 is not "
+                              "allowed; known keys are capacityGiB, … s3ImportPath, securityGroupId"),
+    "an unknown add-on": (_stack(addons={"colour": True}), "eks-ddp:addons.colour: True is not allowed; known keys "
+                          "are efaDevicePlugin, … nvidiaDevicePlugin, trainingOperator"),
+    "the VPC's unknown key": (_stack(vpc={"colour": 1}), "eks-ddp:vpc.colour: 1 is not allowed; known keys are "
+                              "availabilityZones, cidr, … existingVpcId, natGateways"),
+    "a zone that is not a string": (_stack(vpc={"availabilityZones": [1, "us-west-2a"]}),
+                                    "eks-ddp:vpc.availabilityZones[0]: 1 is not allowed; give a string"),
+    "an empty region": ((_stack(), ""), "aws:region: '' is not allowed; set the AWS region, e.g. `pulumi config set "
+                        "aws:region us-east-1`"),
+    "more replicas than the default maxSize": (
+        _stack(nodeGroups=[{k: v for k, v in GROUP.items() if k != "maxSize"}], job_replicas=3),
+        "eks-ddp:job.replicas: 3 is not allowed; node group trainers holds at most maxSize=2 pods (one per node)",
+    ),
+    "evaluation alone on system nodes of the other architecture": (
+        _stack(nodeGroups=[X86_GROUP], job_nodeGroup="cpu", job_prepareData=False, job_evaluate=True),
+        "eks-ddp:nodeGroups.instanceType: 'm7g.large' is not allowed; the job's data preparation and evaluation run "
+        "on the system nodes in its x86_64 image: … or set job.prepareData and job.evaluate to false",
+    ),
+    "data preparation alone on system nodes of the other architecture": (
+        _stack(nodeGroups=[X86_GROUP], job_nodeGroup="cpu", job_prepareData=True, job_evaluate=False),
+        "eks-ddp:nodeGroups.instanceType: 'm7g.large' is not allowed; the job's data preparation and evaluation run "
+        "on the system nodes in its x86_64 image: … or set job.prepareData and job.evaluate to false",
+    ),
     "a cluster given by kubeconfig, without an image": (
         {"existingCluster": {"kubeconfig": "~/.kube/c"}, "nodeGroups": [X86_GROUP], "storage": {"kind": "none"},
          "modelBucket": False, "nodeHealth": False, "autoscaler": "none"},
@@ -511,6 +546,20 @@ COMPONENT_REFUSALS = {
                     "eks-ddp:trainingNamespace: 'Bad_NS' is not allowed; use a DNS label"),
     "a checkpoint expiry": (_stack(checkpointExpiryDays=-3), "eks-ddp:checkpointExpiryDays: -3 is not allowed; use a "
                             "positive number of days, or leave it out to keep checkpoints"),
+    "an existing cluster's unknown key": (
+        {**KUBECONFIG_CLUSTER, "existingCluster": {"kubeconfig": "k", "colour": 1}},
+        "eks-ddp:existingCluster.colour: 1 is not allowed; known keys are context, eksClusterName, kubeconfig",
+    ),
+    "a context without a kubeconfig": (
+        {**KUBECONFIG_CLUSTER, "existingCluster": {"eksClusterName": "x", "context": "c"}},
+        "eks-ddp:existingCluster.context: 'c' is not allowed; it goes with kubeconfig",
+    ),
+    "a security group beside a kubeconfig cluster": (
+        {**KUBECONFIG_CLUSTER, "storage": {"kind": "existing-fsx", "fileSystemId": FILE_SYSTEM, "dnsName": DNS_NAME,
+                                           "mountName": "abcdefgh", "securityGroupId": "sg-0123456789abcdef0"}},
+        f"eks-ddp:storage.securityGroupId: 'sg-0123456789abcdef0' is not allowed; {NOT_IN_AWS}; give "
+        "existingCluster.eksClusterName",
+    ),
     "Karpenter's node repair without Karpenter": (
         _stack(karpenterNodeRepair=True),
         "eks-ddp:karpenterNodeRepair: True is not allowed; it is Karpenter's: needs autoscaler karpenter, not "
@@ -563,3 +612,30 @@ def test_a_job_on_the_system_nodes_takes_their_shape() -> None:
     assert (shape.get("name"), shape.get("instance_type"), shape.get("max_size")) == ("system", "m5.large", 3)
     trained = {"name": "trainers", "instance_type": "c7gn.16xlarge"}
     assert parse(_stack(), "us-west-2").job_shape({"trainers": trained}) is trained  # type: ignore[arg-type]
+
+
+EDGES = {
+    "no node groups and no storage": {"storage": {"kind": "none"}},
+    "an existing cluster whose groups the stack does not describe": {
+        k: v for k, v in KUBECONFIG_CLUSTER.items() if k != "nodeGroups"
+    },
+    "10 node losses": _stack(job_survivesNodeLosses=10),
+    "0 node losses": _stack(job_survivesNodeLosses=0),
+    "an elastic minimum of all the replicas": _stack(job_elasticMinReplicas=2),
+    "an elastic minimum of 1": _stack(job_elasticMinReplicas=1, job_batchSize=64),
+    "as many replicas as maxSize": _stack(job_replicas=4),
+}
+
+
+@pytest.mark.parametrize("values", EDGES.values(), ids=list(EDGES))
+def test_a_value_at_the_edge_of_what_is_allowed_is_taken(values: dict[str, Any]) -> None:
+    parse(values, "us-west-2")
+
+
+def test_a_cluster_given_by_kubeconfig_is_described_from_the_catalogue_never_by_asking_ec2() -> None:
+    """Nothing in AWS is reachable for it: `pulumi up` would otherwise fail asking EC2 with no credentials."""
+
+    def ec2(instance_type: str) -> Any:
+        raise AssertionError(f"EC2 was asked about {instance_type}")
+
+    assert parse(KUBECONFIG_CLUSTER, "us-west-2", ec2).platform.get("existing_cluster") == {"kubeconfig": "~/.kube/c"}

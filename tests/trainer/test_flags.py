@@ -13,6 +13,26 @@ from eks_ddp.trainer.flags import build_parser, reference, shape, train_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
+def test_the_help_names_the_trainer_and_its_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    assert capsys.readouterr().out.startswith(
+        "usage: python -m eks_ddp.trainer [-h] {train,evaluate,prepare-data} ...\n\nThe eks-ddp PyTorch DDP trainer.\n"
+    )
+
+
+def test_a_command_is_required_and_each_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args([])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: the following arguments are required: command (see python -m eks_ddp.trainer --help)"
+    )
+    assert [_parse(command).command for command in ("train", "evaluate")] == ["train", "evaluate"]
+    prepare = build_parser().parse_args(["prepare-data", "--dataset", "mnist", "--data-dir", "d"])
+    assert prepare.command == "prepare-data"
+
+
 BOUNDS = [
     # command, flag, accepted at the edge, refused just past it, what the refusal says is allowed
     ("train", "--epochs", "1", "0", ">= 1"),
