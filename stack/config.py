@@ -317,8 +317,8 @@ class _Layout:
             return f"{_key('existingCluster')}{'.' if field else ''}{_camel(EXISTING_CLUSTER, field)}"
         if argument == "network":
             return _key("vpc")
-        if error.component == "Network" or argument.startswith("network."):
-            return f"{_key('vpc')}.{_camel(VPC, argument.removeprefix('network.'))}"
+        if error.component == "Network":
+            return f"{_key('vpc')}.{_camel(VPC, argument)}"
         if argument.startswith("existing_fsx."):
             return f"{_key('storage')}.{_camel(STORAGE, argument.removeprefix('existing_fsx.'))}"
         if error.component in ("FsxLustreStorage", "ExistingFsxVolume"):

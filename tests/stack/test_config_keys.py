@@ -638,4 +638,6 @@ def test_a_cluster_given_by_kubeconfig_is_described_from_the_catalogue_never_by_
     def ec2(instance_type: str) -> Any:
         raise AssertionError(f"EC2 was asked about {instance_type}")
 
-    assert parse(KUBECONFIG_CLUSTER, "us-west-2", ec2).platform.get("existing_cluster") == {"kubeconfig": "~/.kube/c"}
+    with_job = {**KUBECONFIG_CLUSTER, "job": {"nodeGroup": "cpu", "evaluate": False}}
+    config = parse(with_job, "us-west-2", ec2)
+    assert config.platform.get("existing_cluster") == {"kubeconfig": "~/.kube/c"} and config.job is not None
