@@ -9,51 +9,23 @@ import logging
 import re
 import shutil
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from eks_ddp.trainer.artifacts import ArtifactStore, Location
 from eks_ddp.trainer.checkpoint import CheckpointManager
 from eks_ddp.trainer.errors import UsageError
 from tests.conftest import Result, free_port, read_summary, run_trainer
+from tests.trainer.s3_server import BUCKET, bucket_at, endpoint, s3  # noqa: F401 (fixtures)
 from tests.trainer.launch import start, wait_for_checkpoint
 
 pytestmark = pytest.mark.slow
 
-BUCKET = "models"
 ARGS = ["train", "--dataset", "digits", "--epochs", "3", "--batch-size", "32", "--checkpoint-every", "20"]
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
-
-
-def _bucket_at(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """A client of the bucket, which exists, and the environment that points the trainer at it."""
-    credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-    credentials["AWS_DEFAULT_REGION"] = "us-east-1"
-    for name, value in {"AWS_ENDPOINT_URL": endpoint, **credentials}.items():
-        monkeypatch.setenv(name, value)  # run_trainer passes the environment on, as a pod's would be
-    client = boto3.client("s3")
-    if BUCKET not in [bucket["Name"] for bucket in client.list_buckets()["Buckets"]]:
-        client.create_bucket(Bucket=BUCKET)
-    return client
-
-
-@pytest.fixture
-def s3(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    return _bucket_at(endpoint, monkeypatch)
 
 
 UPLOADED = "jobs/a"
@@ -68,7 +40,7 @@ def uploaded(endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
     evaluation that reads its model from the bucket (and only adds its report there) share it."""
     out = tmp_path_factory.mktemp("uploaded") / "run"
     with pytest.MonkeyPatch.context() as monkeypatch:
-        _bucket_at(endpoint, monkeypatch)
+        bucket_at(endpoint, monkeypatch)
         uri = f"s3://{BUCKET}/{UPLOADED}"
         return out, run_trainer([*ARGS, "--output-dir", str(out), "--artifact-uri", uri], nproc=2)
 

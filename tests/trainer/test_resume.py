@@ -8,21 +8,18 @@ torchrun runs with real ranks are in test_training.py, test_resize.py and test_f
 
 import json
 from dataclasses import replace
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import torch
-from moto.server import ThreadedMotoServer
 
 from eks_ddp.trainer import distributed
 from eks_ddp.trainer.errors import CheckpointError
 from eks_ddp.trainer.resume import Progress
 from eks_ddp.trainer.training import Run
-from tests.conftest import free_port
 from tests.trainer.in_process import tiny_run, train_epochs
+from tests.trainer.s3_server import BUCKET, endpoint, s3  # noqa: F401 (fixtures)
 
 SHAPE = ("--synthetic-size", "12", "--epochs", "2", "--batch-size", "4")
 """12 samples, 2 epochs, 4 samples a rank's step: 3 steps an epoch on one rank."""
@@ -128,45 +125,26 @@ def test_rank_0_s_checkpoint_error_stops_every_rank(tmp_path: Path, monkeypatch:
     )
 
 
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
-
-
-@pytest.fixture
-def bucket(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    for name, value in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
-                        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(name, value)
-    client = boto3.client("s3")
-    client.create_bucket(Bucket="models")
-    return client
-
-
 HISTORY = json.dumps({"step": 3, "loss": 1.0}) + "\n"
 
 
-def test_a_new_pod_resumes_from_s3_and_brings_back_the_history(tmp_path: Path, bucket: Any) -> None:
+def test_a_new_pod_resumes_from_s3_and_brings_back_the_history(tmp_path: Path, s3: Any) -> None:
     """What the first pod uploaded (its checkpoint, its metrics.jsonl) is put in S3 here; the second pod's disk is
     empty."""
     first = _first_epoch(tmp_path / "first", "--run-name", "job")
     for path in first.checkpoints.paths(3):
-        bucket.upload_file(str(path), "models", f"jobs/a/checkpoints/{path.name}")
-    bucket.put_object(Bucket="models", Key="jobs/a/metrics.jsonl", Body=HISTORY.encode())
+        s3.upload_file(str(path), BUCKET, f"jobs/resumed/checkpoints/{path.name}")
+    s3.put_object(Bucket=BUCKET, Key="jobs/resumed/metrics.jsonl", Body=HISTORY.encode())
 
     empty_disk = tmp_path / "second"
-    second = tiny_run(empty_disk, *SHAPE, "--run-name", "job", "--artifact-uri", "s3://models/jobs/a")
+    second = tiny_run(empty_disk, *SHAPE, "--run-name", "job", "--artifact-uri", f"s3://{BUCKET}/jobs/resumed")
     assert second.resume() == 3 and second.progress == first.progress
     assert (empty_disk / "metrics.jsonl").read_text() == HISTORY
 
 
-def test_history_without_a_checkpoint_to_resume_stays_in_s3(tmp_path: Path, bucket: Any) -> None:
+def test_history_without_a_checkpoint_to_resume_stays_in_s3(tmp_path: Path, s3: Any) -> None:
     """A run that starts at step 0 would rewrite metrics.jsonl from its own steps: the old one is not its history."""
-    bucket.put_object(Bucket="models", Key="jobs/b/metrics.jsonl", Body=HISTORY.encode())
-    run = tiny_run(tmp_path, *SHAPE, "--run-name", "job", "--artifact-uri", "s3://models/jobs/b")
+    s3.put_object(Bucket=BUCKET, Key="jobs/fresh/metrics.jsonl", Body=HISTORY.encode())
+    run = tiny_run(tmp_path, *SHAPE, "--run-name", "job", "--artifact-uri", f"s3://{BUCKET}/jobs/fresh")
     assert run.resume() == 0
     assert not (tmp_path / "metrics.jsonl").exists()
