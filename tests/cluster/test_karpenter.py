@@ -266,8 +266,18 @@ def test_dev_node_pool_cpu_limit_stops_karpenter_at_whole_instances(on_karpenter
     spread = on.kubectl.items("pods", "-n", "default", "-l", "eks-ddp.local/test=spread")
     bound = sorted(p["metadata"]["name"] for p in spread if p["spec"].get("nodeName"))
     waiting = sorted(p["metadata"]["name"] for p in spread if not p["spec"].get("nodeName"))
-    assert len(spread) == 13, f"pods gone: {sorted(set(pending) - set(waiting) - set(bound))}"
-    assert len(bound) >= limit - before and set(waiting) <= set(pending), (bound, waiting, pending)
+    created = {f"spread-a-{i}" for i in range(3)} | {f"spread-b-{i}" for i in range(10)}
+    gone = created - {p["metadata"]["name"] for p in spread}
+    # A bound pod a daemon set's late pod preempts (system-node-critical, see _spread_pod) is the scheduler's doing,
+    # not Karpenter's: it counts as bound, shown by its event; a pod gone any other way fails with its events.
+    events = on.kubectl.items("events", "-n", "default") if gone else []
+    preempted = {e["involvedObject"]["name"] for e in events if e.get("reason") == "Preempted"}
+    taints = {n["metadata"]["name"]: n["spec"].get("taints") for n in on.nodes(pool)} if gone - preempted else {}
+    assert gone <= preempted, "\n".join(
+        [f"{e['involvedObject']['name']} {e.get('reason')}: {e.get('message')}" for e in events
+         if e["involvedObject"]["name"] in gone] + [f"taints now: {taints}"]
+    )
+    assert len(bound) + len(gone) >= limit - before and set(waiting) <= set(pending), (bound, gone, waiting, pending)
 
 
 def test_gpu_training_pods_pending_on_an_empty_node_pool_get_nodes_from_karpenter(
