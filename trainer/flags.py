@@ -221,8 +221,8 @@ def reference() -> str:
     tests/trainer/test_flags.py; `python -m eks_ddp.trainer.flags` prints it."""
     (commands,) = (a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     sections = []
-    for name, command in commands.choices.items():
-        rows = [f"`{name}`: {commands._choices_actions[len(sections)].help}", "", "| flag | default | allowed | |",
+    for (name, command), listed in zip(commands.choices.items(), commands._choices_actions):
+        rows = [f"`{name}`: {listed.help}", "", "| flag | default | allowed | |",
                 "| --- | --- | --- | --- |"]
         for action in command._actions:
             if isinstance(action, argparse._HelpAction):

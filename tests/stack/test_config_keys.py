@@ -234,7 +234,7 @@ def _refusal(values: dict[str, Any], region: str | None = "us-west-2") -> str:
     return str(raised.value)
 
 
-GROUP = {"name": "trainers", "instanceType": "c7gn.16xlarge", "availabilityZone": "us-west-2b", "maxSize": 4}
+GROUP = ARM_GROUP | {"maxSize": 4}
 X86_GROUP = {"name": "cpu", "instanceType": "m5.2xlarge", "availabilityZone": "us-west-2a", "efa": False}
 
 
