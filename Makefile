@@ -88,19 +88,19 @@ help:
 
 ## demo: run a stack's rendered PyTorchJob and EvaluationJob on this machine (default the dev stack: 2 replicas)
 demo: $(STAMP) $(TORCH_BYTECODE)
-	$(BIN)/python -m eks_ddp.stack.local --stack $(STACK) $(addprefix --config ,$(CONFIG))
+	$(BIN)/python -m eks_ddp.tools.local --stack $(STACK) $(addprefix --config ,$(CONFIG))
 
 ## tensorboard: TensorBoard on 127.0.0.1:6006 for the newest run's events under runs/ (make demo's, for one)
 tensorboard: $(STAMP)
-	$(BIN)/python -m eks_ddp.stack.last_run
+	$(BIN)/python -m eks_ddp.tools.last_run
 
 ## preview: what `pulumi up` would create for a stack (default dev), offline, with its hourly cost
 preview: $(STAMP)
-	$(BIN)/python -m eks_ddp.stack.preview --stack $(STACK) $(addprefix --config ,$(CONFIG))
+	$(BIN)/python -m eks_ddp.tools.preview --stack $(STACK) $(addprefix --config ,$(CONFIG))
 
 ## rehearse: every stack file's first `pulumi up` against the engines' rules, offline (also part of `make test`)
 rehearse: $(STAMP)
-	$(BIN)/python -m eks_ddp.stack.rehearsal
+	$(BIN)/python -m eks_ddp.tools.rehearsal
 
 # The type check and the docs build run beside the suite, their output kept in runs/checks.log and shown after it:
 # the suite keeps both cores busy, and in front of it they added 40 s. Either failing fails make test.
@@ -181,7 +181,7 @@ bench-accuracy: $(STAMP)
 
 ## watch-picture: the training dashboard's panels from a real local run's scraped metrics (docs/watch-training.png)
 watch-picture: $(STAMP)
-	$(BIN)/python -m eks_ddp.stack.watch_picture --output docs/watch-training.png
+	$(BIN)/python -m eks_ddp.tools.watch_picture --output docs/watch-training.png
 
 ## clean: remove the environments, runs/ (make demo's results included) and pytest's cache
 clean:

@@ -1,2 +1,1 @@
-"""The stack program's parts (typed config, the program) and the offline tools: the mocks and offline runner, the
-preview, the deploy rehearsal, the local run."""
+"""The program `pulumi up` runs: the stack keys declared in Pulumi.yaml, read into typed settings, and built."""

@@ -8,7 +8,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from eks_ddp.stack.mocking import RecordingMocks, RecordingMonitor, Registration
+from eks_ddp.tools.mocking import RecordingMocks, RecordingMonitor, Registration
 
 
 class Recorded:

@@ -18,7 +18,7 @@ from eks_ddp.infra.aws.network import Network
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.platform import TrainingPlatform
 from eks_ddp.infra.storage.fsx import FsxLustreStorage
-from eks_ddp.stack import stack_file
+from eks_ddp.tools import stack_file
 from eks_ddp.stack.config import (
     ADDONS,
     EXISTING_CLUSTER,
@@ -313,7 +313,7 @@ def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _main(tool: str) -> Callable[[list[str]], int]:
-    from eks_ddp.stack import local, preview, rehearsal
+    from eks_ddp.tools import local, preview, rehearsal
 
     return {"demo": local.main, "preview": preview.main, "rehearse": rehearsal.main}[tool]
 
@@ -385,7 +385,7 @@ def test_make_rehearse_goes_on_past_a_stack_file_it_cannot_read(
     programs: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Each broken stack file is its own finding and its own summary line; the next one is still rehearsed."""
-    from eks_ddp.stack import rehearsal
+    from eks_ddp.tools import rehearsal
 
     assert rehearsal.main(["--program", str(programs["ours"]), "--stack", "broken", "--stack", "list"]) == 1
     captured = capsys.readouterr()

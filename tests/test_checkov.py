@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from eks_ddp.stack import preview, stack_file
+from eks_ddp.tools import preview, stack_file
 from tests.conftest import ROOT
 
 CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"

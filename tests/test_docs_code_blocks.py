@@ -46,7 +46,7 @@ NOT_RUN_COMMANDS = {
     r"pip install '?<clone-or-wheel>": "a placeholder; tests/test_wheel.py installs the wheel in a fresh environment",
 }
 COMMAND_TIMEOUT = 300
-UNDER_MOCKS = "import sys; from eks_ddp.stack.mocking import run_offline; run_offline(sys.argv[1])"
+UNDER_MOCKS = "import sys; from eks_ddp.tools.mocking import run_offline; run_offline(sys.argv[1])"
 """How a Pulumi program block runs: as the CLI would run its file, under the offline mocks."""
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)(?P<info>[^`\n]*)$")
 TITLE = re.compile(r'\btitle="(?P<title>[^"]+)"')

@@ -42,7 +42,7 @@ def test_the_stacks_rehearse_with_every_sdk_at_its_lowest_version(tmp_path: Path
     installed = frozen.lower().replace("_", "-").split()
     assert set(pin.lower() for pin in lowest()) <= set(installed), installed
     # Both stacks in one process (a second would import the SDKs again); its exit status covers both.
-    rehearse = [str(python), "-m", "eks_ddp.stack.rehearsal", "--program", str(ROOT), "--stack", "dev", "--stack", "gpu"]
+    rehearse = [str(python), "-m", "eks_ddp.tools.rehearsal", "--program", str(ROOT), "--stack", "dev", "--stack", "gpu"]
     summaries = _run(rehearse, tmp_path, env=FRESH).stderr.splitlines()[-2:]
     for stack, summary in zip(("dev", "gpu"), summaries, strict=True):
         assert summary.startswith(f"eks-ddp {stack}: 17 rules, idempotence, updates, dependencies under 6 variants")

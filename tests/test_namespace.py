@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = {"infra", "workloads", "trainer", "stack", "policy", "provider"}
+PACKAGES = {"infra", "workloads", "trainer", "stack", "tools", "engine_models", "policy", "provider"}
 USERS_PROJECT = "examples/own_program/"  # a user's project: its `infra` is its own package
 
 

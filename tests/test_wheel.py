@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "own_program"
 # What the program registered, and the files the wheel must carry for it.
 PROBE = (
-    "import json, eks_ddp; from pathlib import Path; from eks_ddp.stack.programs import Program;"
+    "import json, eks_ddp; from pathlib import Path; from eks_ddp.tools.pulumi_program import Program;"
     "from eks_ddp.infra.addons import prometheus_monitoring as m, training_operator as t;"
     "from eks_ddp.infra.facts import allocatable as a; import infra, stack, policy;"
     "registered = sorted([r.type, r.name] for r in Program.at(Path('.')).run('prod'));"
@@ -53,7 +53,7 @@ def build_wheel(tmp_path: Path) -> Path:
 def users_project(tmp_path: Path) -> Path:
     project = tmp_path / "project"
     shutil.copytree(EXAMPLE, project)
-    for own in ("stack", "policy"):
+    for own in ("stack", "tools", "policy"):
         (project / own).mkdir()
         (project / own / "__init__.py").write_text(f'"""This project\'s own {own} package."""\n')
     return project
@@ -93,11 +93,11 @@ def test_the_installed_wheel_runs_a_users_own_program_previews_and_rehearses_it(
     assert ["kubernetes:core/v1:ConfigMap", "research-monitoring-dashboard-training"] in installed["registered"]
 
     manifests = tmp_path / "manifests"
-    preview_command = [str(python), "-m", "eks_ddp.stack.preview", "--stack", "prod", "--manifests", str(manifests)]
+    preview_command = [str(python), "-m", "eks_ddp.tools.preview", "--stack", "prod", "--manifests", str(manifests)]
     preview = _run(preview_command, project, env=FRESH)
     assert "Program research-training, stack prod:" in preview.stdout and "55.949  total" in preview.stdout
     assert (manifests / "trainjob-training-llm.yaml").is_file()
-    rehearsal = _run([str(python), "-m", "eks_ddp.stack.rehearsal"], project, env=FRESH)
+    rehearsal = _run([str(python), "-m", "eks_ddp.tools.rehearsal"], project, env=FRESH)
     assert "research-training prod: 17 rules, idempotence, every rule holds" in rehearsal.stderr
 
     _run([*install, f"{wheel}[trainer]"], tmp_path, timeout=900, env=FRESH)

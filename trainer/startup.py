@@ -7,7 +7,7 @@ that examines them again. `frozen_imports` collects rarely while the imports run
 the permanent generation that collections skip (`gc.freeze`, Python 3.7+) and restores the thresholds, so the work
 itself collects as before. Measured on this project's 2-core VM (Python 3.11.7, torch 2.13.0; CPU seconds, user and
 system, medians of 3 runs alternated with the code before): a one-epoch `train` of digits in one process 4.0 -> 3.2,
-`python -m eks_ddp.stack.rehearsal --stack dev` 5.8 -> 3.5 (with stack files parsed once, by libyaml).
+`python -m eks_ddp.tools.rehearsal --stack dev` 5.8 -> 3.5 (with stack files parsed once, by libyaml).
 
 `reuse_freed_memory` keeps glibc from handing a training step's large buffers back to the kernel, only to fault
 them in again, zeroed page by page, on the next step (see its docstring for the figures).

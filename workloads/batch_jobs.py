@@ -57,7 +57,7 @@ FABRIC_CHECK_LABEL = "eks-ddp/fabric-check"
 # training pods need the same nodes. Nodes scaled from zero take up to 15 minutes (the Cluster Autoscaler's
 # --max-node-provision-time), the images several GB, the tests a minute or two: each check's pods stop at most
 # GATE_SECONDS after they start (the EFA Job's deadline counts from its creation, so it ends the whole Job), and
-# `pulumi up` waits at most AWAIT_SECONDS for it (stack.engine_rules.pulumi_kubernetes says what it does then).
+# `pulumi up` waits at most AWAIT_SECONDS for it (engine_models.pulumi_kubernetes says what it does then).
 GATE_SECONDS = 25 * 60
 AWAIT_SECONDS = GATE_SECONDS + 5 * 60
 REPLACE_UNREADY = "pulumi.com/replaceUnready"

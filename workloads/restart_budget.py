@@ -14,7 +14,7 @@ def backoff_limit(job: TrainingJob) -> int:
     included, and fail the job when the sum is **>=** `backoffLimit`. One event (a lost node, a crashed process)
     makes the torchrun of every other pod exit 1 and restart, and the replacement may restart while it waits for
     them: up to one restart per replica. So N events cost up to N x replicas restarts, and the limit is one more.
-    stack.cluster.failures steps these scenarios through each engine's counting.
+    engine_models.failures steps these scenarios through each engine's counting.
     """
     return job.node_losses * job.replicas + 1
 

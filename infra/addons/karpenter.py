@@ -338,7 +338,7 @@ class Karpenter(pulumi.ComponentResource):
         tags, cluster = dict(args.get("tags", {})), args["cluster_name"]
         nodes = node_role(f"{name}-node-role", self, tags)
         # The cluster is named by a plain string: the entry waits for it through what the component waits for, on
-        # the entry itself (a component's depends_on does not reach its children: stack/engine_rules/dependencies).
+        # the entry itself (a component's depends_on does not reach its children: engine_models/dependencies).
         entry = aws.eks.AccessEntry(
             f"{name}-node-access",
             cluster_name=cluster,

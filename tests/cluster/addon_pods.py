@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from eks_ddp.stack.engine_rules.base import Deployment, located
-from eks_ddp.stack.mocking import Registration
+from eks_ddp.engine_models.base import Deployment, located
+from eks_ddp.tools.mocking import Registration
 from tests.cluster import charts
 
 Values = Mapping[str, Any]
@@ -38,7 +38,7 @@ class AddonTableError(Exception):
 @dataclass(frozen=True)
 class Workload:
     owner: str
-    """The registration it comes from, as stack.engine_rules.base.located spells it."""
+    """The registration it comes from, as engine_models.base.located spells it."""
     name: str
     """The workload's name, as the chart renders it."""
     kind: str

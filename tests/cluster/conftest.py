@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from eks_ddp.stack.engine_rules.base import Deployment
+from eks_ddp.engine_models.base import Deployment
 from eks_ddp.workloads.training_pod import TRAINER_LABEL
 from tests.cluster import local_cluster
 from tests.cluster.control_plane import POLL_S

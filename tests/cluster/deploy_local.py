@@ -37,7 +37,8 @@ from pulumi import automation as auto
 
 from eks_ddp.infra.addons.training_operator import WITHOUT_MPIJOB, OperatorKind
 from eks_ddp.infra.facts import versions
-from eks_ddp.stack import config_paths, stack_file
+from eks_ddp.stack import config_paths
+from eks_ddp.tools import stack_file
 from eks_ddp.stack.project_config import PROJECT, StackFileError
 from tests.cluster import charts, local_cluster, manifests, nodes, operators, pulumi_inline, watchdog
 from tests.cluster.control_plane import POLL_S, ControlPlane, ControlPlaneError, any_alive, recorded, stop_recorded

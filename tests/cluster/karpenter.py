@@ -7,7 +7,7 @@ pkg/utils/nodepool/nodepool.go IsManaged skips every other NodePool), so `for_kw
 KWOKNodeClass of its EC2NodeClass's name; the EC2NodeClasses are still applied, and their CRD's schema and CEL rules
 still judge them, but nothing reads them. What EC2 would say about an instance type comes from our facts instead
 (`instance_types`: infra.facts.catalogue and the Karpenter arithmetic of infra.facts.allocatable, as
-stack.engine_rules.base.node_offer uses it), written to the provider's INSTANCE_TYPES_FILE_PATH.
+engine_models.base.node_offer uses it), written to the provider's INSTANCE_TYPES_FILE_PATH.
 
 Everything else is Karpenter's own: which pods are pending, the NodePool's requirements, labels, taints and limits,
 the DaemonSets' overhead, bin-packing, NodeClaims, registration and initialization, disruption. Where its kwok build
@@ -53,11 +53,11 @@ from typing import Any
 
 from eks_ddp.infra.facts import catalogue
 from eks_ddp.infra.facts.allocatable import NodeLauncher
-from eks_ddp.stack import stack_file
-from eks_ddp.stack.rehearsal import variants
-from eks_ddp.stack.engine_rules.base import launcher_of, node_offer
-from eks_ddp.stack.engine_rules.base import Deployment, NodeSource, node_sources, quantity
-from eks_ddp.stack.mocking import Registration
+from eks_ddp.tools import stack_file
+from eks_ddp.tools.rehearsal import variants
+from eks_ddp.engine_models.base import launcher_of, node_offer
+from eks_ddp.engine_models.base import Deployment, NodeSource, node_sources, quantity
+from eks_ddp.tools.mocking import Registration
 from eks_ddp.workloads.target import KUBERNETES_ARCH
 from tests.cluster import charts, nodes
 from tests.cluster import crds as custom_resources
@@ -174,7 +174,7 @@ def instance_types(deployment: Deployment) -> list[dict[str, Any]]:
     """The kwok provider's instance-type file (INSTANCE_TYPES_FILE_PATH; sigs.k8s.io/karpenter@v1.14.1
     kwok/cloudprovider/helpers.go InstanceTypeOptions) for the types the stack's NodePools pin, from our facts
     (infra.facts.catalogue, and infra.facts.allocatable for Karpenter: the same arithmetic
-    stack.engine_rules.base.node_offer uses with NodeLauncher.KARPENTER), so that a node Karpenter launches has
+    engine_models.base.node_offer uses with NodeLauncher.KARPENTER), so that a node Karpenter launches has
     node_offer's allocatable: CPU, memory, pods, EFA devices, GPUs, Neuron devices and the EFA huge pages. Offerings in
     the zones the pool allows (nodes.ZONE when it names none), with the capacity types it allows, at the catalogue's
     on-demand price (0 when unknown; spot and reserved too: no price of ours tells them apart). The CPU is the

@@ -20,9 +20,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from eks_ddp.stack.engine_rules.base import Deployment, located
-from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
-from eks_ddp.stack.programs import Program
+from eks_ddp.engine_models.base import Deployment, located
+from eks_ddp.tools.mocking import DEPLOYER_ROLE_ARN, Registration
+from eks_ddp.tools.pulumi_program import Program
 from eks_ddp.stack.project_config import StackFileError
 from tests.cluster import charts, crds as custom_resources, karpenter, manifests, nodes, objects, operators, volumes
 from tests.cluster.api import ApiError

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from eks_ddp.stack.mocking import Registration
+from eks_ddp.tools.mocking import Registration
 from tests.cluster.documents import documents
 from tests.cluster.engines import build
 

@@ -13,7 +13,7 @@ from eks_ddp.infra.facts import catalogue
 from eks_ddp.infra.facts.allocatable import NodeLauncher, memory_capacity_mib
 from eks_ddp.infra.facts.network_topology import NETWORK_LAYERS, has_topology
 from eks_ddp.infra.existing_cluster import DESCRIBED_GROUP
-from eks_ddp.stack.engine_rules.base import Deployment, NodeSource, launcher_of, node_offer, node_sources
+from eks_ddp.engine_models.base import Deployment, NodeSource, launcher_of, node_offer, node_sources
 from tests.cluster import charts
 
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}

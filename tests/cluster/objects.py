@@ -2,7 +2,7 @@
 
 The objects are the manifests the program sends (a registration's `sent` inputs, without what the mocks answer).
 `pulumi up` creates a resource once every resource it depends on exists, and, for the ones pulumi-kubernetes awaits
-(stack.engine_rules.pulumi_kubernetes.awaited_to_completion), has ended; a component stands for every resource under
+(engine_models.pulumi_kubernetes.awaited_to_completion), has ended; a component stands for every resource under
 it, and a child waits for what its ancestors wait for. Charts and managed add-ons are one resource under the mocks:
 where no Go module ships their chart, their workloads are stood in by the pods tests.cluster.addon_pods reads from
 the pinned charts (requests, node selectors, tolerations), each named in the cluster's output.
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.cluster.addon_pods import EKS_ADDON, HELM_RELEASE, KUSTOMIZE, YAML_FILE, Workload, addon_workloads
-from eks_ddp.stack.engine_rules.base import Deployment, located
-from eks_ddp.stack.engine_rules.pulumi_kubernetes import awaited_to_completion
-from eks_ddp.stack.mocking import Registration
+from eks_ddp.engine_models.base import Deployment, located
+from eks_ddp.engine_models.pulumi_kubernetes import awaited_to_completion
+from eks_ddp.tools.mocking import Registration
 
 STAND_IN_IMAGE = "registry.k8s.io/pause:3.10"
 EXIT_CODE = "eks-ddp.local/exit-code"

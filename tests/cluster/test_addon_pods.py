@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
-from eks_ddp.stack import stack_file
+from eks_ddp.tools import stack_file
 from tests.cluster.addon_pods import AddonTableError, Workload, addon_workloads
 from eks_ddp.stack.config import parse
-from eks_ddp.stack.engine_rules.base import Deployment, admits, node_sources, tolerated
-from eks_ddp.stack.mocked import run_under_mocks
-from eks_ddp.stack.mocking import Registration
+from eks_ddp.engine_models.base import Deployment, admits, node_sources, tolerated
+from eks_ddp.tools.mocking import run_under_mocks
+from eks_ddp.tools.mocking import Registration
 
 TODAY = date(2026, 11, 22)
 # What the local cluster stands in: not metrics-server, the operators or Karpenter, which it runs from their modules.

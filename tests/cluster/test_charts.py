@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from eks_ddp.stack.mocking import Registration
-from eks_ddp.stack.programs import Program
+from eks_ddp.tools.mocking import Registration
+from eks_ddp.tools.pulumi_program import Program
 from tests.cluster import charts
 
 ROOT = Path(__file__).resolve().parents[2]

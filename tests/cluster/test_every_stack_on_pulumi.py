@@ -33,10 +33,10 @@ from pulumi import ResourceTransformArgs, ResourceTransformResult
 from pulumi.automation import CommandError, OpType
 
 from eks_ddp.infra.addons.kueue import QUEUE_LABEL
-from eks_ddp.stack import stack_file
-from eks_ddp.stack.engine_rules import pulumi_kubernetes, updates
-from eks_ddp.stack.engine_rules.base import Deployment, located
-from eks_ddp.stack.mocking import Registration
+from eks_ddp.tools import stack_file
+from eks_ddp.engine_models import pulumi_kubernetes, updates
+from eks_ddp.engine_models.base import Deployment, located
+from eks_ddp.tools.mocking import Registration
 from eks_ddp.workloads.batch_jobs import FABRIC_CHECK_LABEL, REPLACE_UNREADY
 from eks_ddp.workloads.components import SUBMITTED
 from tests import test_wheel
@@ -367,7 +367,7 @@ def _without_replacement(kind: str):
 
 @pytest.mark.parametrize("deploy", [("dev", "v1")], indirect=True, ids=["dev-v1"])
 def test_the_rehearsals_update_rule_agrees_with_the_real_provider_on_a_job_updated_in_place(deploy) -> None:
-    """stack/engine_rules/updates.py stays as a fast pre-check (the rehearsal of a user's own program): a PyTorchJob
+    """engine_models/updates.py stays as a fast pre-check (the rehearsal of a user's own program): a PyTorchJob
     without `replaceOnChanges` is a finding there, and here Pulumi's own provider updates it in place and the training
     operator leaves the old pods running on the old image, as the finding says."""
     running, workspace, binaries, override = deploy
@@ -405,7 +405,7 @@ def _without_replace_unready(name: str) -> pulumi.ResourceTransform:
 
 @pytest.mark.parametrize("deploy", [("dev", "v1")], indirect=True, ids=["dev-v1"])
 def test_the_rehearsals_gate_rule_agrees_with_the_real_engine_on_a_check_that_is_not_run_again(deploy) -> None:
-    """stack/engine_rules/pulumi_kubernetes.py's fabric-gate rule stays as a fast pre-check: an EFA check Job without
+    """engine_models/pulumi_kubernetes.py's fabric-gate rule stays as a fast pre-check: an EFA check Job without
     `pulumi.com/replaceUnready` is a finding there ("awaits the failed object again"), and here, after the check
     failed, Pulumi's own engine and provider await the same failed Job again on the next `pulumi up` of the same
     program, which fails again without running the check (a change to the Job's pods would replace it anyway)."""
@@ -436,7 +436,7 @@ def test_the_rehearsals_gate_rule_agrees_with_the_real_engine_on_a_check_that_is
 
 @pytest.mark.parametrize("deploy", [("dev", "v2")], indirect=True, ids=["dev-v2"])
 def test_the_rehearsals_immutable_rule_agrees_with_the_real_api_server_on_a_trainjob_updated_in_place(deploy) -> None:
-    """stack/engine_rules/pulumi_kubernetes.py's `immutable` rule stays as a fast pre-check: a TrainJob without
+    """engine_models/pulumi_kubernetes.py's `immutable` rule stays as a fast pre-check: a TrainJob without
     `replaceOnChanges` is a finding there, and here the real provider updates it in place, which the Trainer CRD's
     own validation refuses (its spec is immutable), failing `pulumi up`."""
     running, workspace, binaries, override = deploy
@@ -483,7 +483,7 @@ def _hold_pods(kubectl, job: str, hold: bool) -> list[str]:
 
 @pytest.mark.parametrize("deploy", [("dev", "v1")], indirect=True, ids=["dev-v1"])
 def test_the_rehearsals_skip_await_rule_agrees_with_the_real_provider_on_a_job_replaced_while_it_stops(deploy) -> None:
-    """stack/engine_rules/pulumi_kubernetes.py's `awaits` rule on a Job with `skipAwait` stays as a fast pre-check:
+    """engine_models/pulumi_kubernetes.py's `awaits` rule on a Job with `skipAwait` stays as a fast pre-check:
     there it is a finding, and here Pulumi's own provider replaces such a Job (a new image) without awaiting the old
     one's deletion, so the new one does not come to run while the old one stops; the stack as shipped
     (`pulumi.com/waitFor`, workloads/components.py SUBMITTED) awaits the deletion and creates the new Job after it."""

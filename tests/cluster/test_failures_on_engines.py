@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from eks_ddp.stack import stack_file
-from eks_ddp.stack.cluster import failures
+from eks_ddp.tools import stack_file
+from eks_ddp.engine_models import failures
 from tests.cluster import local_cluster
 from tests.cluster.conftest import OnEngines, true_conditions, wait_for
 from tests.cluster.objects import EXIT_CODE
@@ -64,6 +64,6 @@ def test_the_pytorchjob_survives_its_budget_of_events_and_fails_on_the_next_cras
     assert "Failed" not in _job_condition(on, name), f"{name} failed within its budget of {events} events"
     on.kubectl.run("annotate", "pod", pods[0]["metadata"]["name"], "-n", "training", f"{EXIT_CODE}=1")
     wait_for(f"{name} Failed", lambda: "Failed" in _job_condition(on, name))
-    # The rehearsal's failure counting (stack.cluster.failures, a fast model) says the same of this job.
+    # The rehearsal's failure counting (engine_models.failures, a fast model) says the same of this job.
     assert failures.outcome(job, [failures.CRASH] * events) is None
     assert failures.outcome(job, [failures.CRASH] * (events + 1)) == events + 1

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from eks_ddp.infra.facts import catalogue
-from eks_ddp.stack import stack_file
-from eks_ddp.stack.cost import training_nodes
-from eks_ddp.stack.engine_rules.base import Deployment, NodeSource, node_offer, quantity
+from eks_ddp.tools import stack_file
+from eks_ddp.tools.cost import training_nodes
+from eks_ddp.engine_models.base import Deployment, NodeSource, node_offer, quantity
 from tests.cluster import karpenter, local_cluster
 from tests.cluster.conftest import training, wait_for
 from tests.cluster.shared_plane import SharedPlane

@@ -7,7 +7,7 @@ training operator recreates it, and the scheduler binds it to the replacement.""
 from collections.abc import Callable
 from typing import Any
 
-from eks_ddp.stack.engine_rules.base import node_sources
+from eks_ddp.engine_models.base import node_sources
 from tests.cluster import nodes
 from tests.cluster.conftest import OnEngines, training, true_conditions, wait_for
 

@@ -10,8 +10,8 @@ it thinks of them: checking their templates as Pods is the only way to learn it 
 from collections.abc import Callable
 from typing import Any
 
-from eks_ddp.stack import stack_file
-from eks_ddp.stack.engine_rules.base import pod_specs
+from eks_ddp.tools import stack_file
+from eks_ddp.engine_models.base import pod_specs
 from eks_ddp.workloads import nccl_check
 from eks_ddp.workloads.preflight import CONTAINER as GPU_PREFLIGHT
 from tests.cluster import local_cluster

@@ -17,9 +17,9 @@ from eks_ddp.infra.addons import kueue
 from eks_ddp.infra.aws.cluster import GROUP_LABEL
 from eks_ddp.infra.facts.network_topology import NETWORK_LAYERS
 from eks_ddp.infra.platform import reachable_groups
-from eks_ddp.stack import stack_file
+from eks_ddp.tools import stack_file
 from eks_ddp.stack.config import parse
-from eks_ddp.stack.engine_rules.base import quantity
+from eks_ddp.engine_models.base import quantity
 from tests.cluster import karpenter, objects
 from tests.cluster.conftest import OnEngines, training, wait_for
 

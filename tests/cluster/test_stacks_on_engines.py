@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from eks_ddp.stack import stack_file
+from eks_ddp.tools import stack_file
 from eks_ddp.stack.config import SYSTEM_GROUP
-from eks_ddp.stack.engine_rules.base import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE, quantity
+from eks_ddp.engine_models.base import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE, quantity
 from eks_ddp.workloads.batch_jobs import STEP_LABEL
 from tests.cluster.conftest import OnEngines, training
 

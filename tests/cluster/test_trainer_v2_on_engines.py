@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from eks_ddp.stack import stack_file
-from eks_ddp.stack.cluster import failures
+from eks_ddp.tools import stack_file
+from eks_ddp.engine_models import failures
 from eks_ddp.workloads import trainjob
 from eks_ddp.workloads.training_pod import TRAINER_LABEL
 from tests.cluster import local_cluster
@@ -98,7 +98,7 @@ def test_a_failing_training_pod_restarts_the_jobset_up_to_its_budget_and_then_fa
     failed = true_conditions(jobset)["Failed"]
     assert failed["reason"] == "ReachedMaxRestarts", failed
     assert jobset["status"].get("restarts", 0) == budget, f"restarted {jobset['status'].get('restarts', 0)} times"
-    # The rehearsal's failure counting (stack.cluster.failures, a fast model) says the same of this runtime.
+    # The rehearsal's failure counting (engine_models.failures, a fast model) says the same of this runtime.
     assert failures.outcome(runtime, [failures.CRASH] * (budget + 1)) == budget + 1
     # The TrainJob reports the JobSet's verdict (v2.3.0 pkg/runtime/framework/plugins/jobset/jobset.go Status).
     wait_for(f"TrainJob {name} Failed",

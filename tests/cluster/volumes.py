@@ -7,7 +7,7 @@ as they would a provisioned volume. Its CSI driver is the class's provisioner; n
 
 from typing import Any
 
-from eks_ddp.stack.engine_rules.base import Deployment
+from eks_ddp.engine_models.base import Deployment
 
 CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
 CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"

@@ -12,7 +12,7 @@ from eks_ddp.infra.aws.iam import irsa_trust, pod_identity_trust
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts import versions
 from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
-from eks_ddp.stack.mocking import ACCOUNT, OIDC_ISSUER
+from eks_ddp.tools.mocking import ACCOUNT, OIDC_ISSUER
 from tests.pulumi_harness import Recorded
 
 PROVIDER_ARN = f"arn:aws:iam::{ACCOUNT}:oidc-provider/{OIDC_ISSUER}"

@@ -6,7 +6,7 @@ import pytest
 
 from eks_ddp.infra.facts import generate
 from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES, INSTANCE_TYPES
-from eks_ddp.stack.reference_data import read_network_cards
+from eks_ddp.tools.reference_data import read_network_cards
 from tests.upstream import REFERENCE
 
 # karpenter-provider-aws v1.14.1's generated VPC limits lack 41 types, all with EFA: the table takes their EFA
@@ -85,8 +85,8 @@ def test_every_type_a_stack_or_the_issue_names_has_its_list_price() -> None:
 
 
 def test_the_shipped_network_cards_are_ec2s_as_upstream_publishes_them() -> None:
-    """stack/data/network-cards.tsv, which the rehearsal reads, is the upstream table row for row."""
-    from eks_ddp.stack.reference_data import NETWORK_CARDS
+    """tools/data/network-cards.tsv, which the rehearsal reads, is the upstream table row for row."""
+    from eks_ddp.tools.reference_data import NETWORK_CARDS
 
     upstream = [line for line in (REFERENCE / "network-cards.tsv").read_text().splitlines() if not line.startswith("#")]
     shipped = [line for line in NETWORK_CARDS.read_text().splitlines() if not line.startswith("#")]

@@ -77,7 +77,7 @@ def test_a_pinned_vpc_cni_older_than_efa_only_support_is_refused(pulumi_mocks: R
 
 def test_the_deploying_principal_gets_no_second_access_entry(pulumi_mocks: Recorded) -> None:
     """pulumi-eks already makes the creator an admin: a second entry would fail with ResourceInUseException."""
-    from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN
+    from eks_ddp.tools.mocking import DEPLOYER_ROLE_ARN
 
     other = "arn:aws:iam::123456789012:role/platform-admin"
     pulumi_mocks.run(lambda: Cluster("training", _args(admin_principal_arns=[DEPLOYER_ROLE_ARN, other])))

@@ -9,7 +9,7 @@ from eks_ddp.infra.aws.cluster import Cluster
 from eks_ddp.infra.aws.efa_node_group import EfaNodeGroup
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts import instance_facts
-from eks_ddp.stack.mocking import RecordingMocks
+from eks_ddp.tools.mocking import RecordingMocks
 from tests.infra.test_efa_node_group import _args
 from tests.pulumi_harness import Recorded
 

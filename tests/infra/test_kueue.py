@@ -13,7 +13,7 @@ from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.infra.facts.node_room import DAEMON_SETS_MIB, daemon_sets_millicores, node_allocatable
 from eks_ddp.infra.platform import reachable_groups
 from eks_ddp.stack.config import ConfigError, parse
-from eks_ddp.stack.stack_file import ROOT, load
+from eks_ddp.tools.stack_file import ROOT, load
 
 
 def _describe(name: str) -> catalogue.InstanceType:

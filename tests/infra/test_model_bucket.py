@@ -6,7 +6,7 @@ import pytest
 from eks_ddp.infra.aws.iam import irsa_trust, pod_identity_trust
 from eks_ddp.infra.aws.model_bucket import CHECKPOINTS_PREFIX, ModelBucket
 from eks_ddp.infra.errors import InvalidArgument
-from eks_ddp.stack.mocking import ACCOUNT, OIDC_ISSUER
+from eks_ddp.tools.mocking import ACCOUNT, OIDC_ISSUER
 from eks_ddp.workloads.training_pod import TrainingJob, artifact_arguments
 from tests.pulumi_harness import Recorded
 

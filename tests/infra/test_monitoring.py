@@ -17,11 +17,11 @@ from eks_ddp.infra.addons.prometheus_monitoring import (
     dcgm_values,
     efa_exporter_values,
 )
-from eks_ddp.stack import stack_file
+from eks_ddp.tools import stack_file
 from eks_ddp.stack.config import ConfigError, parse
-from eks_ddp.stack.mocked import run_under_mocks
-from eks_ddp.stack.mocking import Registration
-from eks_ddp.stack.rehearsal import rehearse_values
+from eks_ddp.tools.mocking import run_under_mocks
+from eks_ddp.tools.mocking import Registration
+from eks_ddp.tools.rehearsal import rehearse_values
 from eks_ddp.trainer.metrics_export import PER_POD, PREFIX, MetricsExport
 from eks_ddp.workloads.training_pod import METRICS_PORT_NAME
 from tests.upstream import validate_against_crd
@@ -279,7 +279,7 @@ def test_bad_monitoring_input_is_one_line_naming_the_key(key: str, value: str, m
 
 
 def test_the_watch_picture_evaluates_the_dashboards_expressions_on_a_scrape() -> None:
-    from eks_ddp.stack.watch_picture import PANELS, value
+    from eks_ddp.tools.watch_picture import PANELS, value
 
     samples = {"eksddp_trainer_step": 30.0, "eksddp_trainer_steps": 120.0, "eksddp_trainer_loss": 0.5}
     assert (

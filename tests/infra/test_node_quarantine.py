@@ -4,10 +4,10 @@ lets a token do the API server itself decides (tests/cluster/test_quarantine_on_
 from typing import Any
 
 from eks_ddp.infra.addons.node_quarantine import NAME
-from eks_ddp.stack import stack_file
+from eks_ddp.tools import stack_file
 from eks_ddp.stack.config import parse
-from eks_ddp.stack.mocked import run_under_mocks
-from eks_ddp.stack.mocking import Registration
+from eks_ddp.tools.mocking import run_under_mocks
+from eks_ddp.tools.mocking import Registration
 
 
 def _registrations(stack: str, **config: Any) -> list[Registration]:

@@ -5,7 +5,7 @@ from fractions import Fraction
 import pytest
 
 from eks_ddp.infra.facts import quantities
-from eks_ddp.stack.engine_rules.base import quantity
+from eks_ddp.engine_models.base import quantity
 
 
 @pytest.mark.parametrize(("text", "value"), [

@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from eks_ddp.stack.mocking import run_offline
+from eks_ddp.tools.mocking import run_offline
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "your-project.md"
 SECTION = "## A second example: a PyTorchJob on a Graviton group"

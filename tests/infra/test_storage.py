@@ -6,7 +6,7 @@ import pytest
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.storage.efs import EfsStorage
 from eks_ddp.infra.storage.fsx import FsxLustreStorage, valid_capacity
-from eks_ddp.stack.mocking import ACCOUNT, OIDC_ISSUER
+from eks_ddp.tools.mocking import ACCOUNT, OIDC_ISSUER
 from tests.pulumi_harness import Recorded
 
 PROVIDER_ARN = f"arn:aws:iam::{ACCOUNT}:oidc-provider/{OIDC_ISSUER}"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-SOURCE_PATHS = ("trainer", "infra", "workloads", "stack", "policy", "provider")
+SOURCE_PATHS = ("trainer", "infra", "workloads", "stack", "tools", "engine_models", "policy", "provider")
 PYTEST_ARGS = ["-p", "no:cacheprovider", "-p", "no:xdist", "-o", "addopts=", "-p", "tests.mutation.aliases"]
 KILLED = {"killed"}
 """Not "timeout": a forked test that hangs proves nothing about the mutant (see FORK_SAFE), so a timeout fails the

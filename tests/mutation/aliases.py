@@ -9,7 +9,7 @@ import sys
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
-PACKAGES = frozenset({"trainer", "infra", "workloads", "stack", "policy", "provider"})
+PACKAGES = frozenset({"trainer", "infra", "workloads", "stack", "tools", "engine_models", "policy", "provider"})
 
 
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):

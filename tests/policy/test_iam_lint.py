@@ -6,7 +6,7 @@ import json
 import parliament
 import pytest
 
-from eks_ddp.stack import stack_file
+from eks_ddp.tools import stack_file
 from eks_ddp.stack.config import parse
 from eks_ddp.stack.program import build
 from tests.pulumi_harness import Recorded

@@ -15,7 +15,7 @@ from eks_ddp.policy.rules import (
     pods_denied_by_default,
     training_jobs_queued,
 )
-from eks_ddp.stack import stack_file
+from eks_ddp.tools import stack_file
 from eks_ddp.stack.config import parse
 from eks_ddp.stack.program import build
 from tests.pulumi_harness import Recorded

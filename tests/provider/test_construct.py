@@ -22,7 +22,7 @@ from pulumi.runtime import rpc
 
 from eks_ddp.provider import COMPONENTS, NAMESPACE, PACKAGE, version
 from eks_ddp.provider.wire_inputs import ComponentsProvider
-from eks_ddp.stack.mocking import Registration, run_offline
+from eks_ddp.tools.mocking import Registration, run_offline
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "yaml_platform" / "Pulumi.yaml"
 

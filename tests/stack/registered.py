@@ -11,8 +11,8 @@ import json
 from typing import Any
 
 from eks_ddp.stack.config import parse
-from eks_ddp.stack.mocked import run_under_mocks
-from eks_ddp.stack.mocking import Registration
+from eks_ddp.tools.mocking import run_under_mocks
+from eks_ddp.tools.mocking import Registration
 
 
 def registered(values: dict[str, Any], region: str | None, stack: str = "dev") -> list[Registration]:

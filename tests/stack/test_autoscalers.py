@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from eks_ddp.policy.rules import StackResource, efa_groups_consistent
-from eks_ddp.stack import stack_file
+from eks_ddp.tools import stack_file
 from eks_ddp.stack.config import ConfigError, parse
-from eks_ddp.stack.engine_rules import Deployment, check
-from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
-from eks_ddp.stack.rehearsal import rehearse_values
+from eks_ddp.engine_models import Deployment, check
+from eks_ddp.tools.mocking import DEPLOYER_ROLE_ARN, Registration
+from eks_ddp.tools.rehearsal import rehearse_values
 from tests.upstream import validate_against_crd
 from tests.stack.registered import registered
 
@@ -214,7 +214,7 @@ def test_an_unknown_autoscaler_is_one_line_naming_the_key() -> None:
 
 
 def test_the_preview_says_karpenter_launches_the_training_nodes_and_keeps_none_idle() -> None:
-    from eks_ddp.stack import node_facts
+    from eks_ddp.tools import node_facts
 
     values, region = stack_file.load("gpu")
     records = {r["name"]: r for r in node_facts.node_groups(parse({**values, "autoscaler": "karpenter"}, region))}

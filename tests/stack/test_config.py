@@ -9,7 +9,7 @@ from pathlib import Path
 import pulumi
 import pytest
 
-from eks_ddp.stack import stack_file
+from eks_ddp.tools import stack_file
 from eks_ddp.stack.config import ConfigError, parse
 from eks_ddp.stack.project_config import PROJECT, StackFileError
 from tests.pulumi_harness import Recorded

@@ -2,7 +2,7 @@
 
 import pytest
 
-from eks_ddp.stack import stack_file
+from eks_ddp.tools import stack_file
 from eks_ddp.stack.config import ConfigError, parse
 from eks_ddp.stack.config_paths import PathError, segments, with_path
 from eks_ddp.stack.project_config import StackFileError

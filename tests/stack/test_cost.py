@@ -12,10 +12,10 @@ from typing import NamedTuple
 import pytest
 
 from eks_ddp.infra.facts.catalogue import PRICES
-from eks_ddp.stack import cost, preview, stack_file
-from eks_ddp.stack.engine_rules import Deployment
-from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN
-from eks_ddp.stack.programs import Program
+from eks_ddp.tools import cost, preview, stack_file
+from eks_ddp.engine_models import Deployment
+from eks_ddp.tools.mocking import DEPLOYER_ROLE_ARN
+from eks_ddp.tools.pulumi_program import Program
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTROL_PLANE, NAT_GATEWAY, SCRATCH_2_GIB_MONTH = 0.10, 0.045, 0.140  # AWS's list prices, us-east-1

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from eks_ddp.infra.facts.catalogue import PRICES
-from eks_ddp.stack import cost
-from eks_ddp.stack.engine_rules import Deployment
-from eks_ddp.stack.mocking import Registration
+from eks_ddp.tools import cost
+from eks_ddp.engine_models import Deployment
+from eks_ddp.tools.mocking import Registration
 from eks_ddp.workloads.training_pod import TRAINER_LABEL
 
 HOURS_PER_MONTH = 730

@@ -1,4 +1,4 @@
-"""Dependencies that cannot be forgotten (stack/engine_rules/dependencies.py): what Pulumi's Python SDK waits for,
+"""Dependencies that cannot be forgotten (engine_models/dependencies.py): what Pulumi's Python SDK waits for,
 read from its behaviour under the mocks, and the rule over the stacks."""
 
 import asyncio
@@ -12,10 +12,10 @@ import pulumi
 import pulumi_aws as aws
 import pytest
 
-from eks_ddp.stack.engine_rules import RULES, Deployment
-from eks_ddp.stack.engine_rules.dependencies import waits_for_what_it_names
-from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, RecordingMocks, RecordingMonitor, Registration, run_offline
-from eks_ddp.stack.programs import Program
+from eks_ddp.engine_models import RULES, Deployment
+from eks_ddp.engine_models.dependencies import waits_for_what_it_names
+from eks_ddp.tools.mocking import DEPLOYER_ROLE_ARN, RecordingMocks, RecordingMonitor, Registration, run_offline
+from eks_ddp.tools.pulumi_program import Program
 from tests.pulumi_harness import Recorded
 
 TODAY = date(2026, 11, 22)

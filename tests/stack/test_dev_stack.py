@@ -8,9 +8,9 @@ from typing import Any
 import pulumi
 import pytest
 
-from eks_ddp.stack import stack_file
+from eks_ddp.tools import stack_file
 from eks_ddp.stack.config import PROJECT, parse
-from eks_ddp.stack.preview import kubernetes_objects
+from eks_ddp.tools.preview import kubernetes_objects
 from eks_ddp.stack.program import build
 from eks_ddp.workloads.pytorchjob import admission_errors
 from tests.pulumi_harness import Recorded

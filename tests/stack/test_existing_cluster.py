@@ -10,12 +10,12 @@ import pytest
 
 from eks_ddp.infra.facts import instance_facts
 from eks_ddp.infra.facts.instance_facts import offline
-from eks_ddp.stack import cost, stack_file
+from eks_ddp.tools import cost, stack_file
 from eks_ddp.stack.config import ConfigError, parse
-from eks_ddp.stack.engine_rules import Deployment
-from eks_ddp.stack.mocking import RecordingMocks, run_offline
+from eks_ddp.engine_models import Deployment
+from eks_ddp.tools.mocking import RecordingMocks, run_offline
 from eks_ddp.stack.program import build
-from eks_ddp.stack.rehearsal import variants
+from eks_ddp.tools.rehearsal import variants
 from tests.stack.registered import registered
 
 DEV, REGION = stack_file.load("dev")

@@ -3,7 +3,7 @@ with its verdict, nothing it runs outlives the time the docs state, the next `pu
 and leaves a passed one alone, and the evaluation waits for the checks as training does.
 
 What pulumi-kubernetes and the Pulumi engine do with each object is the rehearsal's model
-(stack/engine_rules/pulumi_kubernetes.py, from their sources); these tests hold the GPU stack to it, and the model
+(engine_models/pulumi_kubernetes.py, from their sources); these tests hold the GPU stack to it, and the model
 to what today's objects (before this change) would meet.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from eks_ddp.stack import stack_file
-from eks_ddp.stack.engine_rules import Deployment, check
-from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
+from eks_ddp.tools import stack_file
+from eks_ddp.engine_models import Deployment, check
+from eks_ddp.tools.mocking import DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.workloads.batch_jobs import FABRIC_CHECK_LABEL
 from tests.stack.registered import registered
 
@@ -66,7 +66,7 @@ def _as_before(registration: Registration) -> Registration:
 def test_the_rehearsal_knows_a_gate_that_reports_late_never_runs_again_or_lets_its_workers_run() -> None:
     """pulumi-kubernetes fails a Job's await as soon as it fails, but awaits a `waitFor` until its timeout whatever
     the object did; the next `pulumi up` re-awaits a failed object unless something replaces it; mpi-operator
-    v0.8.0 bounds only the launcher (stack/engine_rules/pulumi_kubernetes.py)."""
+    v0.8.0 bounds only the launcher (engine_models/pulumi_kubernetes.py)."""
     registrations = _gpu()
     checks = _checks(registrations)
     before = [_as_before(r) if r in checks.values() else r for r in registrations]
@@ -86,7 +86,7 @@ def test_the_rehearsal_knows_a_gate_that_reports_late_never_runs_again_or_lets_i
 
 @pytest.mark.parametrize("mode", ["gate", "report"])
 def test_the_gpu_stacks_checks_fail_fast_with_their_verdict_run_again_and_stay_bounded(mode: str) -> None:
-    from eks_ddp.stack.engine_rules.pulumi_kubernetes import gate_problems, reported_after, runs_again
+    from eks_ddp.engine_models.pulumi_kubernetes import gate_problems, reported_after, runs_again
 
     registrations = _gpu(mode)
     deployment = _deployment(registrations)
@@ -110,7 +110,7 @@ def test_an_attempt_that_nothing_completes_would_run_the_check_after_every_pulum
 def test_the_evaluation_waits_for_the_checks_as_training_does() -> None:
     """It used to start with the platform: after a failed check it held a system node's pod for two days, waiting
     for a model no training would write."""
-    from eks_ddp.stack.engine_rules.pulumi_kubernetes import phases
+    from eks_ddp.engine_models.pulumi_kubernetes import phases
 
     registrations = _gpu()
     stages = phases(_deployment(registrations))

@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 
 from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
-from eks_ddp.stack import stack_file
-from eks_ddp.stack.cluster.failures import (
+from eks_ddp.tools import stack_file
+from eks_ddp.engine_models.failures import (
     BAD_NODE,
     CRASH,
     NODE_LOSS,
@@ -18,8 +18,8 @@ from eks_ddp.stack.cluster.failures import (
     outcome,
     spot_drain,
 )
-from eks_ddp.stack.engine_rules import Deployment
-from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
+from eks_ddp.engine_models import Deployment
+from eks_ddp.tools.mocking import DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.workloads import indexed_job, pytorchjob, trainjob
 from eks_ddp.workloads.target import NodeTarget
 from eks_ddp.workloads.training_pod import TRAINER_LABEL, TrainingJob

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from torch.utils.tensorboard import SummaryWriter
 
-from eks_ddp.stack.last_run import main, newest_events
+from eks_ddp.tools.last_run import main, newest_events
 from tests.conftest import ROOT, free_port
 
 
@@ -43,7 +43,7 @@ def test_tensorboard_serves_the_newest_runs_scalars(tmp_path: Path) -> None:
     _run(tmp_path, "old", "old/loss", now - 60)
     _run(tmp_path, "new", "train/loss", now)
     port = free_port()
-    command = [sys.executable, "-m", "eks_ddp.stack.last_run", "--runs", str(tmp_path), "--port", str(port)]
+    command = [sys.executable, "-m", "eks_ddp.tools.last_run", "--runs", str(tmp_path), "--port", str(port)]
     server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         deadline, tags = time.monotonic() + 60, {}

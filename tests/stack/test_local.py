@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
-from eks_ddp.stack import stack_file
-from eks_ddp.stack.local import render_for, replicas
-from eks_ddp.stack.local_pods import pod_user
+from eks_ddp.tools import stack_file
+from eks_ddp.tools.local import render_for, replicas
+from eks_ddp.tools.local_pods import pod_user
 from eks_ddp.workloads.training_pod import TrainingJob
 from tests.conftest import ROOT, trainer_env
 
@@ -38,7 +38,7 @@ def test_each_pod_gets_its_engines_variables_pointed_at_this_machine(tmp_path: P
     """The variables each engine gives pod i (the training operator's, the Trainer's torch plugin's, the Indexed
     Job's own with its completion index), with only the rendezvous address and port made local."""
     from eks_ddp.infra.addons.training_operator import OperatorKind
-    from eks_ddp.stack.local import engine_job
+    from eks_ddp.tools.local import engine_job
     from eks_ddp.workloads.target import NodeTarget
 
     target = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1, labels={})
@@ -91,7 +91,7 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, P
     the tests that read its results and the test that a later refused or failed run keeps them."""
     project, cwd = _tiny_project(tmp_path_factory.mktemp("demo")), Path(tempfile.mkdtemp(prefix="eks-ddp-local-"))
     cwd.chmod(0o755)
-    command = [sys.executable, "-m", "eks_ddp.stack.local", "--stack", "tiny", "--project-dir", str(project)]
+    command = [sys.executable, "-m", "eks_ddp.tools.local", "--stack", "tiny", "--project-dir", str(project)]
     command += ["--config", "eks-ddp:trainingOperator=v1"]
     yield project, cwd, subprocess.run(command, cwd=cwd, env=trainer_env(), capture_output=True, text=True, timeout=300)
     shutil.rmtree(cwd)
@@ -110,7 +110,7 @@ def test_tiny_stack_job_runs_locally_and_is_evaluated(
         workdir = cwd / "runs" / "local" / "tiny"
     else:
         project, workdir = _tiny_project(tmp_path), open_workdir / "work"
-        command = [sys.executable, "-m", "eks_ddp.stack.local", "--stack", "tiny", "--project-dir", str(project)]
+        command = [sys.executable, "-m", "eks_ddp.tools.local", "--stack", "tiny", "--project-dir", str(project)]
         command += ["--workdir", str(workdir), "--config", f"eks-ddp:trainingOperator={operator}"]
         result = subprocess.run(command, cwd=ROOT, env=trainer_env(), capture_output=True, text=True, timeout=300)
     job, _ = render_for("dev")
@@ -141,7 +141,7 @@ def test_a_missing_permissions_step_fails_the_demo_as_it_fails_the_cluster(
     tmp_path: Path, open_workdir: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """One pod shows it (a second would fail the same way, at twice the cost): the trainer's user cannot write."""
-    from eks_ddp.stack import local
+    from eks_ddp.tools import local
 
     project = _tiny_project(tmp_path)
     job, evaluation = render_for("tiny", project, {"eks-ddp:job.replicas": "1"})
@@ -156,7 +156,7 @@ def test_a_missing_permissions_step_fails_the_demo_as_it_fails_the_cluster(
 
 
 def test_init_containers_run_locally_with_the_claim_mapped(tmp_path: Path) -> None:
-    from eks_ddp.stack.local_pods import init_steps
+    from eks_ddp.tools.local_pods import init_steps
 
     job, evaluation = render_for("dev")
     assert evaluation is not None
@@ -178,7 +178,7 @@ def test_a_gpu_jobs_processes_are_scaled_to_this_machine_and_the_output_says_so(
 ) -> None:
     """A p5 pod runs 8 torchrun workers; 2 such pods on 2 CPUs must not start 16 ranks while printing "2 replicas"."""
     from eks_ddp.infra.addons.training_operator import OperatorKind
-    from eks_ddp.stack.local import cluster_processes, describe_ranks, engine_job
+    from eks_ddp.tools.local import cluster_processes, describe_ranks, engine_job
     from eks_ddp.workloads.target import NodeTarget
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
@@ -205,7 +205,7 @@ def test_the_workshops_elastic_job_trains_through_torchruns_elastic_rendezvous(o
         ("2:4", "127.0.0.1:29533", "c10d")
     ] * 4
     assert not {"RANK", "WORLD_SIZE", "MASTER_ADDR"} & {k for pod in job.pods for k in _variables(pod)}
-    command = [sys.executable, "-m", "eks_ddp.stack.local", "--stack", "workshop", "--workdir", str(workdir)]
+    command = [sys.executable, "-m", "eks_ddp.tools.local", "--stack", "workshop", "--workdir", str(workdir)]
     command += ["--config", "eks-ddp:job.epochs=2"]
     result = subprocess.run(command, cwd=ROOT, env=trainer_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -228,7 +228,7 @@ def test_a_stack_whose_script_lives_only_in_its_image_is_refused_in_one_line(
 ) -> None:
     """Pulumi.trainium.yaml's Neuron script comes from the user's image: the local run names the key and what to do
     instead of letting torchrun fail in every pod."""
-    from eks_ddp.stack import local
+    from eks_ddp.tools import local
 
     assert local.main(["--stack", "trainium", "--workdir", str(tmp_path / "work")]) == 2
     assert capsys.readouterr().err == (
@@ -252,7 +252,7 @@ def test_a_refused_input_or_a_failed_run_never_costs_the_last_good_runs_results(
 ) -> None:
     """`make demo` after a good run: a refused CONFIG touches no file, and a run that fails leaves the good run's
     model, checkpoints, evaluation and events where they were (the failed one beside them, under `.failed`)."""
-    from eks_ddp.stack import local
+    from eks_ddp.tools import local
 
     project, cwd, result = demo_run
     assert result.returncode == 0, result.stderr[-3000:]
@@ -282,7 +282,7 @@ def test_a_refused_input_or_a_failed_run_never_costs_the_last_good_runs_results(
 
 def test_a_run_killed_before_it_could_put_the_good_run_back_is_mended_by_the_next(tmp_path: Path) -> None:
     """kill -9 leaves the good run in `.previous` and a partial one in its place: the next run starts from that."""
-    from eks_ddp.stack.local import keeping_the_last_good_run
+    from eks_ddp.tools.local import keeping_the_last_good_run
 
     workdir = tmp_path / "dev"
     (tmp_path / "dev.previous").mkdir()

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from eks_ddp.stack.local import render_for
-from eks_ddp.stack.local_pods import ContainerUser, InitStep, init_steps, security_note
+from eks_ddp.tools.local import render_for
+from eks_ddp.tools.local_pods import ContainerUser, InitStep, init_steps, security_note
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and util-linux's setpriv to switch users"

@@ -1,5 +1,5 @@
 """The training namespace's NetworkPolicies (workloads/network_policy.py) under the NetworkPolicy semantics encoded
-in stack/engine_rules/network_policy.py: a 2-pod job's rendezvous, collectives and scrape pass; another
+in engine_models/network_policy.py: a 2-pod job's rendezvous, collectives and scrape pass; another
 namespace's pod does not. Each test renders the policies itself: `make mutate` tries a mutant on the tests that call
 the code it mutates, which a module-level rendering is not."""
 
@@ -7,11 +7,11 @@ from datetime import date
 
 import pytest
 
-from eks_ddp.stack import stack_file
-from eks_ddp.stack.engine_rules import Deployment
-from eks_ddp.stack.engine_rules.network_policy import Endpoint, allowed, job_traffic
-from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN
-from eks_ddp.stack.local import local_job, render_for
+from eks_ddp.tools import stack_file
+from eks_ddp.engine_models import Deployment
+from eks_ddp.engine_models.network_policy import Endpoint, allowed, job_traffic
+from eks_ddp.tools.mocking import DEPLOYER_ROLE_ARN
+from eks_ddp.tools.local import local_job, render_for
 from eks_ddp.workloads.network_policy import training_policies
 from eks_ddp.workloads.training_pod import METRICS_PORT, pod_labels
 from tests.stack.registered import registered

@@ -1,4 +1,4 @@
-"""The rehearsal's NetworkPolicy model (stack/engine_rules/network_policy.py): the API's rules on policies written
+"""The rehearsal's NetworkPolicy model (engine_models/network_policy.py): the API's rules on policies written
 for the case (kubernetes/api networking/v1 types.go), and what `job_traffic` reports, finding for finding, when the
 namespace's policies break what a job needs or let another namespace in."""
 
@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
-from eks_ddp.stack.engine_rules import Deployment, Finding
-from eks_ddp.stack.engine_rules.network_policy import Endpoint, allowed, job_traffic
-from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
+from eks_ddp.engine_models import Deployment, Finding
+from eks_ddp.engine_models.network_policy import Endpoint, allowed, job_traffic
+from eks_ddp.tools.mocking import DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.workloads import pytorchjob
 from eks_ddp.workloads.network_policy import training_policies
 from eks_ddp.workloads.target import NodeTarget

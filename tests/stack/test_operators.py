@@ -5,11 +5,11 @@ from datetime import date
 
 import pytest
 
-from eks_ddp.stack import stack_file
-from eks_ddp.stack.engine_rules import Deployment, check
-from eks_ddp.stack.engine_rules.pulumi_kubernetes import awaited_to_completion, is_training, phases
-from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
-from eks_ddp.stack.rehearsal import rehearse_values
+from eks_ddp.tools import stack_file
+from eks_ddp.engine_models import Deployment, check
+from eks_ddp.engine_models.pulumi_kubernetes import awaited_to_completion, is_training, phases
+from eks_ddp.tools.mocking import DEPLOYER_ROLE_ARN, Registration
+from eks_ddp.tools.rehearsal import rehearse_values
 from eks_ddp.workloads.batch_jobs import FABRIC_CHECK_LABEL
 from tests.stack.registered import registered
 
@@ -72,8 +72,8 @@ def test_a_trainjob_updated_in_place_is_reported_by_the_rehearsal() -> None:
     """Its spec.trainer is immutable (the CRD's CEL rule): an in-place update of a changed TrainJob fails."""
     from dataclasses import replace
 
-    from eks_ddp.stack.engine_rules import Deployment, check
-    from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN
+    from eks_ddp.engine_models import Deployment, check
+    from eks_ddp.tools.mocking import DEPLOYER_ROLE_ARN
 
     values, region = stack_file.load("dev")
     registrations = registered({**values, "trainingOperator": "v2"}, region)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from eks_ddp.stack import stack_file
+from eks_ddp.tools import stack_file
 from eks_ddp.stack.config import ConfigError, parse
 from tests.conftest import ROOT
 from tests.stack.registered import registered
@@ -96,7 +96,7 @@ def test_code_that_cannot_run_is_one_line_naming_the_key(change: dict[str, Any],
 
 
 def test_the_local_run_trains_the_example_script(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "eks_ddp.stack.local", "--stack", "own-code", "--workdir", str(tmp_path)]
+    command = [sys.executable, "-m", "eks_ddp.tools.local", "--stack", "own-code", "--workdir", str(tmp_path)]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     line = next(line for line in result.stdout.splitlines() if line.startswith("own script: test accuracy"))

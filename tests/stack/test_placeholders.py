@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from eks_ddp.stack import placeholders, preview, stack_file
+from eks_ddp.stack import placeholders
+from eks_ddp.tools import preview, stack_file
 from eks_ddp.stack.config import ConfigError
 from tests.pulumi_harness import Recorded
 

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eks_ddp.stack import cost, preview, stack_file
-from eks_ddp.stack.engine_rules import Deployment
-from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN
-from eks_ddp.stack.programs import Program
+from eks_ddp.tools import cost, preview, stack_file
+from eks_ddp.engine_models import Deployment
+from eks_ddp.tools.mocking import DEPLOYER_ROLE_ARN
+from eks_ddp.tools.pulumi_program import Program
 from tests.workloads.schemas import validate_pytorchjob
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from eks_ddp.stack.programs import Program
+from eks_ddp.tools.pulumi_program import Program
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "own_program"
 
 
 def _tool(module: str, *args: str, cwd: Path = EXAMPLE) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", f"eks_ddp.stack.{module}", *args]
+    command = [sys.executable, "-m", f"eks_ddp.tools.{module}", *args]
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
 
 

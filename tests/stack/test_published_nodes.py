@@ -9,8 +9,8 @@ import pytest
 
 from eks_ddp.infra.facts import catalogue
 from eks_ddp.infra.facts.allocatable import efa_hugepages_mib
-from eks_ddp.stack import stack_file
-from eks_ddp.stack.engine_rules.base import Deployment, admits, node_sources, quantity, training_templates
+from eks_ddp.tools import stack_file
+from eks_ddp.engine_models.base import Deployment, admits, node_sources, quantity, training_templates
 from eks_ddp.infra.facts.node_room import DAEMON_SETS_MIB
 from tests.upstream import REFERENCE
 from tests.stack.registered import registered

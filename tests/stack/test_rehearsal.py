@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from eks_ddp.stack import rehearsal, stack_file
+from eks_ddp.tools import rehearsal, stack_file
 from eks_ddp.stack.config import parse
-from eks_ddp.stack.engine_rules import Deployment, check
-from eks_ddp.stack.mocked import run_under_mocks
-from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
+from eks_ddp.engine_models import Deployment, check
+from eks_ddp.tools.mocking import run_under_mocks
+from eks_ddp.tools.mocking import DEPLOYER_ROLE_ARN, Registration
 
 DEV, REGION = stack_file.load("dev")
 TODAY = date(2026, 11, 22)
@@ -255,7 +255,7 @@ def test_the_command_prints_one_line_per_broken_rule(capsys: pytest.CaptureFixtu
 def test_each_warning_is_printed_once_with_its_variants_and_each_stack_file_ends_with_its_summary() -> None:
     """dev runs eight times (twice as written, once changed, under five other variants): a warning is one line that
     says where it came up, Karpenter's only under the Karpenter variants; then one summary line per stack file."""
-    command = [sys.executable, "-m", "eks_ddp.stack.rehearsal", "--stack", "dev", "--stack", "cpu", "--on", "2026-11-22"]
+    command = [sys.executable, "-m", "eks_ddp.tools.rehearsal", "--stack", "dev", "--stack", "cpu", "--on", "2026-11-22"]
     done = subprocess.run(command, cwd=stack_file.ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
     lines = done.stderr.splitlines()

@@ -5,10 +5,10 @@ from typing import Any
 
 import pytest
 
-from eks_ddp.stack import node_facts, preview, stack_file
+from eks_ddp.tools import node_facts, preview, stack_file
 from eks_ddp.stack.config import ConfigError, parse
-from eks_ddp.stack.mocked import run_under_mocks
-from eks_ddp.stack.mocking import Registration
+from eks_ddp.tools.mocking import run_under_mocks
+from eks_ddp.tools.mocking import Registration
 from eks_ddp.workloads.image import BUILD_ARGS, Accelerator
 from tests.workloads.schemas import validate_pytorchjob
 from tests.stack.registered import registered
@@ -83,8 +83,8 @@ def _priced(registrations: list[Registration], item: str) -> float | None:
     """The unit price the preview's cost estimate gives the node group named in `item` (None: unknown)."""
     from datetime import date
 
-    from eks_ddp.stack import cost
-    from eks_ddp.stack.engine_rules import Deployment
+    from eks_ddp.tools import cost
+    from eks_ddp.engine_models import Deployment
 
     lines = cost.estimate(Deployment(registrations, "us-east-1", "arn:aws:iam::123456789012:role/ci", date(2026, 11, 24)))
     (line,) = [line for line in lines if item in line.item]
@@ -136,7 +136,7 @@ def test_a_type_that_is_not_ec2s_or_has_no_supported_accelerator_is_one_line_nam
 
 
 def test_the_gpu_workshop_shape_reuses_its_vpc_and_mounts_its_file_system_statically() -> None:
-    from eks_ddp.stack.engine_rules import Deployment, check
+    from eks_ddp.engine_models import Deployment, check
     from tests.workloads.schemas import validate_core
 
     registrations = _run("gpu-existing")

@@ -10,9 +10,9 @@ from datetime import date
 
 import pytest
 
-from eks_ddp.stack import rehearsal, stack_file
-from eks_ddp.stack.engine_rules import Deployment, changed_pods, unapplied_pod_changes
-from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
+from eks_ddp.tools import rehearsal, stack_file
+from eks_ddp.engine_models import Deployment, changed_pods, unapplied_pod_changes
+from eks_ddp.tools.mocking import DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.workloads.components import QUEUE_CHANGE_REPLACES
 from tests.stack.registered import registered
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from eks_ddp.stack.local import EngineJob, engine_job, local_job, replicas
+from eks_ddp.tools.local import EngineJob, engine_job, local_job, replicas
 from eks_ddp.trainer.metrics_export import PREFIX, MetricsExport, scrape
 from eks_ddp.workloads import pytorchjob
 from eks_ddp.workloads.training_pod import METRICS_PORT, pod_monitor

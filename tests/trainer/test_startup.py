@@ -36,7 +36,7 @@ def test_a_block_that_imports_nothing_new_freezes_nothing() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["eks_ddp.trainer", "eks_ddp.stack.preview", "eks_ddp.stack.rehearsal", "eks_ddp.stack.local"]
+    "module", ["eks_ddp.trainer", "eks_ddp.tools.preview", "eks_ddp.tools.rehearsal", "eks_ddp.tools.local"]
 )
 def test_each_command_freezes_its_imports_before_it_reads_its_arguments(module: str) -> None:
     probe = f"import gc, runpy, sys; sys.argv = ['{module}', '--help']\n"

@@ -11,7 +11,7 @@ from eks_ddp.infra.addons.training_operator import TrainingOperator
 from eks_ddp.infra.aws.efa_node_group import EfaNodeGroupArgs, shape_of
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts.catalogue import Architecture
-from eks_ddp.stack.mocking import RecordingMocks
+from eks_ddp.tools.mocking import RecordingMocks
 from eks_ddp.workloads import pytorchjob
 from eks_ddp.workloads.batch_jobs import FABRIC_IMAGE_KEY
 from eks_ddp.workloads.components import (

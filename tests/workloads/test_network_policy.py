@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
-from eks_ddp.stack.engine_rules import Deployment
-from eks_ddp.stack.engine_rules.network_policy import Endpoint, allowed, job_traffic
-from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
+from eks_ddp.engine_models import Deployment
+from eks_ddp.engine_models.network_policy import Endpoint, allowed, job_traffic
+from eks_ddp.tools.mocking import DEPLOYER_ROLE_ARN, Registration
 from eks_ddp.workloads import pytorchjob
 from eks_ddp.workloads.network_policy import training_policies
 from eks_ddp.workloads.target import NodeTarget

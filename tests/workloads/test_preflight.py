@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from eks_ddp.stack import stack_file
+from eks_ddp.tools import stack_file
 from eks_ddp.stack.config import parse
-from eks_ddp.stack.mocked import run_under_mocks
-from eks_ddp.stack.mocking import Registration
+from eks_ddp.tools.mocking import run_under_mocks
+from eks_ddp.tools.mocking import Registration
 from eks_ddp.workloads import preflight
 
 BASH = "/bin/bash"

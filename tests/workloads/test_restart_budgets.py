@@ -3,7 +3,7 @@
 `survivesNodeLosses: N` survives N node losses or crashes and fails on the next; 0 fails on the first
 (workloads.restart_budget; tests/stack/test_failures.py). The numbers are
 written out here, not recomputed, so a budget one off in either direction fails; what they buy is counted the way
-each engine counts (stack.cluster.failures), with one replica too, where `>=` and `>` part.
+each engine counts (engine_models.failures), with one replica too, where `>=` and `>` part.
 """
 
 from typing import Any
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
-from eks_ddp.stack.cluster.failures import CRASH, NODE_LOSS, outcome
+from eks_ddp.engine_models.failures import CRASH, NODE_LOSS, outcome
 from eks_ddp.workloads import indexed_job, pytorchjob, trainjob
 from eks_ddp.workloads.target import NodeTarget
 from eks_ddp.workloads.training_pod import TrainingJob

@@ -1,7 +1,7 @@
-"""`python -m eks_ddp.stack.rehearsal`: the first `pulumi up` of every stack, rehearsed against the engines' rules.
+"""`python -m eks_ddp.tools.rehearsal`: the first `pulumi up` of every stack, rehearsed against the engines' rules.
 
 Runs each `Pulumi.<stack>.yaml` through the stack program under mocks, twice, and
-applies stack.engine_rules to what it registers: one line per broken rule, exit 1.
+applies engine_models to what it registers: one line per broken rule, exit 1.
 The two runs must register identical inputs (nothing derived from time or
 randomness), or the second `pulumi up` would change what the first one made.
 A third run with a change to the pods alone must change them through some engine.
@@ -25,26 +25,27 @@ from typing import Any
 from pulumi.output import Unknown
 
 from eks_ddp.infra.errors import InvalidArgument
-from eks_ddp.stack import project_config, stack_file
+from eks_ddp.stack import project_config
+from eks_ddp.tools import stack_file
 from eks_ddp.stack.config import SYSTEM_GROUP, ConfigError, parse
-from eks_ddp.stack.engine_rules import RULES, Deployment, check, unapplied_pod_changes, waits_for_what_it_names
-from eks_ddp.stack.mocked import run_under_mocks
-from eks_ddp.stack.mocking import DEPLOYER_ROLE_ARN, Registration
-from eks_ddp.stack.programs import Program
+from eks_ddp.engine_models import RULES, Deployment, check, unapplied_pod_changes, waits_for_what_it_names
+from eks_ddp.tools.mocking import run_under_mocks
+from eks_ddp.tools.mocking import DEPLOYER_ROLE_ARN, Registration
+from eks_ddp.tools.pulumi_program import Program
 from eks_ddp.stack.project_config import PROJECT, StackFileError
-from eks_ddp.stack.reference_data import read_network_cards
+from eks_ddp.tools.reference_data import read_network_cards
 from eks_ddp.trainer.errors import OneLineParser
 from eks_ddp.trainer.startup import freeze_imports
 
 
-def _comparable(value: Any) -> Any:
+def comparable(value: Any) -> Any:
     """Inputs as plain data: an output unknown during preview compares equal to another unknown."""
     if isinstance(value, Unknown):
         return "<computed>"
     if isinstance(value, dict):
-        return {key: _comparable(item) for key, item in value.items()}
+        return {key: comparable(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_comparable(item) for item in value]
+        return [comparable(item) for item in value]
     return value
 
 
@@ -54,7 +55,7 @@ def differences(first: list[Registration], second: list[Registration]) -> list[s
     lines = [f"idempotence: {urn} is registered by only one of two runs" for urn in sorted(set(before) ^ set(after))]
     for urn in sorted(set(before) & set(after)):
         old, new = before[urn], after[urn]
-        old_inputs, new_inputs = _comparable(old.inputs), _comparable(new.inputs)
+        old_inputs, new_inputs = comparable(old.inputs), comparable(new.inputs)
         changed = sorted(key for key in set(old_inputs) | set(new_inputs) if old_inputs.get(key) != new_inputs.get(key))
         lines += [
             f"idempotence: {old.type.split(':')[-1]} {old.name} {key}: differs between two runs of the same "
@@ -239,7 +240,7 @@ def _day(text: str) -> date:
 
 def main(argv: list[str] | None = None) -> int:
     summary = __doc__.split("\n", 1)[0] if __doc__ else None
-    parser = OneLineParser(prog="python -m eks_ddp.stack.rehearsal", description=summary)
+    parser = OneLineParser(prog="python -m eks_ddp.tools.rehearsal", description=summary)
     parser.add_argument(
         "--stack", action="append", help="a stack to rehearse (repeatable; default every Pulumi.*.yaml)"
     )

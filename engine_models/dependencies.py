@@ -24,8 +24,8 @@ exist). Under the mocks those children never exist, so the component's own input
 from collections.abc import Iterator
 from typing import Any
 
-from eks_ddp.stack.engine_rules.base import Deployment, Finding, located
-from eks_ddp.stack.mocking import Registration
+from eks_ddp.engine_models.base import Deployment, Finding, located
+from eks_ddp.tools.mocking import Registration
 
 NAMESPACE = "kubernetes:core/v1:Namespace"
 NAMED_BY = ("name", "bucket")

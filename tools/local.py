@@ -1,4 +1,4 @@
-"""`python -m eks_ddp.stack.local --stack dev`: the stack's training job, run on this machine.
+"""`python -m eks_ddp.tools.local --stack dev`: the stack's training job, run on this machine.
 
 The job is rendered by the same functions its component applies (a PyTorchJob, a
 TrainJob on its runtime, or an Indexed Job, per `eks-ddp:trainingOperator`); each
@@ -38,9 +38,9 @@ from typing import Any
 from eks_ddp.infra.addons.training_operator import OperatorKind
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts.instance_facts import offline
-from eks_ddp.stack import stack_file
+from eks_ddp.tools import stack_file
 from eks_ddp.stack.config import ConfigError, parse
-from eks_ddp.stack.local_pods import (
+from eks_ddp.tools.local_pods import (
     InitStep,
     init_steps,
     localize,
@@ -315,7 +315,7 @@ def _describe(steps: list[InitStep]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(
-        prog="python -m eks_ddp.stack.local", description="Run a stack's PyTorchJob and EvaluationJob on this machine."
+        prog="python -m eks_ddp.tools.local", description="Run a stack's PyTorchJob and EvaluationJob on this machine."
     )
     parser.add_argument("--stack", default="dev")
     parser.add_argument(

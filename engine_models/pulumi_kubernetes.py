@@ -4,14 +4,14 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from eks_ddp.stack.engine_rules.base import (
+from eks_ddp.engine_models.base import (
     Deployment,
     Finding,
     annotations,
     located,
     pod_specs,
 )
-from eks_ddp.stack.mocking import Registration
+from eks_ddp.tools.mocking import Registration
 from eks_ddp.workloads.batch_jobs import FABRIC_CHECK_LABEL, REPLACE_UNREADY, STEP_LABEL, VERDICT_IN_STATUS
 from eks_ddp.workloads.components import SUBMITTED
 from eks_ddp.workloads.nccl_check import ENDED

@@ -1,4 +1,4 @@
-"""`python -m eks_ddp.stack.preview --stack dev`: what `pulumi up` would create, before you have credentials.
+"""`python -m eks_ddp.tools.preview --stack dev`: what `pulumi up` would create, before you have credentials.
 
 Runs a Pulumi program (`--program`: eks-ddp's own stack, or yours) under the Pulumi SDK's mocks with its stack
 file's config (no Pulumi CLI, no AWS account) and shows the resource tree, counts per type, an hourly cost
@@ -20,14 +20,15 @@ from eks_ddp.infra.addons import kueue
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts.catalogue import PRICES_AS_OF
 from eks_ddp.infra.facts.versions import DEFAULT_KUBERNETES_VERSION
-from eks_ddp.stack import cost, node_facts, placeholders, project_config, stack_file
+from eks_ddp.stack import placeholders, project_config
+from eks_ddp.tools import cost, node_facts, stack_file
 from eks_ddp.stack.config import ConfigError, StackConfig, parse
-from eks_ddp.stack.engine_rules import Deployment
-from eks_ddp.stack.engine_rules.base import containers, pod_specs, quantity
-from eks_ddp.stack.mocking import ACCOUNT, DEPLOYER_ROLE_ARN, Registration
-from eks_ddp.stack.programs import Program
+from eks_ddp.engine_models import Deployment
+from eks_ddp.engine_models.base import containers, pod_specs, quantity
+from eks_ddp.tools.mocking import ACCOUNT, DEPLOYER_ROLE_ARN, Registration
+from eks_ddp.tools.pulumi_program import Program
 from eks_ddp.stack.project_config import PROJECT, StackFileError
-from eks_ddp.stack.reference_data import read_network_cards
+from eks_ddp.tools.reference_data import read_network_cards
 from eks_ddp.trainer.errors import OneLineParser
 from eks_ddp.trainer.startup import freeze_imports
 from eks_ddp.workloads import security
@@ -183,7 +184,7 @@ def where_it_runs(region: str, config: StackConfig | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(
-        prog="python -m eks_ddp.stack.preview", description=__doc__.split("\n", 1)[0] if __doc__ else None
+        prog="python -m eks_ddp.tools.preview", description=__doc__.split("\n", 1)[0] if __doc__ else None
     )
     parser.add_argument("--stack", default="dev", help="reads Pulumi.<stack>.yaml (default dev)")
     parser.add_argument(

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pulumi
 
-from eks_ddp.stack import project_config, stack_file
-from eks_ddp.stack.mocking import Registration, run_offline
+from eks_ddp.stack import project_config
+from eks_ddp.tools import stack_file
+from eks_ddp.tools.mocking import Registration, run_offline
 from eks_ddp.stack.project_config import StackFileError
 
 DEFAULT_REGION = "us-east-1"

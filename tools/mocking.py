@@ -22,6 +22,8 @@ from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.proto import source_pb2
 
 from eks_ddp.infra.facts import instance_facts
+from eks_ddp.stack.config import StackConfig
+from eks_ddp.stack.program import build
 
 # How the Pulumi wire format marks a resource reference inside a struct.
 _SIGNATURE_KEY = "4dabf18193072939515e22adb298388d"
@@ -263,3 +265,8 @@ def _no_stack_traces() -> Iterator[None]:
         yield
     finally:
         resource._get_stack_trace = walk
+
+
+def run_under_mocks(config: StackConfig, project: str = "eks-ddp", stack: str = "dev") -> list[Registration]:
+    """Every resource the stack program registers for a parsed config, with parents, inputs and dependencies."""
+    return run_offline(lambda: build(config, name=project), config.region, project, stack)

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from eks_ddp.stack.engine_rules.base import Deployment, Finding, located
+from eks_ddp.engine_models.base import Deployment, Finding, located
 from eks_ddp.workloads.pod_templates import pod_templates
 from eks_ddp.workloads import indexed_job, pytorchjob, trainjob
 from eks_ddp.workloads.network_policy import (

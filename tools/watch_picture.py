@@ -1,4 +1,4 @@
-"""`python -m eks_ddp.stack.watch_picture`: the training dashboard's first panels, drawn from a real local run's metrics.
+"""`python -m eks_ddp.tools.watch_picture`: the training dashboard's first panels, drawn from a real local run's metrics.
 
 Runs the bundled trainer under torchrun here (2 ranks, digits) with its metrics port on 127.0.0.1, scrapes it
 as Prometheus would every 0.2 s, evaluates the dashboard's own expressions (infra/addons/dashboards/training.json: one metric,
@@ -96,7 +96,7 @@ def draw(scrapes: list[tuple[float, dict[str, float]]], output: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m eks_ddp.stack.watch_picture", description=(__doc__ or "").splitlines()[0]
+        prog="python -m eks_ddp.tools.watch_picture", description=(__doc__ or "").splitlines()[0]
     )
     parser.add_argument("--output", type=Path, default=Path("docs/watch-training.png"))
     args = parser.parse_args(argv)

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from eks_ddp.infra.facts import versions
-from eks_ddp.stack.engine_rules.base import (
+from eks_ddp.engine_models.base import (
     Deployment,
     Finding,
     efa_interface_count,

@@ -26,8 +26,8 @@ live): what the fabric checks use to run again after a failure (pulumi_kubernete
 from collections.abc import Iterator
 from typing import Any
 
-from eks_ddp.stack.engine_rules.base import Deployment, Finding, located, pod_specs, runtime_of
-from eks_ddp.stack.mocking import Registration
+from eks_ddp.engine_models.base import Deployment, Finding, located, pod_specs, runtime_of
+from eks_ddp.tools.mocking import Registration
 from eks_ddp.workloads import trainjob
 
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")

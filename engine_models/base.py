@@ -9,7 +9,7 @@ from eks_ddp.infra.aws.efa_node_group import KUBERNETES_EFFECT, TaintEffect
 from eks_ddp.infra.existing_cluster import DESCRIBED_GROUP
 from eks_ddp.infra.facts import catalogue, quantities
 from eks_ddp.infra.facts.allocatable import NodeLauncher, efa_hugepages_mib
-from eks_ddp.stack.mocking import Registration
+from eks_ddp.tools.mocking import Registration
 from eks_ddp.infra.facts.node_room import node_allocatable
 from eks_ddp.workloads.pod_templates import pod_templates
 from eks_ddp.workloads.target import KUBERNETES_ARCH

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eks_ddp.stack.engine_rules.base import Deployment, training_templates
+from eks_ddp.engine_models.base import Deployment, training_templates
 
 NODE_LOSS, CRASH, BAD_NODE, SPOT = "node loss", "process crash", "bad GPU node", "spot interruption"
 SPOT_NOTICE_SECONDS = 120

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from eks_ddp.infra.facts import versions
-from eks_ddp.stack.engine_rules.base import (
+from eks_ddp.engine_models.base import (
     K8S_PREFIX,
     Deployment,
     Finding,
@@ -19,7 +19,7 @@ from eks_ddp.stack.engine_rules.base import (
     quantity,
     tolerated,
 )
-from eks_ddp.stack.mocking import Registration
+from eks_ddp.tools.mocking import Registration
 
 CORE_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
 

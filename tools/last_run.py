@@ -1,4 +1,4 @@
-"""`make tensorboard` (`python -m eks_ddp.stack.last_run`): TensorBoard on the newest run's events under runs/.
+"""`make tensorboard` (`python -m eks_ddp.tools.last_run`): TensorBoard on the newest run's events under runs/.
 
 Every run writes its events to `<output dir>/tensorboard` (trainer.outputs): `make demo` under
 `runs/local/<stack>/shared/runs/<job>/<run id>/`, a plain `train` under `runs/train/`. The newest is the one whose
@@ -28,7 +28,7 @@ def newest_events(root: Path) -> Path | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m eks_ddp.stack.last_run", description="TensorBoard on the newest run."
+        prog="python -m eks_ddp.tools.last_run", description="TensorBoard on the newest run."
     )
     parser.add_argument("--runs", type=Path, default=Path("runs"), help="where to look (default runs/)")
     parser.add_argument("--port", type=int, default=6006, help="TensorBoard's port on 127.0.0.1 (default 6006)")

@@ -6,9 +6,9 @@ registrations of one stack run under mocks, names its source (repository, file, 
 or document), and reports the resource and the key it objects to.
 """
 
-from eks_ddp.stack.engine_rules.base import Deployment, Finding, Rule
-from eks_ddp.stack.engine_rules.dependencies import waits_for_what_it_names
-from eks_ddp.stack.engine_rules.eks import (
+from eks_ddp.engine_models.base import Deployment, Finding, Rule
+from eks_ddp.engine_models.dependencies import waits_for_what_it_names
+from eks_ddp.engine_models.eks import (
     efa_ami_releases,
     efa_interfaces_per_network_card,
     images_in_stack_region,
@@ -16,20 +16,20 @@ from eks_ddp.stack.engine_rules.eks import (
     managed_node_group_launch_templates,
     no_access_entry_for_the_deployer,
 )
-from eks_ddp.stack.engine_rules.karpenter import controller_schedules, efa_on_every_card
-from eks_ddp.stack.engine_rules.network_policy import job_traffic
-from eks_ddp.stack.engine_rules.pulumi_kubernetes import (
+from eks_ddp.engine_models.karpenter import controller_schedules, efa_on_every_card
+from eks_ddp.engine_models.network_policy import job_traffic
+from eks_ddp.engine_models.pulumi_kubernetes import (
     checks_gate_training,
     immutable_specs_replaced,
     kubernetes_awaits,
     no_ttl_on_owned_objects,
 )
-from eks_ddp.stack.engine_rules.scheduling import (
+from eks_ddp.engine_models.scheduling import (
     crds_have_one_owner,
     pods_fit_node_templates,
     shared_volume_ownership,
 )
-from eks_ddp.stack.engine_rules.updates import changed_pods, unapplied_pod_changes
+from eks_ddp.engine_models.updates import changed_pods, unapplied_pod_changes
 
 __all__ = [
     "RULES",

@@ -5,7 +5,7 @@ What its CRDs' CEL rules admit the API server itself decides (tests/cluster/test
 from collections.abc import Iterator
 
 from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
-from eks_ddp.stack.engine_rules.base import Deployment, Finding, located
+from eks_ddp.engine_models.base import Deployment, Finding, located
 
 NODE_CLASS, NODE_POOL = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "kubernetes:karpenter.sh/v1:NodePool"
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.infra.facts.instance_facts import offline
-from eks_ddp.stack.engine_rules.base import (
+from eks_ddp.engine_models.base import (
     Deployment,
     NodeSource,
     admits,

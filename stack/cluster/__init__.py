@@ -1,1 +1,0 @@
-"""What a job's controller does with failures: the restart budgets, counted as the docs promise."""
