@@ -9,7 +9,15 @@ import pulumi_kubernetes as k8s
 
 from eks_ddp.infra.addons import helm
 from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
-from eks_ddp.infra.aws.iam import RoleAccess, cluster_inputs, policy, role_access, service_account_role
+from eks_ddp.infra.aws.iam import (
+    DEFAULT_ROLE_ACCESS,
+    RoleAccess,
+    ServiceAccountRole,
+    cluster_inputs,
+    policy,
+    role_access,
+    service_account_role,
+)
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts import versions
 from eks_ddp.infra.options import waits_for
@@ -75,6 +83,45 @@ def autoscaler_policy(cluster_name: str) -> dict[str, Any]:
     )
 
 
+def chart_values(args: ClusterAutoscalerArgs, image: str, granted: ServiceAccountRole) -> dict[str, Any]:
+    """The chart's values: auto-discovery of this cluster's groups, the image matching its version, the service
+    account's annotations (IRSA's role; none with EKS Pod Identity), the pods' (which way,
+    iam.ROLE_ACCESS_ANNOTATION), and the autoscaler on the system nodes."""
+    return {
+        "autoDiscovery": {"clusterName": args["cluster_name"]},
+        "awsRegion": args["region"],
+        "image": {"tag": image},
+        "rbac": {
+            "serviceAccount": {
+                "create": True,
+                "name": SERVICE_ACCOUNT,
+                "annotations": granted.annotations or {},
+            }
+        },
+        "podAnnotations": granted.pod_annotations,
+        "nodeSelector": SYSTEM_LABEL,
+        # The workshop's flags.
+        "extraArgs": {
+            "expander": "least-waste",
+            "balance-similar-node-groups": True,
+            "skip-nodes-with-local-storage": False,
+            "skip-nodes-with-system-pods": False,
+            **({"enable-provisioning-requests": True} if args.get("provisioning_requests") else {}),
+        },
+    }
+
+
+def provisioning_request_crd(
+    name: str, parent: pulumi.Resource, provider: k8s.Provider, image: str, after: list[pulumi.Resource]
+) -> k8s.yaml.v2.ConfigFile:
+    """The ProvisioningRequest CRD of the autoscaler's own release (the image's version)."""
+    return k8s.yaml.v2.ConfigFile(
+        f"{name}-provisioning-requests",
+        file=versions.PROVISIONING_REQUEST_CRD.format(version=image.removeprefix("v")),
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=after),
+    )
+
+
 class ClusterAutoscaler(pulumi.ComponentResource):
     release: k8s.helm.v3.Release
     """Escape hatch: the Helm release."""
@@ -90,57 +137,30 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                 args["kubernetes_version"],
                 f"an autoscaler image is pinned for {', '.join(versions.CLUSTER_AUTOSCALER_IMAGES)}",
             )
-        access = role_access(args.get("access", RoleAccess.POD_IDENTITY), COMPONENT)
+        access = role_access(args.get("access", DEFAULT_ROLE_ACCESS), COMPONENT)
         cluster = cluster_inputs(COMPONENT, access, args)
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
-        tags = args.get("tags", {})
+        tags, after = args.get("tags", {}), waits_for(opts)
         account = (NAMESPACE, SERVICE_ACCOUNT)
-        granted = service_account_role(f"{name}-role", self, access, cluster, account, tags, waits_for(opts))
-        role = granted.role
+        granted = service_account_role(f"{name}-role", self, access, cluster, account, tags, after)
         aws.iam.RolePolicy(
             f"{name}-policy",
-            role=role.id,
+            role=granted.role.id,
             policy=json.dumps(autoscaler_policy(args["cluster_name"])),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        values = {
-            "autoDiscovery": {"clusterName": args["cluster_name"]},
-            "awsRegion": args["region"],
-            "image": {"tag": image},
-            "rbac": {
-                "serviceAccount": {
-                    "create": True,
-                    "name": SERVICE_ACCOUNT,
-                    "annotations": granted.annotations or {},
-                }
-            },
-            "podAnnotations": granted.pod_annotations,
-            "nodeSelector": SYSTEM_LABEL,
-            # The workshop's flags.
-            "extraArgs": {
-                "expander": "least-waste",
-                "balance-similar-node-groups": True,
-                "skip-nodes-with-local-storage": False,
-                "skip-nodes-with-system-pods": False,
-                **({"enable-provisioning-requests": True} if args.get("provisioning_requests") else {}),
-            },
-        }
         self.provisioning_requests: k8s.yaml.v2.ConfigFile | None = None
         """The ProvisioningRequest CRD (None unless `provisioning_requests`): Kueue must start after it."""
         if args.get("provisioning_requests"):
-            self.provisioning_requests = k8s.yaml.v2.ConfigFile(
-                f"{name}-provisioning-requests",
-                file=versions.PROVISIONING_REQUEST_CRD.format(version=image.removeprefix("v")),
-                opts=pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=waits_for(opts)),
-            )
+            self.provisioning_requests = provisioning_request_crd(name, self, args["provider"], image, after)
         self.release = helm.release(
             f"{name}-chart",
             self,
             args["provider"],
             versions.CLUSTER_AUTOSCALER_CHART,
             NAMESPACE,
-            values,
-            [*waits_for(opts), *granted.ready],
+            chart_values(args, image, granted),
+            [*after, *granted.ready],
         )
-        self.role_arn = role.arn
+        self.role_arn = granted.role.arn
         self.register_outputs({"role_arn": self.role_arn})

@@ -10,6 +10,7 @@ nodes, which stay a managed node group: Karpenter must not launch the nodes it r
 """
 
 import json
+from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
@@ -18,7 +19,16 @@ import pulumi_kubernetes as k8s
 
 from eks_ddp.infra.addons import helm
 from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
-from eks_ddp.infra.aws.iam import RoleAccess, cluster_inputs, node_role, policy, role_access, service_account_role
+from eks_ddp.infra.aws.iam import (
+    DEFAULT_ROLE_ACCESS,
+    RoleAccess,
+    cluster_inputs,
+    node_role,
+    policy,
+    policy_file,
+    role_access,
+    service_account_role,
+)
 from eks_ddp.infra.facts import versions
 from eks_ddp.infra.options import waits_for
 
@@ -34,6 +44,8 @@ INTERRUPTION_EVENTS = {
     "reservation-interruption": ("aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning"),
 }
 QUEUE_RETENTION_SECONDS = 300  # an interruption warning older than five minutes is of no use
+CONTROLLER_POLICIES = ("node-lifecycle", "iam-integration", "eks-integration", "interruption", "resource-discovery")
+"""The controller's managed policies, by their names in policies/karpenter-controller.json."""
 
 
 class KarpenterArgs(TypedDict):
@@ -58,213 +70,29 @@ class KarpenterArgs(TypedDict):
     """Tags for every taggable resource."""
 
 
-def _arn(partition: str, service: str, region: str, account: str, resource: str) -> str:
-    return f"arn:{partition}:{service}:{region}:{account}:{resource}"
+POLICIES = Path(__file__).resolve().parent / "policies"
 
 
 def controller_policies(
     cluster: str, region: str, account: str, partition: str, node_role_arn: str, queue_arn: str
 ) -> dict[str, dict[str, Any]]:
-    """The controller's five policies of the CloudFormation template, by name, with its conditions unchanged.
+    """The controller's five policies of the CloudFormation template (aws/karpenter-provider-aws v1.14.1,
+    website/content/en/docs/getting-started/getting-started-with-karpenter/cloudformation.yaml), by name, with its
+    conditions unchanged: policies/karpenter-controller.json, its placeholders written as the template's `!Sub`
+    writes them (`${AWS::Region}`, `${ClusterName}`, `${KarpenterNodeRole.Arn}`, ...).
 
     One change: the public SSM parameters' ARN is written with `*` for the (empty) account, which matches them
     the same way and is the form IAM's reference (and parliament) expects.
     """
-    owned = {f"aws:ResourceTag/kubernetes.io/cluster/{cluster}": "owned"}
-    nodepool = {"aws:ResourceTag/karpenter.sh/nodepool": "*"}
-    requested = {
-        f"aws:RequestTag/kubernetes.io/cluster/{cluster}": "owned",
-        "aws:RequestTag/eks:eks-cluster-name": cluster,
+    values = {
+        "AWS::Partition": partition,
+        "AWS::Region": region,
+        "AWS::AccountId": account,
+        "ClusterName": cluster,
+        "KarpenterNodeRole.Arn": node_role_arn,
+        "KarpenterInterruptionQueue.Arn": queue_arn,
     }
-    ec2 = lambda *kinds: [_arn(partition, "ec2", region, "*", f"{kind}/*") for kind in kinds]  # noqa: E731
-    created = ec2("fleet", "instance", "volume", "network-interface", "launch-template", "spot-instances-request")
-    profiles = _arn(partition, "iam", "", account, "instance-profile/*")
-    node_class = "karpenter.k8s.aws/ec2nodeclass"
-    in_region = {"aws:ResourceTag/topology.kubernetes.io/region": region}
-    return {
-        "node-lifecycle": policy(
-            [
-                {
-                    "Sid": "AllowScopedEC2InstanceAccessActions",
-                    "Effect": "Allow",
-                    "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
-                    "Resource": [
-                        f"arn:{partition}:ec2:{region}::image/*",
-                        f"arn:{partition}:ec2:{region}::snapshot/*",
-                        *ec2("security-group", "subnet", "capacity-reservation", "placement-group"),
-                    ],
-                },
-                {
-                    "Sid": "AllowScopedEC2LaunchTemplateAccessActions",
-                    "Effect": "Allow",
-                    "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
-                    "Resource": ec2("launch-template"),
-                    "Condition": {"StringEquals": owned, "StringLike": nodepool},
-                },
-                {
-                    "Sid": "AllowScopedEC2InstanceActionsWithTags",
-                    "Effect": "Allow",
-                    "Resource": created,
-                    "Action": ["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
-                    "Condition": {
-                        "StringEquals": requested,
-                        "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"},
-                    },
-                },
-                {
-                    "Sid": "AllowScopedResourceCreationTagging",
-                    "Effect": "Allow",
-                    "Resource": created,
-                    "Action": "ec2:CreateTags",
-                    "Condition": {
-                        "StringEquals": {
-                            **requested,
-                            "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
-                        },
-                        "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"},
-                    },
-                },
-                {
-                    "Sid": "AllowScopedResourceTagging",
-                    "Effect": "Allow",
-                    "Resource": ec2("instance"),
-                    "Action": "ec2:CreateTags",
-                    "Condition": {
-                        "StringEquals": owned,
-                        "StringLike": nodepool,
-                        "StringEqualsIfExists": {"aws:RequestTag/eks:eks-cluster-name": cluster},
-                        "ForAllValues:StringEquals": {
-                            "aws:TagKeys": ["eks:eks-cluster-name", "karpenter.sh/nodeclaim", "Name"]
-                        },
-                    },
-                },
-                {
-                    "Sid": "AllowScopedDeletion",
-                    "Effect": "Allow",
-                    "Resource": ec2("instance", "launch-template"),
-                    "Action": ["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"],
-                    "Condition": {"StringEquals": owned, "StringLike": nodepool},
-                },
-            ]
-        ),
-        "iam-integration": policy(
-            [
-                {
-                    "Sid": "AllowPassingInstanceRole",
-                    "Effect": "Allow",
-                    "Resource": node_role_arn,
-                    "Action": "iam:PassRole",
-                    "Condition": {
-                        "StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}
-                    },
-                },
-                {
-                    "Sid": "AllowScopedInstanceProfileCreationActions",
-                    "Effect": "Allow",
-                    "Resource": profiles,
-                    "Action": ["iam:CreateInstanceProfile"],
-                    "Condition": {
-                        "StringEquals": {**requested, "aws:RequestTag/topology.kubernetes.io/region": region},
-                        "StringLike": {f"aws:RequestTag/{node_class}": "*"},
-                    },
-                },
-                {
-                    "Sid": "AllowScopedInstanceProfileTagActions",
-                    "Effect": "Allow",
-                    "Resource": profiles,
-                    "Action": ["iam:TagInstanceProfile"],
-                    "Condition": {
-                        "StringEquals": {
-                            **owned,
-                            **in_region,
-                            **requested,
-                            "aws:RequestTag/topology.kubernetes.io/region": region,
-                        },
-                        "StringLike": {f"aws:ResourceTag/{node_class}": "*", f"aws:RequestTag/{node_class}": "*"},
-                    },
-                },
-                {
-                    "Sid": "AllowScopedInstanceProfileActions",
-                    "Effect": "Allow",
-                    "Resource": profiles,
-                    "Action": [
-                        "iam:AddRoleToInstanceProfile",
-                        "iam:RemoveRoleFromInstanceProfile",
-                        "iam:DeleteInstanceProfile",
-                    ],
-                    "Condition": {
-                        "StringEquals": {**owned, **in_region},
-                        "StringLike": {f"aws:ResourceTag/{node_class}": "*"},
-                    },
-                },
-            ]
-        ),
-        "eks-integration": policy(
-            [
-                {
-                    "Sid": "AllowAPIServerEndpointDiscovery",
-                    "Effect": "Allow",
-                    "Action": "eks:DescribeCluster",
-                    "Resource": _arn(partition, "eks", region, account, f"cluster/{cluster}"),
-                },
-            ]
-        ),
-        "interruption": policy(
-            [
-                {
-                    "Sid": "AllowInterruptionQueueActions",
-                    "Effect": "Allow",
-                    "Resource": queue_arn,
-                    "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"],
-                },
-            ]
-        ),
-        "resource-discovery": policy(
-            [
-                {
-                    "Sid": "AllowRegionalReadActions",
-                    "Effect": "Allow",
-                    "Resource": "*",
-                    "Action": [
-                        f"ec2:Describe{what}"
-                        for what in (
-                            "CapacityReservations",
-                            "Images",
-                            "Instances",
-                            "InstanceStatus",
-                            "InstanceTypeOfferings",
-                            "InstanceTypes",
-                            "LaunchTemplates",
-                            "PlacementGroups",
-                            "SecurityGroups",
-                            "SpotPriceHistory",
-                            "Subnets",
-                        )
-                    ],
-                    "Condition": {"StringEquals": {"aws:RequestedRegion": region}},
-                },
-                {
-                    "Sid": "AllowSSMReadActions",
-                    "Effect": "Allow",
-                    "Action": "ssm:GetParameter",
-                    "Resource": f"arn:{partition}:ssm:{region}:*:parameter/aws/service/*",
-                },
-                {"Sid": "AllowPricingReadActions", "Effect": "Allow", "Resource": "*", "Action": "pricing:GetProducts"},
-                {
-                    "Sid": "AllowUnscopedInstanceProfileListAction",
-                    "Effect": "Allow",
-                    "Resource": "*",
-                    "Action": "iam:ListInstanceProfiles",
-                },
-                {
-                    "Sid": "AllowInstanceProfileReadActions",
-                    "Effect": "Allow",
-                    "Resource": profiles,
-                    "Action": "iam:GetInstanceProfile",
-                },
-            ]
-        ),
-    }
+    return policy_file(POLICIES / "karpenter-controller.json", values)
 
 
 def queue_policy(queue_arn: str) -> dict[str, Any]:
@@ -319,6 +147,87 @@ def chart_values(
     }
 
 
+def node_access(
+    name: str, parent: pulumi.Resource, cluster: str, tags: dict[str, str], after: list[pulumi.Resource]
+) -> tuple[aws.iam.Role, aws.eks.AccessEntry]:
+    """The role every Karpenter node gets, and the EC2_LINUX access entry that lets its nodes join the cluster.
+
+    The cluster is named by a plain string: the entry waits for it through `after`, what the component waits for, on
+    the entry itself (a component's depends_on does not reach its children: engine_models/dependencies).
+    """
+    role = node_role(f"{name}-node-role", parent, tags)
+    entry = aws.eks.AccessEntry(
+        f"{name}-node-access",
+        cluster_name=cluster,
+        principal_arn=role.arn,
+        type="EC2_LINUX",
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=after),
+    )
+    return role, entry
+
+
+def interruption_queue(name: str, parent: pulumi.Resource, tags: dict[str, str]) -> aws.sqs.Queue:
+    """The SQS queue, with its TLS-only policy and the EventBridge rules (INTERRUPTION_EVENTS) that feed it."""
+    child = pulumi.ResourceOptions(parent=parent)
+    queue = aws.sqs.Queue(
+        f"{name}-interruptions",
+        message_retention_seconds=QUEUE_RETENTION_SECONDS,
+        sqs_managed_sse_enabled=True,
+        tags=tags,
+        opts=child,
+    )
+    aws.sqs.QueuePolicy(
+        f"{name}-interruptions-policy",
+        queue_url=queue.url,
+        policy=queue.arn.apply(lambda arn: json.dumps(queue_policy(arn))),
+        opts=child,
+    )
+    for rule_name, (source, detail_type) in INTERRUPTION_EVENTS.items():
+        rule = aws.cloudwatch.EventRule(
+            f"{name}-{rule_name}",
+            tags=tags,
+            opts=child,
+            event_pattern=json.dumps({"source": [source], "detail-type": [detail_type]}),
+        )
+        aws.cloudwatch.EventTarget(f"{name}-{rule_name}-target", rule=rule.name, arn=queue.arn, opts=child)
+    return queue
+
+
+def controller_policy_attachments(
+    name: str,
+    parent: pulumi.Resource,
+    role: aws.iam.Role,
+    cluster: str,
+    node_role_arn: pulumi.Output[str],
+    queue_arn: pulumi.Output[str],
+    tags: dict[str, str],
+) -> list[aws.iam.RolePolicyAttachment]:
+    """Each of controller_policies as a managed policy, attached to the controller's role."""
+    child = pulumi.ResourceOptions(parent=parent)
+    invoke = pulumi.InvokeOutputOptions(parent=parent)
+    facts = pulumi.Output.all(
+        aws.get_region_output(opts=invoke).region,
+        aws.get_caller_identity_output(opts=invoke).account_id,
+        aws.get_partition_output(opts=invoke).partition,
+        node_role_arn,
+        queue_arn,
+    )
+    documents = facts.apply(lambda values: controller_policies(cluster, *values))
+    attachments = []
+    for policy_name in CONTROLLER_POLICIES:
+        managed = aws.iam.Policy(
+            f"{name}-{policy_name}",
+            tags=tags,
+            opts=child,
+            policy=documents.apply(lambda docs, key=policy_name: json.dumps(docs[key])),
+        )
+        attachments.append(
+            aws.iam.RolePolicyAttachment(f"{name}-{policy_name}", role=role.name, policy_arn=managed.arn, opts=child)
+        )
+    return attachments
+
+
 class Karpenter(pulumi.ComponentResource):
     release: k8s.helm.v3.Release
     """The release; node classes and node pools must depend on it (it installs their CRDs)."""
@@ -331,76 +240,15 @@ class Karpenter(pulumi.ComponentResource):
     """The controller's role."""
 
     def __init__(self, name: str, args: KarpenterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        access = role_access(args.get("access", RoleAccess.POD_IDENTITY), COMPONENT)
+        access = role_access(args.get("access", DEFAULT_ROLE_ACCESS), COMPONENT)
         cluster_facts = cluster_inputs(COMPONENT, access, args)
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        tags, cluster = dict(args.get("tags", {})), args["cluster_name"]
-        nodes = node_role(f"{name}-node-role", self, tags)
-        # The cluster is named by a plain string: the entry waits for it through what the component waits for, on
-        # the entry itself (a component's depends_on does not reach its children: engine_models/dependencies).
-        entry = aws.eks.AccessEntry(
-            f"{name}-node-access",
-            cluster_name=cluster,
-            principal_arn=nodes.arn,
-            type="EC2_LINUX",
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=waits_for(opts)),
-        )
-        queue = aws.sqs.Queue(
-            f"{name}-interruptions",
-            message_retention_seconds=QUEUE_RETENTION_SECONDS,
-            sqs_managed_sse_enabled=True,
-            tags=tags,
-            opts=child,
-        )
-        aws.sqs.QueuePolicy(
-            f"{name}-interruptions-policy",
-            queue_url=queue.url,
-            policy=queue.arn.apply(lambda arn: json.dumps(queue_policy(arn))),
-            opts=child,
-        )
-        for rule_name, (source, detail_type) in INTERRUPTION_EVENTS.items():
-            rule = aws.cloudwatch.EventRule(
-                f"{name}-{rule_name}",
-                tags=tags,
-                opts=child,
-                event_pattern=json.dumps({"source": [source], "detail-type": [detail_type]}),
-            )
-            aws.cloudwatch.EventTarget(f"{name}-{rule_name}-target", rule=rule.name, arn=queue.arn, opts=child)
-
+        tags, cluster, after = dict(args.get("tags", {})), args["cluster_name"], waits_for(opts)
+        nodes, entry = node_access(name, self, cluster, tags, after)
+        queue = interruption_queue(name, self, tags)
         account = (NAMESPACE, SERVICE_ACCOUNT)
-        granted = service_account_role(f"{name}-role", self, access, cluster_facts, account, tags, waits_for(opts))
-        role = granted.role
-        invoke = pulumi.InvokeOutputOptions(parent=self)
-        facts = pulumi.Output.all(
-            aws.get_region_output(opts=invoke).region,
-            aws.get_caller_identity_output(opts=invoke).account_id,
-            aws.get_partition_output(opts=invoke).partition,
-            nodes.arn,
-            queue.arn,
-        )
-        documents = facts.apply(lambda values: controller_policies(cluster, *values))
-        attachments = []
-        for policy_name in (
-            "node-lifecycle",
-            "iam-integration",
-            "eks-integration",
-            "interruption",
-            "resource-discovery",
-        ):
-            managed = aws.iam.Policy(
-                f"{name}-{policy_name}",
-                tags=tags,
-                opts=child,
-                policy=documents.apply(lambda docs, key=policy_name: json.dumps(docs[key])),
-            )
-            attachments.append(
-                aws.iam.RolePolicyAttachment(
-                    f"{name}-{policy_name}", role=role.name, policy_arn=managed.arn, opts=child
-                )
-            )
-
+        granted = service_account_role(f"{name}-role", self, access, cluster_facts, account, tags, after)
+        attachments = controller_policy_attachments(name, self, granted.role, cluster, nodes.arn, queue.arn, tags)
         replicas = min(2, args["system_node_count"])
         repair = args.get("node_repair", False)
         values = chart_values(cluster, queue.name, granted.annotations, granted.pod_annotations, replicas, repair)
@@ -411,11 +259,11 @@ class Karpenter(pulumi.ComponentResource):
             versions.KARPENTER_CHART,
             NAMESPACE,
             values,
-            [*waits_for(opts), *attachments, *granted.ready],
+            [*after, *attachments, *granted.ready],
         )
         # A node class that names the role waits for its access entry too: a node launched before it cannot join.
         self.node_role_name = pulumi.Output.all(nodes.name, entry.urn).apply(lambda values: values[0])
-        self.queue_name, self.role_arn = queue.name, role.arn
+        self.queue_name, self.role_arn = queue.name, granted.role.arn
         self.register_outputs(
             {"node_role_name": self.node_role_name, "queue_name": self.queue_name, "role_arn": self.role_arn}
         )

@@ -185,17 +185,18 @@ class PrometheusMonitoring(pulumi.ComponentResource):
                 [self.release],
                 create_namespace=True,
             )
-        efa = "efa_node_taints" in args
-        if efa and args.get("efa_exporter_image"):
-            values = efa_exporter_values(args["efa_exporter_image"], args["efa_node_taints"])  # type: ignore[arg-type]
-            helm.release(f"{name}-efa", self, provider, versions.NODE_EXPORTER_CHART, NAMESPACE, values, [self.release],
-                         create_namespace=True)
-        elif efa:
-            pulumi.log.warn(
-                f"{COMPONENT} {name}: no EFA counters: set eks-ddp:efaExporterImage to an image built from "
-                "aws-samples/awsome-distributed-training 4.validation_and_observability/3.efa-node-exporter",
-                self,
-            )
+        if "efa_node_taints" in args:
+            image = args.get("efa_exporter_image")
+            if image:
+                values = efa_exporter_values(image, args["efa_node_taints"])
+                helm.release(f"{name}-efa", self, provider, versions.NODE_EXPORTER_CHART, NAMESPACE, values,
+                             [self.release], create_namespace=True)
+            else:
+                pulumi.log.warn(
+                    f"{COMPONENT} {name}: no EFA counters: set eks-ddp:efaExporterImage to an image built from "
+                    "aws-samples/awsome-distributed-training 4.validation_and_observability/3.efa-node-exporter",
+                    self,
+                )
         opts_in_namespace = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.release])
         for file_name, dashboard in dashboards().items():
             k8s.core.v1.ConfigMap(

@@ -23,6 +23,9 @@ ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPoli
 GROUP_LABEL = "eks-ddp/node-group"
 SYSTEM_LABEL = {GROUP_LABEL: "system"}
 DEFAULT_SYSTEM_INSTANCE_TYPE = "m7g.large"
+DEFAULT_SYSTEM_NODE_COUNT = 2
+NETWORK_ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+"""The managed add-ons nodes need before they can be ready (CoreDNS comes after the system nodes)."""
 # The VPC CNI's network policy agent enforces NetworkPolicies only when its add-on turns it on (EKS user guide,
 # "Restrict Pod network traffic with Kubernetes network policies": configuration value `enableNetworkPolicy`).
 ADDON_CONFIGURATION = {"vpc-cni": json.dumps({"enableNetworkPolicy": "true"})}
@@ -64,8 +67,13 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version.split("-")[0])[:3])
 
 
+def eks_name(name: str, args: ClusterOptions) -> str:
+    """The EKS cluster's name: `cluster_name`, else the component's."""
+    return args.get("cluster_name", name)
+
+
 def validate(name: str, args: ClusterOptions) -> None:
-    cluster_name = args.get("cluster_name", name)
+    cluster_name = eks_name(name, args)
     if not re.fullmatch(r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}", cluster_name):
         raise InvalidArgument(
             COMPONENT,
@@ -93,7 +101,7 @@ def validate(name: str, args: ClusterOptions) -> None:
     instance_facts.check_name(
         COMPONENT, "system_instance_type", args.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE)
     )
-    count = args.get("system_node_count", 2)
+    count = args.get("system_node_count", DEFAULT_SYSTEM_NODE_COUNT)
     if not 1 <= count <= 10:
         raise InvalidArgument(COMPONENT, "system_node_count", count, "use 1 to 10")
     if args.get("private_endpoint_only") and args.get("public_access_cidrs"):
@@ -132,6 +140,125 @@ def admins_besides_deployer(arns: Sequence[str], parent: pulumi.Resource) -> lis
     return [arn for arn in arns if arn != deployer]
 
 
+def secrets_key(name: str, parent: pulumi.Resource, cluster_name: str, tags: dict[str, str]) -> aws.kms.Key:
+    return aws.kms.Key(
+        f"{name}-secrets",
+        description=f"EKS secrets encryption for {cluster_name}",
+        enable_key_rotation=True,
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+def control_plane(
+    name: str, parent: pulumi.Resource, args: ClusterArgs, version: str, key: aws.kms.Key, tags: dict[str, str]
+) -> eks.Cluster:
+    """The pulumi-eks cluster: API authentication, an OIDC provider, no node group or add-on of its own."""
+    private_only = args.get("private_endpoint_only", False)
+    return eks.Cluster(
+        f"{name}-eks",
+        name=eks_name(name, args),
+        version=version,
+        vpc_id=args["vpc_id"],
+        private_subnet_ids=args["private_subnet_ids"],
+        public_subnet_ids=args.get("public_subnet_ids"),
+        authentication_mode=eks.AuthenticationMode.API,
+        create_oidc_provider=True,
+        skip_default_node_group=True,
+        # Managed node groups use the EKS cluster security group; pulumi-eks's own node group would be unused.
+        skip_default_security_groups=True,
+        endpoint_private_access=True,
+        endpoint_public_access=not private_only,
+        public_access_cidrs=None if private_only else args.get("public_access_cidrs"),
+        enabled_cluster_log_types=list(args.get("log_types", LOG_TYPES)),
+        encryption_config_key_arn=key.arn,
+        # The add-ons are EKS managed add-ons we create and pin ourselves (managed_addon).
+        bootstrap_self_managed_addons=False,
+        use_default_vpc_cni=True,
+        coredns_addon_options={"enabled": False},
+        kube_proxy_addon_options={"enabled": False},
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+def admin_access(
+    name: str, parent: pulumi.Resource, cluster: eks.Cluster, args: ClusterArgs, tags: dict[str, str]
+) -> list[aws.eks.AccessPolicyAssociation]:
+    """Cluster-admin for each of `admin_principal_arns` but the deployer (admins_besides_deployer): an access entry
+    and the admin policy's association with it."""
+    cluster_name = eks_name(name, args)
+    associations = []
+    for index, arn in enumerate(admins_besides_deployer(args.get("admin_principal_arns", []), parent)):
+        entry = aws.eks.AccessEntry(
+            f"{name}-admin-{index}",
+            cluster_name=cluster_name,
+            principal_arn=arn,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=parent, depends_on=[cluster]),
+        )
+        associations.append(
+            aws.eks.AccessPolicyAssociation(
+                f"{name}-admin-{index}",
+                cluster_name=cluster_name,
+                principal_arn=arn,
+                policy_arn=ADMIN_POLICY,
+                access_scope={"type": "cluster"},
+                opts=pulumi.ResourceOptions(parent=parent, depends_on=[entry]),
+            )
+        )
+    return associations
+
+
+def managed_addon(
+    name: str,
+    parent: pulumi.Resource,
+    cluster_name: str,
+    addon: str,
+    after: Sequence[pulumi.Resource],
+    tags: dict[str, str],
+) -> aws.eks.Addon:
+    """An EKS managed add-on at its pinned version (versions.ADDON_VERSIONS), with its ADDON_CONFIGURATION."""
+    return aws.eks.Addon(
+        f"{name}-{addon}",
+        cluster_name=cluster_name,
+        addon_name=addon,
+        addon_version=versions.ADDON_VERSIONS[addon],
+        configuration_values=ADDON_CONFIGURATION.get(addon),
+        resolve_conflicts_on_create="OVERWRITE",
+        resolve_conflicts_on_update="OVERWRITE",
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(after)),
+    )
+
+
+def system_node_group(
+    name: str,
+    parent: pulumi.Resource,
+    args: ClusterArgs,
+    after: Sequence[pulumi.Resource],
+    tags: dict[str, str],
+) -> aws.eks.NodeGroup:
+    """The managed node group the operators, the autoscaler and CoreDNS run on, labelled SYSTEM_LABEL."""
+    role = node_role(f"{name}-system-role", parent, tags)
+    template = secure_launch_template(f"{name}-system-template", parent, tags, hop_limit=1, volume_gib=50)
+    system_type = args.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE)
+    count = args.get("system_node_count", DEFAULT_SYSTEM_NODE_COUNT)
+    return aws.eks.NodeGroup(
+        f"{name}-system",
+        cluster_name=eks_name(name, args),
+        node_role_arn=role.arn,
+        subnet_ids=args["private_subnet_ids"],
+        instance_types=[system_type],
+        ami_type=ami_type(instance_facts.describe(system_type, pulumi.InvokeOptions(parent=parent))),
+        scaling_config={"min_size": count, "max_size": count, "desired_size": count},
+        launch_template=template_reference(template),
+        labels=SYSTEM_LABEL,
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(after)),
+    )
+
+
 class Cluster(pulumi.ComponentResource):
     cluster: eks.Cluster
     """Escape hatch: the pulumi-eks cluster."""
@@ -155,105 +282,24 @@ class Cluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate(name, args)
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
-        child = pulumi.ResourceOptions(parent=self)
         tags = dict(args.get("tags", {}))
-        self.cluster_name = args.get("cluster_name", name)
+        self.cluster_name = eks_name(name, args)
         self.kubernetes_version = args.get("kubernetes_version", versions.DEFAULT_KUBERNETES_VERSION)
-
-        key = aws.kms.Key(
-            f"{name}-secrets",
-            description=f"EKS secrets encryption for {self.cluster_name}",
-            enable_key_rotation=True,
-            tags=tags,
-            opts=child,
-        )
-        private_only = args.get("private_endpoint_only", False)
-        self.cluster = eks.Cluster(
-            f"{name}-eks",
-            name=self.cluster_name,
-            version=self.kubernetes_version,
-            vpc_id=args["vpc_id"],
-            private_subnet_ids=args["private_subnet_ids"],
-            public_subnet_ids=args.get("public_subnet_ids"),
-            authentication_mode=eks.AuthenticationMode.API,
-            create_oidc_provider=True,
-            skip_default_node_group=True,
-            # Managed node groups use the EKS cluster security group; pulumi-eks's own node group would be unused.
-            skip_default_security_groups=True,
-            endpoint_private_access=True,
-            endpoint_public_access=not private_only,
-            public_access_cidrs=None if private_only else args.get("public_access_cidrs"),
-            enabled_cluster_log_types=list(args.get("log_types", LOG_TYPES)),
-            encryption_config_key_arn=key.arn,
-            # The add-ons below are EKS managed add-ons we create and pin ourselves.
-            bootstrap_self_managed_addons=False,
-            use_default_vpc_cni=True,
-            coredns_addon_options={"enabled": False},
-            kube_proxy_addon_options={"enabled": False},
-            tags=tags,
-            opts=child,
-        )
-        for index, arn in enumerate(admins_besides_deployer(args.get("admin_principal_arns", []), self)):
-            entry = aws.eks.AccessEntry(
-                f"{name}-admin-{index}",
-                cluster_name=self.cluster_name,
-                principal_arn=arn,
-                tags=tags,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
-            )
-            aws.eks.AccessPolicyAssociation(
-                f"{name}-admin-{index}",
-                cluster_name=self.cluster_name,
-                principal_arn=arn,
-                policy_arn=ADMIN_POLICY,
-                access_scope={"type": "cluster"},
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
-            )
+        key = secrets_key(name, self, self.cluster_name, tags)
+        self.cluster = control_plane(name, self, args, self.kubernetes_version, key, tags)
+        admin_access(name, self, self.cluster, args, tags)
         network_addons = [
-            aws.eks.Addon(
-                f"{name}-{addon}",
-                cluster_name=self.cluster_name,
-                addon_name=addon,
-                addon_version=versions.ADDON_VERSIONS[addon],
-                configuration_values=ADDON_CONFIGURATION.get(addon),
-                resolve_conflicts_on_create="OVERWRITE",
-                resolve_conflicts_on_update="OVERWRITE",
-                tags=tags,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
-            )
-            for addon in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+            managed_addon(name, self, self.cluster_name, addon, [self.cluster], tags) for addon in NETWORK_ADDONS
         ]
-        role = node_role(f"{name}-system-role", self, tags)
-        template = secure_launch_template(f"{name}-system-template", self, tags, hop_limit=1, volume_gib=50)
-        system_type = args.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE)
-        count = args.get("system_node_count", 2)
-        self.system_node_group = aws.eks.NodeGroup(
-            f"{name}-system",
-            cluster_name=self.cluster_name,
-            node_role_arn=role.arn,
-            subnet_ids=args["private_subnet_ids"],
-            instance_types=[system_type],
-            ami_type=ami_type(instance_facts.describe(system_type, pulumi.InvokeOptions(parent=self))),
-            scaling_config={"min_size": count, "max_size": count, "desired_size": count},
-            launch_template=template_reference(template),
-            labels=SYSTEM_LABEL,
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=network_addons),
-        )
+        self.system_node_group = system_node_group(name, self, args, network_addons, tags)
         # CoreDNS needs nodes to schedule on, or the add-on stays degraded.
-        aws.eks.Addon(
-            f"{name}-coredns",
-            cluster_name=self.cluster_name,
-            addon_name="coredns",
-            addon_version=versions.ADDON_VERSIONS["coredns"],
-            resolve_conflicts_on_create="OVERWRITE",
-            resolve_conflicts_on_update="OVERWRITE",
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_node_group]),
-        )
+        managed_addon(name, self, self.cluster_name, "coredns", [self.system_node_group], tags)
         self.kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig_json)
         self.provider = k8s.Provider(
-            f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True, opts=child
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self),
         )
         self.cluster_security_group_id = self.cluster.cluster_security_group_id
         self.oidc_provider_arn = self.cluster.oidc_provider_arn

@@ -1,9 +1,11 @@
 """IAM documents as plain JSON (readable by tests and linters) and the node role."""
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -82,6 +84,27 @@ def policy(statements: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"Version": "2012-10-17", "Statement": [dict(statement) for statement in statements]}
 
 
+PLACEHOLDER = re.compile(r"\$\{([^}]+)\}")
+"""A variable in a policy file, written as CloudFormation's Fn::Sub writes one (`${AWS::Region}`, `${ClusterName}`),
+so a policy ported from a template keeps its placeholders."""
+
+
+def policy_file(path: Path, values: Mapping[str, str]) -> Any:
+    """The JSON document at `path` with every placeholder in its keys and strings replaced by its value in `values`
+    (one without a value raises KeyError: a policy must never reach IAM with a placeholder left in it)."""
+    return _substituted(json.loads(path.read_text()), values)
+
+
+def _substituted(node: Any, values: Mapping[str, str]) -> Any:
+    if isinstance(node, str):
+        return PLACEHOLDER.sub(lambda match: values[match.group(1)], node)
+    if isinstance(node, list):
+        return [_substituted(item, values) for item in node]
+    if isinstance(node, dict):
+        return {_substituted(key, values): _substituted(value, values) for key, value in node.items()}
+    return node
+
+
 def irsa_role(
     name: str,
     parent: pulumi.Resource,
@@ -106,6 +129,10 @@ class RoleAccess(str, Enum):
     eks-pod-identity-agent, without an OIDC provider or an annotation (EKS user guide, pod-identities.html)."""
     IRSA = "irsa"
     """IAM roles for service accounts: the role trusts the cluster's OIDC provider, the service account names it."""
+
+
+DEFAULT_ROLE_ACCESS = RoleAccess.POD_IDENTITY
+"""The way every component gives a role unless told otherwise."""
 
 
 CLUSTER_INPUTS = {RoleAccess.POD_IDENTITY: ("cluster_name",), RoleAccess.IRSA: ("oidc_provider_arn", "oidc_issuer")}

@@ -8,7 +8,15 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from eks_ddp.infra.aws.iam import RoleAccess, cluster_inputs, policy, role_access, service_account_role
+from eks_ddp.infra.aws.iam import (
+    DEFAULT_ROLE_ACCESS,
+    RoleAccess,
+    ServiceAccountRole,
+    cluster_inputs,
+    policy,
+    role_access,
+    service_account_role,
+)
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.options import waits_for
 
@@ -114,8 +122,9 @@ def lifecycle_rules(checkpoint_expiry_days: int | None) -> list[aws.s3.BucketLif
     ]
 
 
-def validate(args: BucketOptions) -> None:
-    role_access(args.get("access", RoleAccess.POD_IDENTITY), COMPONENT)
+def validate(args: BucketOptions) -> RoleAccess:
+    """The way training pods get the role, once every option is checked."""
+    access = role_access(args.get("access", DEFAULT_ROLE_ACCESS), COMPONENT)
     days = args.get("checkpoint_expiry_days")
     if days is not None and days < 1:
         raise InvalidArgument(
@@ -129,6 +138,64 @@ def validate(args: BucketOptions) -> None:
         raise InvalidArgument(
             COMPONENT, "service_account_name", account, "use a DNS-1123 subdomain (lowercase letters, digits, '-', '.')"
         )
+    return access
+
+
+def private_bucket(name: str, parent: pulumi.Resource, args: ModelBucketArgs, tags: dict[str, str]) -> aws.s3.Bucket:
+    """The bucket: never public, encrypted with KMS, versioned, reached only over TLS, its checkpoints' old versions
+    and cut-off uploads expired (lifecycle_rules)."""
+    child = pulumi.ResourceOptions(parent=parent)
+    bucket = aws.s3.Bucket(f"{name}-bucket", force_destroy=args.get("force_destroy", False), tags=tags, opts=child)
+    aws.s3.BucketPublicAccessBlock(
+        f"{name}-public-access",
+        bucket=bucket.id,
+        block_public_acls=True,
+        block_public_policy=True,
+        ignore_public_acls=True,
+        restrict_public_buckets=True,
+        opts=child,
+    )
+    aws.s3.BucketServerSideEncryptionConfiguration(
+        f"{name}-encryption",
+        bucket=bucket.id,
+        rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "aws:kms"}, "bucket_key_enabled": True}],
+        opts=child,
+    )
+    aws.s3.BucketVersioning(
+        f"{name}-versioning", bucket=bucket.id, versioning_configuration={"status": "Enabled"}, opts=child
+    )
+    aws.s3.BucketPolicy(
+        f"{name}-tls-only",
+        bucket=bucket.id,
+        policy=bucket.arn.apply(lambda arn: json.dumps(tls_only_policy(arn))),
+        opts=child,
+    )
+    aws.s3.BucketLifecycleConfiguration(
+        f"{name}-lifecycle",
+        bucket=bucket.id,
+        rules=lifecycle_rules(args.get("checkpoint_expiry_days")),
+        opts=child,
+    )
+    return bucket
+
+
+def service_account(
+    name: str,
+    parent: pulumi.Resource,
+    args: ModelBucketArgs,
+    account_name: str,
+    granted: ServiceAccountRole,
+    after: list[pulumi.Resource],
+) -> k8s.core.v1.ServiceAccount:
+    """The ServiceAccount training pods run as, annotated with the role where IRSA needs it."""
+    identity: k8s.meta.v1.ObjectMetaArgsDict = {"name": account_name, "namespace": args["namespace"]}
+    if granted.annotations:
+        identity["annotations"] = granted.annotations
+    return k8s.core.v1.ServiceAccount(
+        f"{name}-service-account",
+        metadata=identity,
+        opts=pulumi.ResourceOptions(parent=parent, provider=args["provider"], depends_on=after),
+    )
 
 
 class ModelBucket(pulumi.ComponentResource):
@@ -142,65 +209,21 @@ class ModelBucket(pulumi.ComponentResource):
     """The ServiceAccount the role is given to (plain, for pod specs)."""
 
     def __init__(self, name: str, args: ModelBucketArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        validate(args)
-        access = RoleAccess(args.get("access", RoleAccess.POD_IDENTITY))
+        access = validate(args)
         cluster = cluster_inputs(COMPONENT, access, args)
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        tags = dict(args.get("tags", {}))
-        self.bucket = aws.s3.Bucket(
-            f"{name}-bucket", force_destroy=args.get("force_destroy", False), tags=tags, opts=child
-        )
-        aws.s3.BucketPublicAccessBlock(
-            f"{name}-public-access",
-            bucket=self.bucket.id,
-            block_public_acls=True,
-            block_public_policy=True,
-            ignore_public_acls=True,
-            restrict_public_buckets=True,
-            opts=child,
-        )
-        aws.s3.BucketServerSideEncryptionConfiguration(
-            f"{name}-encryption",
-            bucket=self.bucket.id,
-            rules=[
-                {"apply_server_side_encryption_by_default": {"sse_algorithm": "aws:kms"}, "bucket_key_enabled": True}
-            ],
-            opts=child,
-        )
-        aws.s3.BucketVersioning(
-            f"{name}-versioning", bucket=self.bucket.id, versioning_configuration={"status": "Enabled"}, opts=child
-        )
-        aws.s3.BucketPolicy(
-            f"{name}-tls-only",
-            bucket=self.bucket.id,
-            policy=self.bucket.arn.apply(lambda arn: json.dumps(tls_only_policy(arn))),
-            opts=child,
-        )
-        aws.s3.BucketLifecycleConfiguration(
-            f"{name}-lifecycle",
-            bucket=self.bucket.id,
-            rules=lifecycle_rules(args.get("checkpoint_expiry_days")),
-            opts=child,
-        )
+        tags, after = dict(args.get("tags", {})), waits_for(opts)
+        self.bucket = private_bucket(name, self, args, tags)
         self.service_account_name = args.get("service_account_name", DEFAULT_SERVICE_ACCOUNT)
         account = (args["namespace"], self.service_account_name)
-        granted = service_account_role(f"{name}-role", self, access, cluster, account, tags, waits_for(opts))
-        role = granted.role
+        granted = service_account_role(f"{name}-role", self, access, cluster, account, tags, after)
         aws.iam.RolePolicy(
             f"{name}-access",
-            role=role.id,
+            role=granted.role.id,
             policy=self.bucket.arn.apply(lambda arn: json.dumps(access_policy(arn))),
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
-        identity: k8s.meta.v1.ObjectMetaArgsDict = {"name": self.service_account_name, "namespace": args["namespace"]}
-        if granted.annotations:
-            identity["annotations"] = granted.annotations
-        k8s.core.v1.ServiceAccount(
-            f"{name}-service-account",
-            metadata=identity,
-            opts=pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=waits_for(opts)),
-        )
+        service_account(name, self, args, self.service_account_name, granted, after)
         self.bucket_name = self.bucket.bucket
-        self.role_arn = role.arn
+        self.role_arn = granted.role.arn
         self.register_outputs({"bucket_name": self.bucket_name, "role_arn": self.role_arn})

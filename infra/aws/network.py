@@ -3,6 +3,7 @@
 import ipaddress
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from enum import Enum
 from typing import NotRequired, TypedDict
 
@@ -12,6 +13,8 @@ import pulumi_aws as aws
 from eks_ddp.infra.errors import InvalidArgument
 
 COMPONENT = "Network"
+DEFAULT_CIDR = "10.0.0.0/16"
+DEFAULT_ZONE_COUNT = 2
 
 
 class NatGateways(str, Enum):
@@ -21,6 +24,9 @@ class NatGateways(str, Enum):
     """One NAT gateway for all zones: cheaper, one zone's outage cuts egress."""
     ONE_PER_ZONE = "one_per_zone"
     """A NAT gateway per zone: zone-independent egress."""
+
+
+DEFAULT_NAT_GATEWAYS = NatGateways.SINGLE
 
 
 class NetworkArgs(TypedDict):
@@ -64,7 +70,7 @@ def validate(args: NetworkArgs) -> None:
         return
     if "existing_private_subnet_ids" in args or "existing_public_subnet_ids" in args:
         raise InvalidArgument(COMPONENT, "existing_vpc_id", None, "existing subnet ids need existing_vpc_id")
-    cidr = args.get("cidr", "10.0.0.0/16")
+    cidr = args.get("cidr", DEFAULT_CIDR)
     try:
         network = ipaddress.IPv4Network(cidr)
     except ValueError:
@@ -79,7 +85,7 @@ def validate(args: NetworkArgs) -> None:
             )
         count = len(zones)
     else:
-        count = args.get("availability_zone_count", 2)
+        count = args.get("availability_zone_count", DEFAULT_ZONE_COUNT)
         if count < 2:
             raise InvalidArgument(COMPONENT, "availability_zone_count", count, "use at least 2 (EKS needs two zones)")
     smallest = ipaddress.ip_network(plan_subnets(cidr, count)[0][0])
@@ -87,10 +93,194 @@ def validate(args: NetworkArgs) -> None:
         raise InvalidArgument(
             COMPONENT, "cidr", cidr, f"too small for {2 * count} subnets of at least /27; use a larger block"
         )
-    if args.get("nat_gateways", NatGateways.SINGLE) not in tuple(NatGateways):
+    if args.get("nat_gateways", DEFAULT_NAT_GATEWAYS) not in tuple(NatGateways):
         raise InvalidArgument(
             COMPONENT, "nat_gateways", args.get("nat_gateways"), f"use one of {[item.value for item in NatGateways]}"
         )
+
+
+def zone_names(parent: pulumi.Resource, args: NetworkArgs) -> list[pulumi.Input[str]]:
+    """The zones named, or the region's first available ones."""
+    named = args.get("availability_zones")
+    if named is not None:
+        return list(named)
+    available = aws.get_availability_zones_output(state="available", opts=pulumi.InvokeOutputOptions(parent=parent))
+    return [available.names[index] for index in range(args.get("availability_zone_count", DEFAULT_ZONE_COUNT))]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What a Network gives the cluster, whether it made the VPC or was given one."""
+
+    vpc_id: pulumi.Output[str]
+    private_subnet_ids: pulumi.Output[list[str]]
+    public_subnet_ids: pulumi.Output[list[str]]
+    private_subnet_by_zone: dict[str, pulumi.Output[str]]
+
+
+def existing_layout(vpc_id: str, args: NetworkArgs) -> Layout:
+    private = dict(args.get("existing_private_subnet_ids", {}))
+    return Layout(
+        vpc_id=pulumi.Output.from_input(vpc_id),
+        private_subnet_ids=pulumi.Output.from_input(list(private.values())),
+        public_subnet_ids=pulumi.Output.from_input(list(args.get("existing_public_subnet_ids", []))),
+        private_subnet_by_zone={zone: pulumi.Output.from_input(subnet) for zone, subnet in private.items()},
+    )
+
+
+def vpc_with_gateway(
+    name: str, parent: pulumi.Resource, cidr: str, tags: dict[str, str]
+) -> tuple[aws.ec2.Vpc, aws.ec2.InternetGateway]:
+    child = pulumi.ResourceOptions(parent=parent)
+    vpc = aws.ec2.Vpc(
+        f"{name}-vpc",
+        cidr_block=cidr,
+        enable_dns_hostnames=True,
+        enable_dns_support=True,
+        tags={**tags, "Name": f"{name}-vpc"},
+        opts=child,
+    )
+    gateway = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags={**tags, "Name": f"{name}-igw"}, opts=child)
+    return vpc, gateway
+
+
+def public_subnets(
+    name: str,
+    parent: pulumi.Resource,
+    vpc: aws.ec2.Vpc,
+    gateway: aws.ec2.InternetGateway,
+    placed: Sequence[tuple[pulumi.Input[str], str]],
+    tags: dict[str, str],
+) -> tuple[aws.ec2.RouteTable, list[aws.ec2.Subnet]]:
+    """The public route table (to the internet gateway) and a subnet on it per (zone, CIDR) of `placed`, for
+    internet-facing load balancers and the NAT gateways; instances get no public address."""
+    child = pulumi.ResourceOptions(parent=parent)
+    table = aws.ec2.RouteTable(
+        f"{name}-public",
+        vpc_id=vpc.id,
+        routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": gateway.id}],
+        tags={**tags, "Name": f"{name}-public"},
+        opts=child,
+    )
+    subnets = []
+    for index, (zone, cidr) in enumerate(placed):
+        subnet = aws.ec2.Subnet(
+            f"{name}-public-{index}",
+            vpc_id=vpc.id,
+            cidr_block=cidr,
+            availability_zone=zone,
+            map_public_ip_on_launch=False,
+            tags={**tags, "Name": f"{name}-public-{index}", "kubernetes.io/role/elb": "1"},
+            opts=child,
+        )
+        aws.ec2.RouteTableAssociation(
+            f"{name}-public-{index}", subnet_id=subnet.id, route_table_id=table.id, opts=child
+        )
+        subnets.append(subnet)
+    return table, subnets
+
+
+def nat_gateways(
+    name: str,
+    parent: pulumi.Resource,
+    public: Sequence[aws.ec2.Subnet],
+    gateway: aws.ec2.InternetGateway,
+    tags: dict[str, str],
+) -> list[aws.ec2.NatGateway]:
+    """A NAT gateway, with its Elastic IP, in each of the `public` subnets."""
+    gateways = []
+    for index, subnet in enumerate(public):
+        address = aws.ec2.Eip(
+            f"{name}-nat-{index}",
+            domain="vpc",
+            tags={**tags, "Name": f"{name}-nat-{index}"},
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+        gateways.append(
+            aws.ec2.NatGateway(
+                f"{name}-nat-{index}",
+                allocation_id=address.id,
+                subnet_id=subnet.id,
+                tags={**tags, "Name": f"{name}-nat-{index}"},
+                opts=pulumi.ResourceOptions(parent=parent, depends_on=[gateway]),
+            )
+        )
+    return gateways
+
+
+def private_subnets(
+    name: str,
+    parent: pulumi.Resource,
+    vpc: aws.ec2.Vpc,
+    placed: Sequence[tuple[pulumi.Input[str], str, aws.ec2.NatGateway]],
+    tags: dict[str, str],
+) -> tuple[list[aws.ec2.RouteTable], list[aws.ec2.Subnet]]:
+    """A subnet per (zone, CIDR, NAT gateway) of `placed`, each with its own route table to its NAT gateway."""
+    child = pulumi.ResourceOptions(parent=parent)
+    tables, subnets = [], []
+    for index, (zone, cidr, nat) in enumerate(placed):
+        subnet = aws.ec2.Subnet(
+            f"{name}-private-{index}",
+            vpc_id=vpc.id,
+            cidr_block=cidr,
+            availability_zone=zone,
+            tags={**tags, "Name": f"{name}-private-{index}", "kubernetes.io/role/internal-elb": "1"},
+            opts=child,
+        )
+        table = aws.ec2.RouteTable(
+            f"{name}-private-{index}",
+            vpc_id=vpc.id,
+            routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat.id}],
+            tags={**tags, "Name": f"{name}-private-{index}"},
+            opts=child,
+        )
+        aws.ec2.RouteTableAssociation(
+            f"{name}-private-{index}", subnet_id=subnet.id, route_table_id=table.id, opts=child
+        )
+        tables.append(table)
+        subnets.append(subnet)
+    return tables, subnets
+
+
+def s3_endpoint(
+    name: str,
+    parent: pulumi.Resource,
+    vpc: aws.ec2.Vpc,
+    tables: Sequence[aws.ec2.RouteTable],
+    tags: dict[str, str],
+) -> aws.ec2.VpcEndpoint:
+    """S3 traffic (images, datasets, checkpoints) skips the NAT gateway: cheaper and faster."""
+    region = aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=parent))
+    return aws.ec2.VpcEndpoint(
+        f"{name}-s3",
+        vpc_id=vpc.id,
+        service_name=pulumi.Output.format("com.amazonaws.{0}.s3", region.region),
+        vpc_endpoint_type="Gateway",
+        route_table_ids=[table.id for table in tables],
+        tags={**tags, "Name": f"{name}-s3"},
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+def new_layout(name: str, parent: pulumi.Resource, args: NetworkArgs, tags: dict[str, str]) -> Layout:
+    """A VPC over the zones: a public and a private subnet in each (plan_subnets), private ones reaching the internet
+    through one NAT gateway or one per zone, and S3 through a gateway endpoint."""
+    cidr, zones = args.get("cidr", DEFAULT_CIDR), zone_names(parent, args)
+    private_cidrs, public_cidrs = zip(*plan_subnets(cidr, len(zones)))
+    vpc, gateway = vpc_with_gateway(name, parent, cidr, tags)
+    public_table, public = public_subnets(name, parent, vpc, gateway, list(zip(zones, public_cidrs)), tags)
+    per_zone = args.get("nat_gateways", DEFAULT_NAT_GATEWAYS) == NatGateways.ONE_PER_ZONE
+    nats = nat_gateways(name, parent, public if per_zone else public[:1], gateway, tags)
+    routes = nats if per_zone else nats * len(zones)
+    private_tables, private = private_subnets(name, parent, vpc, list(zip(zones, private_cidrs, routes)), tags)
+    s3_endpoint(name, parent, vpc, [public_table, *private_tables], tags)
+    named = args.get("availability_zones") or []
+    return Layout(
+        vpc_id=vpc.id,
+        private_subnet_ids=pulumi.Output.all(*[subnet.id for subnet in private]),
+        public_subnet_ids=pulumi.Output.all(*[subnet.id for subnet in public]),
+        private_subnet_by_zone={zone: private[index].id for index, zone in enumerate(named)},
+    )
 
 
 class Network(pulumi.ComponentResource):
@@ -108,13 +298,11 @@ class Network(pulumi.ComponentResource):
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
         tags = dict(args.get("tags", {}))
         if "existing_vpc_id" in args:
-            private = dict(args.get("existing_private_subnet_ids", {}))
-            self.vpc_id = pulumi.Output.from_input(args["existing_vpc_id"])
-            self.private_subnet_ids = pulumi.Output.from_input(list(private.values()))
-            self.public_subnet_ids = pulumi.Output.from_input(list(args.get("existing_public_subnet_ids", [])))
-            self.private_subnet_by_zone = {zone: pulumi.Output.from_input(subnet) for zone, subnet in private.items()}
+            layout = existing_layout(args["existing_vpc_id"], args)
         else:
-            self._create(name, args, tags)
+            layout = new_layout(name, self, args, tags)
+        self.vpc_id, self.private_subnet_ids = layout.vpc_id, layout.private_subnet_ids
+        self.public_subnet_ids, self.private_subnet_by_zone = layout.public_subnet_ids, layout.private_subnet_by_zone
         self.register_outputs(
             {
                 "vpc_id": self.vpc_id,
@@ -122,101 +310,3 @@ class Network(pulumi.ComponentResource):
                 "public_subnet_ids": self.public_subnet_ids,
             }
         )
-
-    def _create(self, name: str, args: NetworkArgs, tags: dict[str, str]) -> None:
-        child = pulumi.ResourceOptions(parent=self)
-        cidr = args.get("cidr", "10.0.0.0/16")
-        named = args.get("availability_zones")
-        count = len(named) if named is not None else args.get("availability_zone_count", 2)
-        if named is not None:
-            zones: list[pulumi.Input[str]] = list(named)
-        else:
-            available = aws.get_availability_zones_output(
-                state="available", opts=pulumi.InvokeOutputOptions(parent=self)
-            )
-            zones = [available.names[index] for index in range(count)]
-        vpc = aws.ec2.Vpc(
-            f"{name}-vpc",
-            cidr_block=cidr,
-            enable_dns_hostnames=True,
-            enable_dns_support=True,
-            tags={**tags, "Name": f"{name}-vpc"},
-            opts=child,
-        )
-        gateway = aws.ec2.InternetGateway(
-            f"{name}-igw", vpc_id=vpc.id, tags={**tags, "Name": f"{name}-igw"}, opts=child
-        )
-        public_routes = aws.ec2.RouteTable(
-            f"{name}-public",
-            vpc_id=vpc.id,
-            routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": gateway.id}],
-            tags={**tags, "Name": f"{name}-public"},
-            opts=child,
-        )
-        private_subnets, public_subnets = [], []
-        for index, (private_cidr, public_cidr) in enumerate(plan_subnets(cidr, count)):
-            zone = zones[index]
-            public = aws.ec2.Subnet(
-                f"{name}-public-{index}",
-                vpc_id=vpc.id,
-                cidr_block=public_cidr,
-                availability_zone=zone,
-                map_public_ip_on_launch=False,
-                tags={**tags, "Name": f"{name}-public-{index}", "kubernetes.io/role/elb": "1"},
-                opts=child,
-            )
-            aws.ec2.RouteTableAssociation(
-                f"{name}-public-{index}", subnet_id=public.id, route_table_id=public_routes.id, opts=child
-            )
-            private = aws.ec2.Subnet(
-                f"{name}-private-{index}",
-                vpc_id=vpc.id,
-                cidr_block=private_cidr,
-                availability_zone=zone,
-                tags={**tags, "Name": f"{name}-private-{index}", "kubernetes.io/role/internal-elb": "1"},
-                opts=child,
-            )
-            public_subnets.append(public)
-            private_subnets.append(private)
-        per_zone = args.get("nat_gateways", NatGateways.SINGLE) == NatGateways.ONE_PER_ZONE
-        nat_ids = []
-        for index in range(count if per_zone else 1):
-            address = aws.ec2.Eip(
-                f"{name}-nat-{index}", domain="vpc", tags={**tags, "Name": f"{name}-nat-{index}"}, opts=child
-            )
-            nat = aws.ec2.NatGateway(
-                f"{name}-nat-{index}",
-                allocation_id=address.id,
-                subnet_id=public_subnets[index].id,
-                tags={**tags, "Name": f"{name}-nat-{index}"},
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]),
-            )
-            nat_ids.append(nat.id)
-        private_tables = []
-        for index, subnet in enumerate(private_subnets):
-            table = aws.ec2.RouteTable(
-                f"{name}-private-{index}",
-                vpc_id=vpc.id,
-                routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat_ids[index if per_zone else 0]}],
-                tags={**tags, "Name": f"{name}-private-{index}"},
-                opts=child,
-            )
-            aws.ec2.RouteTableAssociation(
-                f"{name}-private-{index}", subnet_id=subnet.id, route_table_id=table.id, opts=child
-            )
-            private_tables.append(table.id)
-        # S3 traffic (images, datasets, checkpoints) skips the NAT gateway: cheaper and faster.
-        region = aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self))
-        aws.ec2.VpcEndpoint(
-            f"{name}-s3",
-            vpc_id=vpc.id,
-            service_name=pulumi.Output.format("com.amazonaws.{0}.s3", region.region),
-            vpc_endpoint_type="Gateway",
-            route_table_ids=[public_routes.id, *private_tables],
-            tags={**tags, "Name": f"{name}-s3"},
-            opts=child,
-        )
-        self.vpc_id = vpc.id
-        self.private_subnet_ids = pulumi.Output.all(*[subnet.id for subnet in private_subnets])
-        self.public_subnet_ids = pulumi.Output.all(*[subnet.id for subnet in public_subnets])
-        self.private_subnet_by_zone = {zone: private_subnets[index].id for index, zone in enumerate(named or [])}

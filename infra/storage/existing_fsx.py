@@ -6,17 +6,18 @@ provisions anything, and the CSI driver only mounts.
 """
 
 import re
+from collections.abc import Sequence
 from typing import NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from eks_ddp.infra.addons import helm
-from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts import versions
 from eks_ddp.infra.options import waits_for
-from eks_ddp.infra.storage.fsx import lustre_ingress, valid_capacity
+from eks_ddp.infra.storage.csi_driver import csi_driver
+from eks_ddp.infra.storage.fsx import DEFAULT_CAPACITY_GIB, lustre_ingress, valid_capacity
+from eks_ddp.infra.storage.shared_claim import DEFAULT_CLAIM_NAME
 
 COMPONENT = "ExistingFsxVolume"
 DRIVER = "fsx.csi.aws.com"
@@ -70,10 +71,50 @@ def validate(args: ExistingFsxOptions) -> None:
         raise InvalidArgument(
             COMPONENT, "dns_name", args["dns_name"], f"it names another file system than {args['file_system_id']}"
         )
-    if not valid_capacity(args.get("capacity_gib", 1200)):
+    if not valid_capacity(args.get("capacity_gib", DEFAULT_CAPACITY_GIB)):
         raise InvalidArgument(
             COMPONENT, "capacity_gib", args.get("capacity_gib"), "use 1200, 2400 or a multiple of 2400 GiB"
         )
+
+
+def static_volume_and_claim(
+    name: str,
+    parent: pulumi.Resource,
+    args: ExistingFsxVolumeArgs,
+    claim_name: str,
+    depends_on: Sequence[pulumi.Resource],
+) -> k8s.core.v1.PersistentVolumeClaim:
+    """A PersistentVolume naming the file system, and the claim bound to it by name (no StorageClass)."""
+    size = f"{args.get('capacity_gib', DEFAULT_CAPACITY_GIB)}Gi"
+    volume = k8s.core.v1.PersistentVolume(
+        f"{name}-volume",
+        metadata={"name": f"{args['namespace']}-{claim_name}-{args['file_system_id']}"},
+        spec={
+            "capacity": {"storage": size},
+            "access_modes": ["ReadWriteMany"],
+            "storage_class_name": "",
+            "mount_options": ["flock"],
+            # Deleting the stack must never delete the data of a file system it did not make.
+            "persistent_volume_reclaim_policy": "Retain",
+            "csi": {
+                "driver": DRIVER,
+                "volume_handle": args["file_system_id"],
+                "volume_attributes": {"dnsname": args["dns_name"], "mountname": args["mount_name"]},
+            },
+        },
+        opts=pulumi.ResourceOptions(parent=parent, provider=args["provider"], depends_on=list(depends_on)),
+    )
+    return k8s.core.v1.PersistentVolumeClaim(
+        f"{name}-claim",
+        metadata={"name": claim_name, "namespace": args["namespace"]},
+        spec={
+            "access_modes": ["ReadWriteMany"],
+            "storage_class_name": "",
+            "volume_name": volume.metadata.name,
+            "resources": {"requests": {"storage": size}},
+        },
+        opts=pulumi.ResourceOptions(parent=parent, provider=args["provider"], depends_on=[volume]),
+    )
 
 
 class ExistingFsxVolume(pulumi.ComponentResource):
@@ -83,49 +124,13 @@ class ExistingFsxVolume(pulumi.ComponentResource):
     def __init__(self, name: str, args: ExistingFsxVolumeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate(args)
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
-        child = pulumi.ResourceOptions(parent=self)
         tags = dict(args.get("tags", {}))
         opened, nodes = args.get("security_group_id"), args.get("node_security_group_id")
         if opened and nodes:
-            lustre_ingress(f"{name}-lustre", opened, nodes, "the EKS nodes", tags, child)
-        driver = None
+            lustre_ingress(f"{name}-lustre", opened, nodes, "the EKS nodes", tags, pulumi.ResourceOptions(parent=self))
+        after = waits_for(opts)
         if args.get("csi_driver", True):
-            values = {"controller": {"nodeSelector": SYSTEM_LABEL}, "node": {"tolerateAllTaints": True}}
-            driver = helm.release(
-                f"{name}-csi", self, args["provider"], versions.FSX_CSI_CHART, "kube-system", values, waits_for(opts)
-            )
-        self.claim_name = args.get("claim_name", "shared")
-        size = f"{args.get('capacity_gib', 1200)}Gi"
-        scoped = pulumi.ResourceOptions(
-            parent=self, provider=args["provider"], depends_on=[driver] if driver else waits_for(opts)
-        )
-        volume = k8s.core.v1.PersistentVolume(
-            f"{name}-volume",
-            metadata={"name": f"{args['namespace']}-{self.claim_name}-{args['file_system_id']}"},
-            spec={
-                "capacity": {"storage": size},
-                "access_modes": ["ReadWriteMany"],
-                "storage_class_name": "",
-                "mount_options": ["flock"],
-                # Deleting the stack must never delete the data of a file system it did not make.
-                "persistent_volume_reclaim_policy": "Retain",
-                "csi": {
-                    "driver": DRIVER,
-                    "volume_handle": args["file_system_id"],
-                    "volume_attributes": {"dnsname": args["dns_name"], "mountname": args["mount_name"]},
-                },
-            },
-            opts=scoped,
-        )
-        k8s.core.v1.PersistentVolumeClaim(
-            f"{name}-claim",
-            metadata={"name": self.claim_name, "namespace": args["namespace"]},
-            spec={
-                "access_modes": ["ReadWriteMany"],
-                "storage_class_name": "",
-                "volume_name": volume.metadata.name,
-                "resources": {"requests": {"storage": size}},
-            },
-            opts=pulumi.ResourceOptions(parent=self, provider=args["provider"], depends_on=[volume]),
-        )
+            after = [csi_driver(name, self, args["provider"], versions.FSX_CSI_CHART, after)]
+        self.claim_name = args.get("claim_name", DEFAULT_CLAIM_NAME)
+        static_volume_and_claim(name, self, args, self.claim_name, after)
         self.register_outputs({})

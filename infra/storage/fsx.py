@@ -1,25 +1,26 @@
 """FsxLustreStorage: a shared FSx for Lustre volume, provisioned by its CSI driver."""
 
-import json
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_aws as aws
 
-from eks_ddp.infra.addons import helm
-from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
-from eks_ddp.infra.aws.iam import irsa_role, policy
+from eks_ddp.infra.aws.iam import policy
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts import versions
 from eks_ddp.infra.options import waits_for
-from eks_ddp.infra.storage.shared_claim import SharedStorageArgs, storage_class_and_claim
+from eks_ddp.infra.storage.csi_driver import controller_account, csi_driver
+from eks_ddp.infra.storage.shared_claim import DEFAULT_CLAIM_NAME, SharedStorageArgs, storage_class_and_claim
 
 COMPONENT = "FsxLustreStorage"
 DEPLOYMENT_TYPES = ("SCRATCH_2", "PERSISTENT_2")
+DEFAULT_DEPLOYMENT_TYPE = "SCRATCH_2"
+DEFAULT_CAPACITY_GIB = 1200
 PERSISTENT_2_THROUGHPUT = (125, 250, 500, 1000)
 CONTROLLER_ACCOUNT = "fsx-csi-controller-sa"
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
-"""TCP ports Lustre clients and servers use (FSx for Lustre user guide, "File system access control with Amazon VPC")."""
+"""TCP ports Lustre clients and servers use (FSx for Lustre user guide, "File system access control with Amazon
+VPC")."""
 
 
 class FsxOptions(TypedDict):
@@ -47,10 +48,10 @@ def valid_capacity(gib: int) -> bool:
 
 
 def validate(args: FsxOptions) -> None:
-    kind = args.get("deployment_type", "SCRATCH_2")
+    kind = args.get("deployment_type", DEFAULT_DEPLOYMENT_TYPE)
     if kind not in DEPLOYMENT_TYPES:
         raise InvalidArgument(COMPONENT, "deployment_type", kind, f"use one of {', '.join(DEPLOYMENT_TYPES)}")
-    capacity = args.get("capacity_gib", 1200)
+    capacity = args.get("capacity_gib", DEFAULT_CAPACITY_GIB)
     if not valid_capacity(capacity):
         raise InvalidArgument(COMPONENT, "capacity_gib", capacity, "use 1200, 2400 or a multiple of 2400 GiB")
     throughput = args.get("per_unit_storage_throughput")
@@ -72,7 +73,8 @@ def validate(args: FsxOptions) -> None:
                 COMPONENT,
                 key,
                 path,
-                "give an s3:// path, with deployment_type SCRATCH_2 (use a data repository association for PERSISTENT_2)",
+                "give an s3:// path, with deployment_type SCRATCH_2"
+                " (use a data repository association for PERSISTENT_2)",
             )
 
 
@@ -134,6 +136,49 @@ def lustre_ingress(
         )
 
 
+def lustre_security_group(
+    name: str, parent: pulumi.Resource, args: FsxLustreStorageArgs, tags: dict[str, str]
+) -> aws.ec2.SecurityGroup:
+    """The file system's security group: Lustre's ports open to the nodes and to its own servers, all out."""
+    child = pulumi.ResourceOptions(parent=parent)
+    group = aws.ec2.SecurityGroup(
+        f"{name}-lustre",
+        vpc_id=args["vpc_id"],
+        description="FSx for Lustre from the nodes",
+        tags={**tags, "Name": f"{name}-lustre"},
+        opts=child,
+    )
+    for source_name, source in (("nodes", args["node_security_group_id"]), ("self", group.id)):
+        lustre_ingress(f"{name}-lustre-{source_name}", group.id, source, source_name, tags, child)
+    aws.vpc.SecurityGroupEgressRule(
+        f"{name}-lustre-out",
+        security_group_id=group.id,
+        cidr_ipv4="0.0.0.0/0",
+        ip_protocol="-1",
+        description="replies and S3",
+        tags=tags,
+        opts=child,
+    )
+    return group
+
+
+def file_system_parameters(args: FsxLustreStorageArgs, group_id: pulumi.Input[str]) -> dict[str, pulumi.Input[str]]:
+    """The StorageClass's: what the driver creates each claim's file system with."""
+    kind = args.get("deployment_type", DEFAULT_DEPLOYMENT_TYPE)
+    parameters: dict[str, pulumi.Input[str]] = {
+        "subnetId": args["subnet_id"],
+        "securityGroupIds": group_id,
+        "deploymentType": kind,
+        "fileSystemTypeVersion": "2.15",
+    }
+    if kind == "PERSISTENT_2":
+        parameters["perUnitStorageThroughput"] = str(args.get("per_unit_storage_throughput"))
+    for key, parameter in (("s3_import_path", "s3ImportPath"), ("s3_export_path", "s3ExportPath")):
+        if key in args:
+            parameters[parameter] = str(args.get(key))
+    return parameters
+
+
 class FsxLustreStorage(pulumi.ComponentResource):
     claim_name: str
     """The ReadWriteMany claim training pods mount."""
@@ -143,77 +188,20 @@ class FsxLustreStorage(pulumi.ComponentResource):
     def __init__(self, name: str, args: FsxLustreStorageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         validate(args)
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
-        child = pulumi.ResourceOptions(parent=self)
         tags = dict(args.get("tags", {}))
-        group = aws.ec2.SecurityGroup(
-            f"{name}-lustre",
-            vpc_id=args["vpc_id"],
-            description="FSx for Lustre from the nodes",
-            tags={**tags, "Name": f"{name}-lustre"},
-            opts=child,
-        )
-        for source_name, source in (("nodes", args["node_security_group_id"]), ("self", group.id)):
-            lustre_ingress(f"{name}-lustre-{source_name}", group.id, source, source_name, tags, child)
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-lustre-out",
-            security_group_id=group.id,
-            cidr_ipv4="0.0.0.0/0",
-            ip_protocol="-1",
-            description="replies and S3",
-            tags=tags,
-            opts=child,
-        )
-        role = irsa_role(
-            f"{name}-csi-role",
-            self,
-            args["oidc_provider_arn"],
-            args["oidc_issuer"],
-            "kube-system",
-            CONTROLLER_ACCOUNT,
-            tags,
-        )
-        aws.iam.RolePolicy(f"{name}-csi-policy", role=role.id, policy=json.dumps(csi_policy()), opts=child)
-        driver = helm.release(
-            f"{name}-csi",
-            self,
-            args["provider"],
-            versions.FSX_CSI_CHART,
-            "kube-system",
-            {
-                "controller": {
-                    "serviceAccount": {
-                        "create": True,
-                        "name": CONTROLLER_ACCOUNT,
-                        "annotations": {"eks.amazonaws.com/role-arn": role.arn},
-                    },
-                    "nodeSelector": SYSTEM_LABEL,
-                },
-                "node": {"tolerateAllTaints": True},
-            },
-            waits_for(opts),
-        )
-        kind = args.get("deployment_type", "SCRATCH_2")
-        parameters: dict[str, pulumi.Input[str]] = {
-            "subnetId": args["subnet_id"],
-            "securityGroupIds": group.id,
-            "deploymentType": kind,
-            "fileSystemTypeVersion": "2.15",
-        }
-        if kind == "PERSISTENT_2":
-            parameters["perUnitStorageThroughput"] = str(args.get("per_unit_storage_throughput"))
-        for key, parameter in (("s3_import_path", "s3ImportPath"), ("s3_export_path", "s3ExportPath")):
-            if key in args:
-                parameters[parameter] = str(args.get(key))
-        self.claim_name = args.get("claim_name", "shared")
+        group = lustre_security_group(name, self, args, tags)
+        account = controller_account(name, self, args, CONTROLLER_ACCOUNT, csi_policy())
+        driver = csi_driver(name, self, args["provider"], versions.FSX_CSI_CHART, waits_for(opts), account)
+        self.claim_name = args.get("claim_name", DEFAULT_CLAIM_NAME)
         storage_class_and_claim(
             name,
             self,
             args["provider"],
             "fsx.csi.aws.com",
-            parameters,
+            file_system_parameters(args, group.id),
             args["namespace"],
             self.claim_name,
-            args.get("capacity_gib", 1200),
+            args.get("capacity_gib", DEFAULT_CAPACITY_GIB),
             [driver],
             ["flock"],
         )

@@ -8,6 +8,7 @@ import pulumi_kubernetes as k8s
 
 # The POSIX user training pods run as: the trainer image's user (trainer/Dockerfile; a test checks).
 SHARED_UID = 1000
+DEFAULT_CLAIM_NAME = "shared"
 
 
 class SharedStorageArgs(TypedDict):
