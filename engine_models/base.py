@@ -5,9 +5,10 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any
 
-from eks_ddp.infra.aws.efa_node_group import KUBERNETES_EFFECT, TaintEffect
+from eks_ddp.infra.aws.efa_node_group import EFA_RESOURCE, KUBERNETES_EFFECT, TaintEffect
 from eks_ddp.infra.existing_cluster import DESCRIBED_GROUP
 from eks_ddp.infra.facts import catalogue, quantities
+from eks_ddp.infra.facts.efa_cards import EFA_INTERFACE_TYPES, NODE_CLASS, catalogue_cards
 from eks_ddp.infra.facts.allocatable import NodeLauncher, efa_hugepages_mib
 from eks_ddp.tools.mocking import Registration
 from eks_ddp.infra.facts.node_room import node_allocatable
@@ -42,8 +43,7 @@ class Deployment:
     """EC2's network cards per instance type (the catalogue's where EC2's data is not at hand)."""
 
     def cards(self, instance_type: str) -> int | None:
-        facts = catalogue.lookup(instance_type)
-        return self.network_cards.get(instance_type, facts.network_cards if facts else None)
+        return self.network_cards.get(instance_type, catalogue_cards(instance_type))
 
     def of_type(self, type_: str) -> list[Registration]:
         return sorted((r for r in self.registrations if r.type == type_), key=lambda r: r.name)
@@ -118,10 +118,10 @@ def pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 
 def efa_interface_count(template: Registration | None) -> int:
     interfaces = (template.inputs.get("networkInterfaces") or []) if template else []
-    return sum(1 for interface in interfaces if interface.get("interfaceType") in ("efa", "efa-only"))
+    return sum(1 for interface in interfaces if interface.get("interfaceType") in EFA_INTERFACE_TYPES)
 
 
-EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE = "vpc.amazonaws.com/efa", "nvidia.com/gpu", "aws.amazon.com/neuron"
+GPU_RESOURCE, NEURON_RESOURCE = "nvidia.com/gpu", "aws.amazon.com/neuron"
 NODE_TEMPLATE_RESOURCES = "k8s.io/cluster-autoscaler/node-template/resources/"
 
 
@@ -195,7 +195,7 @@ def _karpenter(deployment: Deployment, pool: Registration) -> NodeSource:
     node_class = next(
         (
             c
-            for c in deployment.of_type("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
+            for c in deployment.of_type(NODE_CLASS)
             if c.inputs.get("metadata", {}).get("name") == reference
         ),
         None,

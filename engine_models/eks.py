@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from eks_ddp.infra.facts import versions
+from eks_ddp.infra.facts.efa_cards import efa_cards
 from eks_ddp.engine_models.base import (
     Deployment,
     Finding,
@@ -71,14 +72,14 @@ def efa_interfaces_per_network_card(deployment: Deployment) -> Iterator[Finding]
     """An EFA node takes one EFA interface per network card, or the missing cards carry no traffic.
 
     Source: EC2 user guide "Maximize network bandwidth on accelerated instances" (EFA on every
-    card: `efa` at card 0 device 0, `efa-only` at device index 1 elsewhere); the cards per type
-    from EC2's data (`Deployment.network_cards`), not from the catalogue the stack was built from.
+    card: infra.facts.efa_cards); the cards per type from EC2's data (`Deployment.network_cards`),
+    not from the catalogue the stack was built from.
     """
     for node_group in deployment.of_type("aws:eks/nodeGroup:NodeGroup"):
         template = launch_template(deployment, node_group)
         count, instance_type = efa_interface_count(template), group_instance_type(node_group, template) or ""
         cards = deployment.cards(instance_type)
-        if count and cards is not None and count != cards:
+        if count and cards is not None and count != len(efa_cards(cards)):
             yield Finding(
                 "efa-interfaces",
                 located(node_group),

@@ -5,43 +5,31 @@ What its CRDs' CEL rules admit the API server itself decides (tests/cluster/test
 from collections.abc import Iterator
 
 from eks_ddp.infra.aws.cluster import SYSTEM_LABEL
+from eks_ddp.infra.facts.efa_cards import NODE_CLASS, NODE_POOL, cards_with_efa, uncovered_types
 from eks_ddp.engine_models.base import Deployment, Finding, located
-
-NODE_CLASS, NODE_POOL = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "kubernetes:karpenter.sh/v1:NodePool"
 
 
 def efa_on_every_card(deployment: Deployment) -> Iterator[Finding]:
     """A Karpenter node gets EFA on exactly the cards its node class lists: a missing card carries no traffic.
 
     Source: aws/karpenter-provider-aws v1.14.1, pkg/providers/launchtemplate/launchtemplate.go
-    (generateNetworkInterfaces passes `networkInterfaces` to EC2 as they are); the cards per type from EC2's data
-    (`Deployment.network_cards`).
+    (generateNetworkInterfaces passes `networkInterfaces` to EC2 as they are; the rule: infra.facts.efa_cards); the
+    cards per type from EC2's data (`Deployment.network_cards`).
     """
     classes = {str(c.inputs.get("metadata", {}).get("name")): c for c in deployment.of_type(NODE_CLASS)}
     for pool in deployment.of_type(NODE_POOL):
         spec = pool.inputs.get("spec", {}).get("template", {}).get("spec", {})
         node_class = classes.get(str(spec.get("nodeClassRef", {}).get("name")))
-        interfaces = (node_class.inputs.get("spec", {}).get("networkInterfaces") or []) if node_class else []
-        efa_cards = {int(i["networkCardIndex"]) for i in interfaces if i.get("interfaceType") == "efa-only"}
-        types = next(
-            (
-                r.get("values", [])
-                for r in spec.get("requirements", [])
-                if r.get("key") == "node.kubernetes.io/instance-type" and r.get("operator") == "In"
-            ),
-            [],
-        )
-        if node_class is None or not efa_cards:
+        efa = cards_with_efa(node_class.inputs.get("spec", {}).get("networkInterfaces") or []) if node_class else []
+        if node_class is None or not efa:
             continue
-        for instance_type in types:
-            cards = deployment.cards(instance_type)
-            if cards is not None and efa_cards != set(range(cards)):
-                yield Finding(
-                    "efa-interfaces",
-                    located(node_class),
-                    "spec.networkInterfaces",
-                    f"EFA on cards {sorted(efa_cards)} of {instance_type}, which has {cards} network cards",
-                )
+        for instance_type, cards in uncovered_types(spec, efa, deployment.cards):
+            yield Finding(
+                "efa-interfaces",
+                located(node_class),
+                "spec.networkInterfaces",
+                f"EFA on cards {sorted(efa)} of {instance_type}, which has {cards} network cards",
+            )
 
 
 def controller_schedules(deployment: Deployment) -> Iterator[Finding]:

@@ -96,18 +96,22 @@ def kubernetes_awaits(deployment: Deployment) -> Iterator[Finding]:
                     f"set {WAIT_FOR}: {SUBMITTED} and watch it instead",
                 )
         elif kind == "PersistentVolumeClaim":
-            storage_class = classes.get(spec.get("storageClassName"), {})
-            if storage_class.get("volumeBindingMode") == "WaitForFirstConsumer":
-                continue
-            worst = PROVISIONING_SECONDS.get(storage_class.get("provisioner", ""), 0)
-            if worst > 300:
-                yield Finding(
-                    "awaits",
-                    located(registration),
-                    "spec.storageClassName",
-                    f"an Immediate claim is awaited until Bound for a fixed 300 s, but "
-                    f"{storage_class.get('provisioner')} takes up to {worst} s; bind WaitForFirstConsumer",
-                )
+            yield from _claim_awaits(registration, classes.get(spec.get("storageClassName"), {}))
+
+
+def _claim_awaits(claim: Registration, storage_class: dict[str, Any]) -> Iterator[Finding]:
+    """A claim bound at once is awaited until Bound for a fixed 5 minutes, however long its provisioner takes."""
+    if storage_class.get("volumeBindingMode") == "WaitForFirstConsumer":
+        return
+    worst = PROVISIONING_SECONDS.get(storage_class.get("provisioner", ""), 0)
+    if worst > 300:
+        yield Finding(
+            "awaits",
+            located(claim),
+            "spec.storageClassName",
+            f"an Immediate claim is awaited until Bound for a fixed 300 s, but "
+            f"{storage_class.get('provisioner')} takes up to {worst} s; bind WaitForFirstConsumer",
+        )
 
 
 # Kinds whose spec the API server refuses to change, by the CRD's CEL rules (`self == oldSelf`):

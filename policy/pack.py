@@ -11,14 +11,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from eks_ddp.policy.rules import (
-    RESOURCE_RULES,
-    ResourceRule,
-    StackResource,
-    efa_groups_consistent,
-    pods_denied_by_default,
-    training_jobs_queued,
-)
+from eks_ddp.policy.rules import RESOURCE_RULES, STACK_RULES, ResourceRule, StackResource, StackRule
 
 
 def resource_validation(rule: ResourceRule) -> Callable[[ResourceValidationArgs, ReportViolation], None]:
@@ -54,34 +47,21 @@ def _stack_resources(args: StackValidationArgs) -> list[StackResource]:
     ]
 
 
-def stack_validation(
-    rule: Callable[[list[StackResource]], list[str]],
-) -> Callable[[StackValidationArgs, ReportViolation], None]:
+def stack_validation(rule: StackRule) -> Callable[[StackValidationArgs, ReportViolation], None]:
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-        for problem in rule(_stack_resources(args)):
+        for problem in rule.check(_stack_resources(args)):
             report_violation(problem, None)
 
     return validate
 
 
-POLICIES = [
-    *(_resource_policy(rule) for rule in RESOURCE_RULES),
-    StackValidationPolicy(
-        name="efa-node-groups-consistent",
-        description="EFA node groups and Karpenter node classes sit in one subnet, in a cluster placement group, with a self-referencing security group (node classes: EFA on every card).",
-        validate=stack_validation(efa_groups_consistent),
+def _stack_policy(rule: StackRule) -> StackValidationPolicy:
+    return StackValidationPolicy(
+        name=rule.name,
+        description=rule.description,
+        validate=stack_validation(rule),
         enforcement_level=EnforcementLevel.MANDATORY,
-    ),
-    StackValidationPolicy(
-        name="pods-denied-by-default",
-        description="Every object that makes pods sits in a namespace with a default-deny NetworkPolicy.",
-        validate=stack_validation(pods_denied_by_default),
-        enforcement_level=EnforcementLevel.MANDATORY,
-    ),
-    StackValidationPolicy(
-        name="training-jobs-queued",
-        description="With Kueue's queues in the stack, every job on a training group is labelled for one of them.",
-        validate=stack_validation(training_jobs_queued),
-        enforcement_level=EnforcementLevel.MANDATORY,
-    ),
-]
+    )
+
+
+POLICIES = [*(_resource_policy(rule) for rule in RESOURCE_RULES), *(_stack_policy(rule) for rule in STACK_RULES)]

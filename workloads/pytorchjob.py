@@ -4,6 +4,7 @@ The pod is workloads.training_pod's; this module wraps it in Master and Worker r
 """
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from eks_ddp.workloads.restart_budget import backoff_limit
@@ -53,8 +54,32 @@ def render(job: TrainingJob, target: NodeTarget) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
 
 
+def replica_pods(spec: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Each replica type with its pod spec (empty where the manifest has none)."""
+    return [
+        (kind, (((replica or {}).get("template") or {}).get("spec") or {}))
+        for kind, replica in (spec.get("pytorchReplicaSpecs") or {}).items()
+    ]
+
+
+def processes_unset(spec: Mapping[str, Any]) -> list[str]:
+    """The operator accepts `auto`, and no value (which it reads as `auto`), but runs it wrongly on CPU nodes."""
+    if str(spec.get("nprocPerNode", "auto")) == "auto":
+        return ["nprocPerNode is 'auto' (on CPU nodes torchrun then starts one process per host vCPU)"]
+    return []
+
+
+def container_unnamed(kind: str, pod: Mapping[str, Any]) -> list[str]:
+    """The operator finds the training container of a replica's pod by its name."""
+    if any(container.get("name") == CONTAINER for container in pod.get("containers") or []):
+        return []
+    return [f"{kind} has no container named {CONTAINER}"]
+
+
 def admission_errors(manifest: dict[str, Any]) -> list[str]:
-    """What the training operator's admission webhook would refuse (the CRD schema accepts these)."""
+    """What the training operator's admission webhook would refuse (the CRD schema accepts these), and `auto`
+    processes, which it accepts but runs wrongly. The policy pack checks any PyTorchJob by `processes_unset` and
+    `container_unnamed` too."""
     errors = []
     spec = manifest.get("spec", {})
     replicas = spec.get("pytorchReplicaSpecs", {})
@@ -72,11 +97,10 @@ def admission_errors(manifest: dict[str, Any]) -> list[str]:
         errors.append("a static job needs exactly one Master")
     if not isinstance(spec.get("nprocPerNode", ""), str):
         errors.append("nprocPerNode must be a string")
-    for kind, replica in replicas.items():
-        containers = replica.get("template", {}).get("spec", {}).get("containers", [])
-        if not any(container.get("name") == CONTAINER for container in containers):
-            errors.append(f"{kind} has no container named {CONTAINER}")
-        if any(not container.get("image") for container in containers):
+    errors += processes_unset(spec)
+    for kind, pod in replica_pods(spec):
+        errors += container_unnamed(kind, pod)
+        if any(not container.get("image") for container in pod.get("containers") or []):
             errors.append(f"{kind} has a container without an image")
     return errors
 

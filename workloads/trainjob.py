@@ -16,6 +16,7 @@ every pod name `<jobset>-<job>-<job index>-<pod index>-<5 random>` must be a DNS
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from eks_ddp.workloads.restart_budget import jobset_max_restarts
@@ -137,15 +138,24 @@ def _trainer_job(runtime: dict[str, Any]) -> dict[str, Any] | None:
     return next(labelled, None)
 
 
+def processes_unset(trainer: Mapping[str, Any]) -> list[str]:
+    """Without `numProcPerNode` the torch plugin runs `auto`: on CPU nodes, one process per requested CPU."""
+    if "numProcPerNode" in trainer:
+        return []
+    return [
+        "spec.trainer.numProcPerNode is unset: on CPU nodes the torch plugin starts one process per requested CPU"
+    ]
+
+
 def admission_errors(trainjob: dict[str, Any], runtime: dict[str, Any]) -> list[str]:
-    """What the Trainer's and JobSet's webhooks refuse, and what they accept but run wrongly."""
+    """What the Trainer's and JobSet's webhooks refuse, and what they accept but run wrongly (`processes_unset`, which
+    the policy pack checks on any TrainJob too)."""
     errors = []
     trainer = trainjob.get("spec", {}).get("trainer", {})
     reserved = sorted({e["name"] for e in trainer.get("env", [])} & set(RESERVED_ENV))
     if reserved:
         errors.append(f"spec.trainer.env must not set {reserved}: the torch plugin owns them")
-    if "numProcPerNode" not in trainer:
-        errors.append("spec.trainer.numProcPerNode is unset: on CPU nodes the torch plugin starts one process per CPU")
+    errors += processes_unset(trainer)
     replicated = _trainer_job(runtime)
     if replicated is None:
         errors.append(f"the runtime has no replicated job labelled {ANCESTOR_LABEL}: nothing receives PET_* variables")

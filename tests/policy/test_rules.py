@@ -5,22 +5,21 @@ import json
 import pytest
 from pulumi_policy import PolicyResourceOptions, ResourceValidationArgs
 
+from eks_ddp.infra.addons.kueue import QUEUE_LABEL
 from eks_ddp.infra.aws.iam import irsa_trust, pod_identity_trust
+from eks_ddp.policy.efa_groups import efa_groups_consistent
 from eks_ddp.policy.pack import POLICIES, resource_validation
-from eks_ddp.policy.rules import (
-    RESOURCE_RULES,
-    QUEUE_LABEL,
-    StackResource,
-    efa_groups_consistent,
-    pods_denied_by_default,
-    training_jobs_queued,
-)
+from eks_ddp.policy.resources import StackResource
+from eks_ddp.policy.rules import RESOURCE_RULES
+from eks_ddp.policy.stack_rules import pods_denied_by_default, training_jobs_queued
 from eks_ddp.tools import stack_file
+from eks_ddp.workloads import pytorchjob, trainjob
 from eks_ddp.stack.config import parse
 from eks_ddp.stack.program import build
 from tests.pulumi_harness import Recorded
 
 RULES = {rule.name: rule for rule in RESOURCE_RULES}
+PYTORCHJOB, TRAINJOB = "kubernetes:kubeflow.org/v1:PyTorchJob", "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
 ROLE_TRUST = irsa_trust("arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/X", "oidc.eks.us-east-1.amazonaws.com/id/X", "training", "trainer")
 UNSCOPED_TRUST = json.loads(json.dumps(ROLE_TRUST))
 del UNSCOPED_TRUST["Statement"][0]["Condition"]["StringEquals"]["oidc.eks.us-east-1.amazonaws.com/id/X:aud"]
@@ -92,6 +91,20 @@ def test_the_pack_reports_through_the_policy_engine_api() -> None:
     args = ResourceValidationArgs("aws:ecr/repository:Repository", {"imageTagMutability": "MUTABLE"}, "urn:x", "repo", options, None)
     resource_validation(RULES["ecr-scanned-and-immutable"])(args, lambda message, urn=None: reported.append(message))
     assert reported == ["repo: images are not scanned on push", "repo: image tags are mutable"]
+
+
+def test_the_pack_reports_a_training_job_as_its_component_refuses_it() -> None:
+    """One rule each (workloads.pytorchjob, workloads.trainjob): what the pack reports of any job in the stack, the
+    component refuses of its own in the same words, before registering it."""
+    replicas = {"Master": {"template": {"spec": {"containers": [{"name": "main", "image": "i"}]}}}}
+    job = {"metadata": {"name": "j"}, "spec": {"nprocPerNode": "auto", "pytorchReplicaSpecs": replicas}}
+    assert RULES["pytorchjob-sane"].check(PYTORCHJOB, job) == pytorchjob.admission_errors(job) == [
+        "nprocPerNode is 'auto' (on CPU nodes torchrun then starts one process per host vCPU)",
+        "Master has no container named pytorch",
+    ]
+    unset = {"metadata": {"name": "j"}, "spec": {"trainer": {"numNodes": 2}}}
+    reported = RULES["trainjob-sane"].check(TRAINJOB, unset)
+    assert reported and set(reported) <= set(trainjob.admission_errors(unset, {}))
 
 
 def _stack_resources(recorded: Recorded) -> list[StackResource]:

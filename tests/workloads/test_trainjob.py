@@ -71,7 +71,7 @@ def test_the_controllers_rules_refuse_what_the_schemas_accept() -> None:
     unlabelled["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["metadata"]["labels"] = {}
     long = trainjob.render(replace(JOB, name="n" * 48, replicas=11), GRAVITON)  # "-node-0-10-abcde": 64
     for broken, runtime_used, expected in (
-        (auto, runtime, "one process per CPU"),
+        (auto, runtime, "one process per requested CPU"),
         (reserved, runtime, "must not set ['PET_NNODES']"),
         (job, unlabelled, "nothing receives PET_* variables"),
         (long, runtime, "exceeds 63 characters"),
