@@ -20,11 +20,12 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from eks_ddp.infra.aws.efa_node_group import NodeGroupShape, TrainingNodes, sizes
+from eks_ddp.infra.aws.efa_node_group import TrainingNodes
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.infra.facts import instance_facts
 from eks_ddp.infra.facts.catalogue import InstanceType
+from eks_ddp.infra.node_group import NodeGroup, NodeGroupShape
 
 COMPONENT = "TrainingPlatform"
 
@@ -96,7 +97,9 @@ def provider(name: str, args: ExistingClusterArgs, region: pulumi.Input[str], pa
              ) -> tuple[k8s.Provider, pulumi.Output[str]]:
     """The target's Kubernetes provider (server-side apply, as the platform's own cluster's) and its kubeconfig."""
     eks_name = args.get("eks_cluster_name")
-    kubeconfig = eks_kubeconfig(eks_name, region, parent) if eks_name else pulumi.Output.secret(args.get("kubeconfig", ""))
+    kubeconfig = (
+        eks_kubeconfig(eks_name, region, parent) if eks_name else pulumi.Output.secret(args.get("kubeconfig", ""))
+    )
     made = k8s.Provider(
         f"{name}-k8s",
         kubeconfig=kubeconfig,
@@ -142,15 +145,15 @@ class ExistingNodeGroup(TrainingNodes):
     cluster's nodes) read it as they read a group the stack makes."""
 
     def __init__(self, name: str, args: NodeGroupShape, opts: pulumi.ResourceOptions | None = None) -> None:
-        instance = instance_facts.describe(args["instance_type"])  # EC2's, or the catalogue's (from_catalogue)
-        self._take_shape(args, instance, NodeLauncher.MANAGED_NODE_GROUP)
-        minimum, maximum, desired = sizes(args)
+        group = NodeGroup.of(args)
+        instance = instance_facts.describe(group.instance_type)  # EC2's, or the catalogue's (from_catalogue)
+        self._take_shape(args, group, instance, NodeLauncher.MANAGED_NODE_GROUP)
         described = {
             "instanceType": self.instance_type,
             "labels": self.labels,
             "taints": [dict(t) for t in self.taints],
             "efaDevices": self.efa_interfaces,
-            "scalingConfig": {"minSize": minimum, "maxSize": maximum, "desiredSize": desired},
+            "scalingConfig": {"minSize": group.min_size, "maxSize": group.max_size, "desiredSize": group.desired_size},
         }
         # Nested: Pulumi sets each input key as an Output attribute, which would hide `labels` and `taints`.
         super().__init__(DESCRIBED_GROUP, name, {"described": described}, opts)

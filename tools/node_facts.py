@@ -7,11 +7,10 @@ holds it to.
 
 from typing import Any
 
-from eks_ddp.infra.aws.cluster import DEFAULT_SYSTEM_INSTANCE_TYPE
-from eks_ddp.infra.aws.efa_node_group import CapacityType
 from eks_ddp.infra.facts.catalogue import InstanceType
 from eks_ddp.infra.facts.instance_facts import offline
-from eks_ddp.infra.platform import AutoscalerKind
+from eks_ddp.infra.node_group import CapacityType, NodeGroup
+from eks_ddp.infra.platform import AutoscalerKind, system_shape
 from eks_ddp.stack import images
 from eks_ddp.stack.config import SYSTEM_GROUP, StackConfig
 from eks_ddp.workloads.nccl_check import FLOORS, LARGEST_MESSAGE
@@ -20,8 +19,7 @@ from eks_ddp.workloads.nccl_check import FLOORS, LARGEST_MESSAGE
 def node_groups(config: StackConfig) -> list[dict[str, Any]]:
     """One record per node group, the system group first."""
     platform = config.platform
-    system_type = platform.get("system_instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE)
-    count = platform.get("system_node_count", 2)
+    system = NodeGroup.of(system_shape(platform))
     karpenter = platform.get("autoscaler") == AutoscalerKind.KARPENTER
     groups = platform.get("node_groups", [])
     trained = {group.get("name", ""): offline(group["instance_type"]) for group in groups}
@@ -33,24 +31,23 @@ def node_groups(config: StackConfig) -> list[dict[str, Any]]:
         choice = choices.get(name)
         return choice.describe(builds.get(choice.accelerator, [instances[name].architecture])) if choice else None
 
-    records = [_record(SYSTEM_GROUP, system_type, "ON_DEMAND", None, 0, (count, count), image(SYSTEM_GROUP))]
+    system_sizes = (system.min_size, system.max_size)
+    records = [_record(SYSTEM_GROUP, system.instance_type, "ON_DEMAND", None, 0, system_sizes, image(SYSTEM_GROUP))]
     checked = config.checked_group(gpu=True)
-    for group in groups:
-        name = group.get("name", "")
-        instance = instances[name]
-        minimum = 0 if karpenter else group.get("min_size", 0)  # Karpenter keeps no idle nodes
-        capacity = CapacityType(group.get("capacity_type", "ON_DEMAND")).value
+    for group in map(NodeGroup.of, groups):
+        instance = instances[group.name]
+        minimum = 0 if karpenter else group.min_size  # Karpenter keeps no idle nodes
         records.append(
             _record(
-                name,
-                group["instance_type"],
-                capacity,
-                group.get("capacity_reservation_id"),
-                instance.network_cards if group.get("efa", True) else 0,
-                (minimum, group.get("max_size", 2)),
-                image(name),
+                group.name,
+                group.instance_type,
+                CapacityType(group.capacity_type).value,
+                group.capacity_reservation_id,
+                group.efa_devices(instance),
+                (minimum, group.max_size),
+                image(group.name),
                 "Karpenter NodePool" if karpenter else "managed node group",
-                _nccl_line(name, instance, checked) if instance.is_gpu and group.get("efa", True) else None,
+                _nccl_line(group.name, instance, checked) if instance.is_gpu and group.efa else None,
             )
         )
     return records

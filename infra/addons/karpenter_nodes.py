@@ -21,22 +21,14 @@ from typing import Any, NotRequired
 import pulumi
 import pulumi_kubernetes as k8s
 
-from eks_ddp.infra.aws.efa_node_group import (
-    KUBERNETES_EFFECT,
-    CapacityType,
-    NodeGroupShape,
-    Taint,
-    TaintEffect,
-    TrainingNodes,
-    cluster_placement_group,
-    efa_security_group,
-    node_labels,
-)
+from eks_ddp.infra.aws.efa_node_group import TrainingNodes, efa_fabric, node_security_groups
 from eks_ddp.infra.aws.efa_node_group import validate as validate_group
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts import versions
 from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.infra.facts.catalogue import InstanceType
+from eks_ddp.infra.facts.efa_cards import efa_cards
+from eks_ddp.infra.node_group import KUBERNETES_EFFECT, CapacityType, NodeGroup, NodeGroupShape, Taint, TaintEffect
 from eks_ddp.infra.options import waits_for
 
 NODE_CLASS_API, NODE_POOL_API = "karpenter.k8s.aws/v1", "karpenter.sh/v1"
@@ -58,7 +50,7 @@ def network_interfaces(cards: int) -> list[dict[str, Any]]:
     primary = {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}
     efa = [
         {"networkCardIndex": card, "deviceIndex": 1 if card == 0 else 0, "interfaceType": "efa-only"}
-        for card in range(cards)
+        for card in efa_cards(cards)
     ]
     return [primary, *efa]
 
@@ -92,12 +84,10 @@ def label_errors(labels: Mapping[str, str]) -> list[str]:
     ]
 
 
-def validate(args: NodeGroupShape, instance: InstanceType) -> None:
-    """What Karpenter refuses beyond a node group's own checks (infra.aws.efa_node_group.validate_shape)."""
-    for problem in label_errors(
-        node_labels(args.get("name", ""), instance, args.get("efa", True), args.get("labels", {}))
-    ):
-        raise InvalidArgument(COMPONENT, "labels", dict(args.get("labels", {})), problem)
+def validate(group: NodeGroup, instance: InstanceType) -> None:
+    """What Karpenter refuses beyond a node group's own checks (infra.node_group NodeGroup.validate)."""
+    for problem in label_errors(group.node_labels(instance)):
+        raise InvalidArgument(COMPONENT, "labels", dict(group.labels), problem)
 
 
 def ami_alias(release_version: str | None) -> str:
@@ -235,10 +225,10 @@ class KarpenterNodePool(TrainingNodes):
     """The NodePool's (and EC2NodeClass's) name."""
 
     def __init__(self, name: str, args: KarpenterNodePoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        instance = validate_group(args)  # type: ignore[arg-type]
-        validate(args, instance)
+        group, instance = validate_group(args, args.get("cluster_name"))
+        validate(group, instance)
         super().__init__(f"eksddp:index:{COMPONENT}", name, {}, opts)
-        warm = {key: args[key] for key in ("min_size", "desired_size") if args.get(key)}  # type: ignore[literal-required]
+        warm = {key: args.get(key) for key in ("min_size", "desired_size") if args.get(key)}
         if warm:
             pulumi.log.warn(
                 f"{COMPONENT} {name}: {warm} has no effect: Karpenter launches nodes for pending pods "
@@ -246,39 +236,32 @@ class KarpenterNodePool(TrainingNodes):
                 self,
             )
         tags = dict(args.get("tags", {}))
-        efa, reservation = args.get("efa", True), args.get("capacity_reservation_id")
-        self._take_shape(args, instance, NodeLauncher.KARPENTER)
-        self.security_group_id = self.placement_group_name = None
-        groups: list[pulumi.Input[str]] = [args["cluster_security_group_id"]]
-        if efa:
-            self.security_group_id = efa_security_group(name, self, args["vpc_id"], tags)
-            groups.append(self.security_group_id)
-            if reservation is None:
-                self.placement_group_name = cluster_placement_group(name, self, tags)
+        self._take_shape(args, group, instance, NodeLauncher.KARPENTER)
+        self.security_group_id, self.placement_group_name = efa_fabric(name, self, group, args["vpc_id"], tags)
         self.node_pool_name = name
         nodes = node_class(
             name,
             instance,
-            efa,
+            group.efa,
             args["node_role_name"],
             args["subnet_id"],
-            groups,
+            node_security_groups(args["cluster_security_group_id"], self.security_group_id),
             self.placement_group_name,
-            reservation,
-            args.get("root_volume_gib", 100),
-            args.get("metadata_hop_limit", 1),
-            args.get("release_version"),
+            group.capacity_reservation_id,
+            group.root_volume_gib,
+            group.metadata_hop_limit,
+            group.release_version,
             tags,
         )
         pool = node_pool(
             name,
             instance,
             args["availability_zone"],
-            CapacityType(args.get("capacity_type", CapacityType.ON_DEMAND)),
+            CapacityType(group.capacity_type),
             self.labels,
             self.taints,
             self.max_size,
-            reserved=reservation is not None,
+            reserved=group.capacity_reservation_id is not None,
         )
         node_class_resource = self._apply(nodes, args, waits_for(opts))
         self._apply(pool, args, [*waits_for(opts), node_class_resource])

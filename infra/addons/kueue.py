@@ -5,8 +5,8 @@ cluster tests run it):
 - A job labelled `kueue.x-k8s.io/queue-name` is suspended at creation by Kueue's webhook and started once its whole
   workload fits its ClusterQueue's quota (pkg/controller/jobframework/defaults.go): never a part of its pods.
 - `waitForPodsReady` (apis/config/v1beta2, no `enable` field: present is on) evicts an admitted job whose pods are
-  not all ready within its timeout (PODS_READY_TIMEOUT by default) and requeues it with a backoff: a job that cannot get all its nodes gives
-  back what it holds (pkg/controller/core/workload_controller.go reconcileNotReadyTimeout).
+  not all ready within its timeout (PODS_READY_TIMEOUT by default) and requeues it with a backoff: a job that cannot
+  get all its nodes gives back what it holds (pkg/controller/core/workload_controller.go reconcileNotReadyTimeout).
 - Topology-aware scheduling counts only nodes that exist, are Ready and schedulable
   (pkg/cache/scheduler/tas_nodes_cache.go): a group at zero nodes is placed only through a ProvisioningRequest
   admission check, which delays the placement until the Cluster Autoscaler made the nodes
@@ -28,13 +28,13 @@ import yaml
 
 from eks_ddp.infra.addons import helm
 from eks_ddp.infra.aws.cluster import GROUP_LABEL, SYSTEM_LABEL
-from eks_ddp.infra.aws.efa_node_group import EFA_RESOURCE, KUBERNETES_EFFECT, NodeGroupShape, TaintEffect, sizes
 from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.facts import instance_facts, quantities, versions
 from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.infra.facts.catalogue import InstanceType
 from eks_ddp.infra.facts.network_topology import CLOSEST_LAYER, NETWORK_LAYERS, has_topology
 from eks_ddp.infra.facts.node_room import DAEMON_SETS_MIB, daemon_sets_millicores, node_allocatable
+from eks_ddp.infra.node_group import EFA_RESOURCE, KUBERNETES_EFFECT, NodeGroup, NodeGroupShape, TaintEffect
 from eks_ddp.infra.options import waits_for
 
 COMPONENT = "Kueue"
@@ -118,11 +118,10 @@ class Flavor:
 UNITS = {"cpu": "m", "memory": "Mi"}
 
 
-def reach(shape: NodeGroupShape, instance: InstanceType) -> dict[str, int]:
+def reach(group: NodeGroup, instance: InstanceType) -> dict[str, int]:
     """What `max_size` nodes of the group offer workloads: each node's allocatable less the daemon sets' budget."""
-    efa = instance.network_cards if shape.get("efa", True) else 0
-    node = node_allocatable(instance, shape.get("launcher"), efa)
-    nodes = sizes(shape)[1]
+    efa = group.efa_devices(instance)
+    node = node_allocatable(instance, group.launcher, efa)
     per_node = {
         "cpu": node.millicores - daemon_sets_millicores(instance),
         "memory": node.memory_mib - DAEMON_SETS_MIB,
@@ -130,7 +129,7 @@ def reach(shape: NodeGroupShape, instance: InstanceType) -> dict[str, int]:
         "aws.amazon.com/neuron": instance.neuron_devices,
         EFA_RESOURCE: efa,
     }
-    return {resource: amount * nodes for resource, amount in per_node.items() if amount}
+    return {resource: amount * group.max_size for resource, amount in per_node.items() if amount}
 
 
 def flavors(groups: Sequence[NodeGroupShape], topology: QueueTopology, provisioning: bool,
@@ -139,16 +138,16 @@ def flavors(groups: Sequence[NodeGroupShape], topology: QueueTopology, provision
     admitting: a group that scales does so only through a ProvisioningRequest (`provisioning`)."""
     found = []
     for shape in groups:
-        minimum, maximum, _ = sizes(shape)
-        scales = minimum < maximum or shape.get("launcher") == NodeLauncher.KARPENTER
-        seen = not scales or (provisioning and shape.get("launcher") != NodeLauncher.KARPENTER)
+        group = NodeGroup.of(shape)
+        scales = group.min_size < group.max_size or group.launcher == NodeLauncher.KARPENTER
+        seen = not scales or (provisioning and group.launcher != NodeLauncher.KARPENTER)
         found.append(Flavor(
-            shape.get("name", ""),
-            {GROUP_LABEL: shape.get("name", "")},
+            group.name,
+            {GROUP_LABEL: group.name},
             [{"key": t["key"], "value": str(t.get("value", "")), "effect": KUBERNETES_EFFECT[TaintEffect(t["effect"])]}
-             for t in shape.get("taints", [])],
-            reach(shape, describe(shape["instance_type"])),
-            topology != QueueTopology.OFF and seen and has_topology(shape["instance_type"]),
+             for t in group.taints],
+            reach(group, describe(group.instance_type)),
+            topology != QueueTopology.OFF and seen and has_topology(group.instance_type),
             provisioning and scales,
         ))
     return found
@@ -254,7 +253,8 @@ def render(found: Sequence[Flavor], teams: Mapping[str, Mapping[str, Mapping[str
         objects.append(_object("ResourceFlavor", flavor.name, spec))
     provisioned = [flavor.name for flavor in found if flavor.provisioned]
     if provisioned:
-        objects.append(_object("ProvisioningRequestConfig", PROVISIONING, {"provisioningClassName": PROVISIONING_CLASS}))
+        provisioning = {"provisioningClassName": PROVISIONING_CLASS}
+        objects.append(_object("ProvisioningRequestConfig", PROVISIONING, provisioning))
         objects.append(_object("AdmissionCheck", PROVISIONING, {
             "controllerName": "kueue.x-k8s.io/provisioning-request",
             "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": PROVISIONING}}))
@@ -352,9 +352,10 @@ def plan(groups: Sequence[NodeGroupShape], queueing: QueueingArgs, provisioning:
 
 def _no_topology(shape: NodeGroupShape) -> str:
     """Why a group's jobs cannot be placed by network topology."""
-    name = shape.get("name", "")
-    if not has_topology(shape["instance_type"]):
-        return f"EC2 gives {shape['instance_type']} ({name}) no network topology: use preferred or off"
+    group = NodeGroup.of(shape)
+    name = group.name
+    if not has_topology(group.instance_type):
+        return f"EC2 gives {group.instance_type} ({name}) no network topology: use preferred or off"
     return (f"Kueue admits {name}'s jobs before Karpenter makes their nodes and places by topology only on "
             "nodes it sees (kubernetes-sigs/kueue#5133): use preferred or off, or the Cluster Autoscaler")
 
