@@ -101,23 +101,25 @@ def label_phases(entry: list[str], clock: ImportClock) -> None:
         clock.stop()
         return forward(*args, **kwargs)
 
-    DistributedDataParallel.forward = first_forward  # type: ignore[method-assign]
+    DistributedDataParallel.forward = first_forward
     _labelled(DistributedDataParallel, "forward", "forward")
     _labelled(torch.Tensor, "backward", "backward")
     _labelled(torch, "save", "final outputs")  # only when nothing above it is a phase: the final model
     script_folder = Path(entry[0]).resolve().parent if entry[0] != "-m" else None
     if entry[0] == "-m" and entry[1].startswith("eks_ddp.trainer"):
-        from eks_ddp.trainer import distributed, training
+        from eks_ddp.trainer import distributed, reporting, training
 
         _labelled(training.Run, "save_checkpoint", "checkpoint")
         _labelled(training.Run, "test_accuracy", "evaluation")
-        _labelled(training.Run, "_log_interval", "metrics")
+        _labelled(reporting.Reporter, "interval", "metrics")
         _labelled(training.Run, "_finish", "final outputs")
         _labelled(distributed.StopVote, "poll", "stop vote")
         _labelled(distributed.StopVote, "settle", "stop vote")
     elif script_folder is not None and (script_folder / "utils.py").is_file():  # the workshop script's helpers
         sys.path.insert(0, str(script_folder))
-        import utils  # type: ignore[import-not-found]
+        # The script's own module, found only at run time (in the folder put first on sys.path above); `__import__`
+        # goes through the import clock as an import statement would.
+        utils = __import__("utils")
         from torch.utils.tensorboard import SummaryWriter
 
         _labelled(utils, "save_checkpoint", "checkpoint")

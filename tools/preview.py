@@ -10,6 +10,7 @@ import json
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -182,7 +183,7 @@ def where_it_runs(region: str, config: StackConfig | None) -> str:
     return "; ".join(parts)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> OneLineParser:
     parser = OneLineParser(
         prog="python -m eks_ddp.tools.preview", description=__doc__.split("\n", 1)[0] if __doc__ else None
     )
@@ -204,7 +205,101 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="set a stack key for this run, as `pulumi up --config` does (repeatable)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What one preview found, for the text or the JSON."""
+
+    project: str
+    stack: str
+    registrations: list[Registration]
+    config: StackConfig | None
+    objects: list[dict[str, Any]]
+    directory: Path
+    written: list[Path]
+    region: str
+    cost_lines: list[cost.Line]
+    counts: Counter[str]
+    groups: list[dict[str, Any]]
+    marked: list[tuple[str, str, str]]
+    """Placeholders left in the stack's config: key, value, and what to put there."""
+    seconds: float
+
+    @property
+    def hourly_total(self) -> float:
+        return sum(line.hourly for line in self.cost_lines)
+
+
+def as_json(preview: Preview) -> dict[str, Any]:
+    """What `--json` prints."""
+    return {
+        "program": preview.project,
+        "stack": preview.stack,
+        "resources": [{"type": r.type, "name": r.name, "parent": r.parent} for r in preview.registrations],
+        "node_groups": preview.groups,
+        "placeholders": [{"key": key, "value": value, "put": what} for key, value, what in preview.marked],
+        "counts": dict(sorted(preview.counts.items())),
+        "cost": {
+            "prices_as_of": PRICES_AS_OF,
+            "currency": "USD",
+            "hourly_total": round(preview.hourly_total, 4),
+            "lines": [
+                {
+                    "item": line.item,
+                    "quantity": line.quantity,
+                    "unit_hourly": line.unit_hourly,
+                    "hourly": round(line.hourly, 4),
+                    "priced": line.priced,
+                }
+                for line in preview.cost_lines
+            ],
+        },
+        "manifests": [str(path) for path in preview.written],
+        "seconds": round(preview.seconds, 2),
+    }
+
+
+def print_text(preview: Preview) -> None:
+    """What a reader sees without `--json`."""
+    print(
+        f"Program {preview.project}, stack {preview.stack}: {len(preview.registrations)} resources "
+        "(under mocks; nothing was sent to AWS)"
+    )
+    print(where_it_runs(preview.region, preview.config))
+    for key, value, what in preview.marked:
+        print(f"  placeholder {key}: {value}; put {what} there (`pulumi up` refuses it)")
+    print()
+    print("\n".join(tree_lines(preview.registrations)))
+    if preview.groups:
+        print("\nNode groups (offline facts: infra.facts.catalogue; `pulumi up` takes EC2's):")
+        print("\n".join(node_facts.lines(preview.groups)))
+    queues = queue_lines(preview.objects)
+    if queues:
+        print("\nQueues (Kueue; a job waits until all its pods fit its queue's quota):")
+        print("\n".join(queues))
+    print("\nImages of the stack's own pods (the charts' images are the charts' own):")
+    print("\n".join(image_lines(preview.objects)))
+    print("\nResources per type:")
+    for type_, count in sorted(preview.counts.items()):
+        print(f"  {count:4d}  {type_}")
+    print(
+        f"\nEstimated cost while its job runs (USD per hour, us-east-1 on-demand list prices of {PRICES_AS_OF}, data "
+        "transfer excluded):"
+    )
+    for line in preview.cost_lines:
+        price = f"{line.unit_hourly:.4f}" if line.priced else "unknown price"
+        print(f"  {line.hourly:9.3f}  {line.item}: {line.quantity:g} x {price}")
+    unpriced = [line.item for line in preview.cost_lines if not line.priced]
+    leaves_out = f"; without {', '.join(unpriced)}, whose price is unknown" if unpriced else ""
+    total = preview.hourly_total
+    print(f"  {total:9.3f}  total (about {total * 24:.0f} per day{leaves_out})")
+    print(f"\n{len(preview.written)} Kubernetes objects written to {preview.directory}/ ({preview.seconds:.1f} s)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     started = time.perf_counter()
     try:
         program = Program.at(args.program)
@@ -218,76 +313,26 @@ def main(argv: list[str] | None = None) -> int:
     directory = args.manifests or Path("runs") / "preview" / args.stack
     written = write_manifests(objects, directory)
     region = program.region(args.stack, override)
-    lines = cost.estimate(Deployment(registrations, region, DEPLOYER_ROLE_ARN, date.today(), read_network_cards()))
-    total = sum(line.hourly for line in lines)
-    counts = Counter(r.type for r in registrations)
-    groups = node_facts.node_groups(config) if config is not None else []
-    marked = placeholders.found(program.config(args.stack, override))
-    seconds = time.perf_counter() - started
+    deployment = Deployment(registrations, region, DEPLOYER_ROLE_ARN, date.today(), read_network_cards())
+    preview = Preview(
+        project=program.project,
+        stack=args.stack,
+        registrations=registrations,
+        config=config,
+        objects=objects,
+        directory=directory,
+        written=written,
+        region=region,
+        cost_lines=cost.estimate(deployment),
+        counts=Counter(r.type for r in registrations),
+        groups=node_facts.node_groups(config) if config is not None else [],
+        marked=placeholders.found(program.config(args.stack, override)),
+        seconds=time.perf_counter() - started,  # last (arguments run in order): it counts every step above
+    )
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "program": program.project,
-                    "stack": args.stack,
-                    "resources": [{"type": r.type, "name": r.name, "parent": r.parent} for r in registrations],
-                    "node_groups": groups,
-                    "placeholders": [{"key": key, "value": value, "put": what} for key, value, what in marked],
-                    "counts": dict(sorted(counts.items())),
-                    "cost": {
-                        "prices_as_of": PRICES_AS_OF,
-                        "currency": "USD",
-                        "hourly_total": round(total, 4),
-                        "lines": [
-                            {
-                                "item": line.item,
-                                "quantity": line.quantity,
-                                "unit_hourly": line.unit_hourly,
-                                "hourly": round(line.hourly, 4),
-                                "priced": line.priced,
-                            }
-                            for line in lines
-                        ],
-                    },
-                    "manifests": [str(path) for path in written],
-                    "seconds": round(seconds, 2),
-                },
-                indent=2,
-            )
-        )
-        return 0
-    print(
-        f"Program {program.project}, stack {args.stack}: {len(registrations)} resources "
-        "(under mocks; nothing was sent to AWS)"
-    )
-    print(where_it_runs(region, config))
-    for key, value, what in marked:
-        print(f"  placeholder {key}: {value}; put {what} there (`pulumi up` refuses it)")
-    print()
-    print("\n".join(tree_lines(registrations)))
-    if groups:
-        print("\nNode groups (offline facts: infra.facts.catalogue; `pulumi up` takes EC2's):")
-        print("\n".join(node_facts.lines(groups)))
-    queues = queue_lines(objects)
-    if queues:
-        print("\nQueues (Kueue; a job waits until all its pods fit its queue's quota):")
-        print("\n".join(queues))
-    print("\nImages of the stack's own pods (the charts' images are the charts' own):")
-    print("\n".join(image_lines(objects)))
-    print("\nResources per type:")
-    for type_, count in sorted(counts.items()):
-        print(f"  {count:4d}  {type_}")
-    print(
-        f"\nEstimated cost while its job runs (USD per hour, us-east-1 on-demand list prices of {PRICES_AS_OF}, data "
-        "transfer excluded):"
-    )
-    for line in lines:
-        price = f"{line.unit_hourly:.4f}" if line.priced else "unknown price"
-        print(f"  {line.hourly:9.3f}  {line.item}: {line.quantity:g} x {price}")
-    unpriced = [line.item for line in lines if not line.priced]
-    leaves_out = f"; without {', '.join(unpriced)}, whose price is unknown" if unpriced else ""
-    print(f"  {total:9.3f}  total (about {total * 24:.0f} per day{leaves_out})")
-    print(f"\n{len(written)} Kubernetes objects written to {directory}/ ({seconds:.1f} s)")
+        print(json.dumps(as_json(preview), indent=2))
+    else:
+        print_text(preview)
     return 0
 
 

@@ -177,9 +177,9 @@ def broadcast_object(value: T) -> T:
     """Rank 0's value on every rank (pickled; for small things such as a checkpoint)."""
     if not dist.is_initialized():
         return value
-    box: list[object] = [value]
+    box: list[T] = [value]  # rank 0's value replaces each other rank's in place
     dist.broadcast_object_list(box, src=0)
-    return box[0]  # type: ignore[return-value]
+    return box[0]
 
 
 def all_sum_(tensor: torch.Tensor) -> torch.Tensor:

@@ -8,6 +8,7 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from eks_ddp.trainer import datasets, distributed, models, precision
 from eks_ddp.trainer.config import TrainConfig
@@ -48,126 +49,111 @@ def shape(text: str) -> tuple[int, int, int]:
     return channels, height, width
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="python -m eks_ddp.trainer", description="The eks-ddp PyTorch DDP trainer.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+Flag = tuple[str, dict[str, Any]]
+"""A flag and its settings: `add_argument`'s keywords."""
 
-    train = commands.add_parser("train", help="train a model with DDP (under torchrun) or in one process")
-    train.add_argument(
-        "--dataset",
-        choices=datasets.DATASETS,
-        default="digits",
+TRAIN_FLAGS: tuple[Flag, ...] = (
+    ("--dataset", dict(
+        choices=datasets.DATASETS, default="digits",
         help="digits is bundled; mnist and cifar10 need --data-dir; synthetic is generated",
-    )
-    train.add_argument("--data-dir", type=Path, help="directory prepared by `prepare-data` (mnist, cifar10)")
-    train.add_argument(
-        "--model", choices=("auto", *models.MODELS), default="auto", help="auto: the dataset's default model"
-    )
-    train.add_argument("--epochs", type=Bounded(int, 1), default=10, help="passes over the training set")
-    train.add_argument(
-        "--batch-size",
-        type=Bounded(int, 1),
-        default=64,
+    )),
+    ("--data-dir", dict(type=Path, help="directory prepared by `prepare-data` (mnist, cifar10)")),
+    ("--model", dict(choices=("auto", *models.MODELS), default="auto", help="auto: the dataset's default model")),
+    ("--epochs", dict(type=Bounded(int, 1), default=10, help="passes over the training set")),
+    ("--batch-size", dict(
+        type=Bounded(int, 1), default=64,
         help="samples a rank trains on per step; with --global-batch-size, the largest micro-batch per rank",
-    )
-    train.add_argument(
-        "--global-batch-size",
+    )),
+    ("--global-batch-size", dict(
         type=Bounded(int, 1),
         help="samples per optimizer step over all ranks, kept across resizes by gradient accumulation "
         "(default: --batch-size times the number of ranks the run starts with)",
-    )
-    train.add_argument("--lr", type=Bounded(float, 0, exclusive=True), default=3e-3, help="peak AdamW learning rate")
-    train.add_argument("--weight-decay", type=Bounded(float, 0), default=0.01, help="AdamW weight decay")
-    train.add_argument(
-        "--warmup-fraction",
-        type=Bounded(float, 0, maximum=1),
-        default=0.05,
-        help="share of steps with linear LR warm-up",
-    )
-    train.add_argument("--seed", type=int, default=0, help="the initial weights, the data order, synthetic data")
-    train.add_argument(
-        "--precision",
-        choices=precision.PRECISIONS,
-        default="auto",
-        help="auto: bf16 where the hardware does it natively",
-    )
-    train.add_argument(
-        "--device",
-        choices=distributed.DEVICES,
-        default="auto",
+    )),
+    ("--lr", dict(type=Bounded(float, 0, exclusive=True), default=3e-3, help="peak AdamW learning rate")),
+    ("--weight-decay", dict(type=Bounded(float, 0), default=0.01, help="AdamW weight decay")),
+    ("--warmup-fraction", dict(
+        type=Bounded(float, 0, maximum=1), default=0.05, help="share of steps with linear LR warm-up"
+    )),
+    ("--seed", dict(type=int, default=0, help="the initial weights, the data order, synthetic data")),
+    ("--precision", dict(
+        choices=precision.PRECISIONS, default="auto", help="auto: bf16 where the hardware does it natively"
+    )),
+    ("--device", dict(
+        choices=distributed.DEVICES, default="auto",
         help="auto: CUDA when there is a GPU; cuda: stop when there is none (GPU pods pass it)",
-    )
-    train.add_argument(
-        "--output-dir", type=Path, default=Path("runs/train"), help="the model, curves, summary, metrics and events"
-    )
-    train.add_argument("--checkpoint-dir", type=Path, help="default: OUTPUT_DIR/checkpoints; share it between restarts")
-    train.add_argument(
-        "--artifact-uri",
+    )),
+    ("--output-dir", dict(
+        type=Path, default=Path("runs/train"), help="the model, curves, summary, metrics and events"
+    )),
+    ("--checkpoint-dir", dict(type=Path, help="default: OUTPUT_DIR/checkpoints; share it between restarts")),
+    ("--artifact-uri", dict(
         help="s3://BUCKET/PREFIX: upload the model and summary there at the end, the checkpoints, metrics, "
         "TensorBoard events and curves at every checkpoint; resume from the newest verified checkpoint there "
         "when none newer is local (and get the run's metrics and events back first)",
-    )
-    train.add_argument(
-        "--checkpoint-uri", help="s3://BUCKET/PREFIX for the checkpoints (default: ARTIFACT_URI/checkpoints)"
-    )
-    train.add_argument(
-        "--run-name",
+    )),
+    ("--checkpoint-uri", dict(help="s3://BUCKET/PREFIX for the checkpoints (default: ARTIFACT_URI/checkpoints)")),
+    ("--run-name", dict(
         help="recorded in checkpoints, the summary and the model (default: the output directory's absolute path)",
-    )
-    train.add_argument(
-        "--checkpoint-every", type=Bounded(int, 0), default=50, help="steps between checkpoints; 0: epoch ends only"
-    )
-    train.add_argument(
-        "--keep-checkpoints",
-        type=Bounded(int, 1),
-        default=3,
-        help="newest checkpoints kept, locally and in S3; older ones are deleted",
-    )
-    train.add_argument("--log-every", type=Bounded(int, 1), default=10, help="steps between metrics lines")
-    train.add_argument(
-        "--metrics-port",
-        type=Bounded(int, 0, maximum=65536),
-        default=0,
+    )),
+    ("--checkpoint-every", dict(
+        type=Bounded(int, 0), default=50, help="steps between checkpoints; 0: epoch ends only"
+    )),
+    ("--keep-checkpoints", dict(
+        type=Bounded(int, 1), default=3, help="newest checkpoints kept, locally and in S3; older ones are deleted"
+    )),
+    ("--log-every", dict(type=Bounded(int, 1), default=10, help="steps between metrics lines")),
+    ("--metrics-port", dict(
+        type=Bounded(int, 0, maximum=65536), default=0,
         help="each node's first process (local rank 0) serves Prometheus metrics on this port (the stack's training "
         "pods declare one); 0: off",
-    )
-    train.add_argument("--metrics-address", default="0.0.0.0", help="the address the metrics port listens on")
-    train.add_argument("--compile", action="store_true", help="torch.compile the model (slow start, faster steps)")
-    train.add_argument(
-        "--timeout-minutes", type=Bounded(float, 0, exclusive=True), default=30.0, help="collective timeout"
-    )
-    train.add_argument(
-        "--synthetic-shape", type=shape, default=(3, 32, 32), metavar="CxHxW", help="images of --dataset synthetic"
-    )
-    train.add_argument(
-        "--synthetic-size", type=Bounded(int, 1), default=8192, help="training images of --dataset synthetic"
-    )
-    train.add_argument(
-        "--synthetic-classes", type=Bounded(int, 2), default=10, help="classes of --dataset synthetic"
-    )
+    )),
+    ("--metrics-address", dict(default="0.0.0.0", help="the address the metrics port listens on")),
+    ("--compile", dict(action="store_true", help="torch.compile the model (slow start, faster steps)")),
+    ("--timeout-minutes", dict(type=Bounded(float, 0, exclusive=True), default=30.0, help="collective timeout")),
+    ("--synthetic-shape", dict(
+        type=shape, default=(3, 32, 32), metavar="CxHxW", help="images of --dataset synthetic"
+    )),
+    ("--synthetic-size", dict(type=Bounded(int, 1), default=8192, help="training images of --dataset synthetic")),
+    ("--synthetic-classes", dict(type=Bounded(int, 2), default=10, help="classes of --dataset synthetic")),
+)
 
-    evaluate = commands.add_parser(
-        "evaluate", help="overall and per-class accuracy of a saved model, and a confusion matrix"
-    )
-    evaluate.add_argument("--model-file", type=Path, required=True, help="model.pt that `train` wrote")
-    evaluate.add_argument("--run-name", help="refuse a model that another run wrote (the name training was given)")
-    evaluate.add_argument(
-        "--model-uri",
+EVALUATE_FLAGS: tuple[Flag, ...] = (
+    ("--model-file", dict(type=Path, required=True, help="model.pt that `train` wrote")),
+    ("--run-name", dict(help="refuse a model that another run wrote (the name training was given)")),
+    ("--model-uri", dict(
         help="s3://BUCKET/KEY of model.pt: downloaded to --model-file first, and the report uploaded next to it",
-    )
-    evaluate.add_argument(
-        "--wait-minutes", type=Bounded(float, 0), default=0.0, help="with --model-uri: wait this long for the model"
-    )
-    evaluate.add_argument("--dataset", choices=datasets.DATASETS, help="default: the dataset the model was trained on")
-    evaluate.add_argument("--data-dir", type=Path, help="directory prepared by `prepare-data` (mnist, cifar10)")
-    evaluate.add_argument("--json", type=Path, help="also write the report as JSON here")
-    evaluate.add_argument("--confusion-matrix", type=Path, help="PNG path (default: next to the model file)")
-    evaluate.add_argument("--batch-size", type=Bounded(int, 1), default=1024, help="test images per forward pass")
+    )),
+    ("--wait-minutes", dict(
+        type=Bounded(float, 0), default=0.0, help="with --model-uri: wait this long for the model"
+    )),
+    ("--dataset", dict(choices=datasets.DATASETS, help="default: the dataset the model was trained on")),
+    ("--data-dir", dict(type=Path, help="directory prepared by `prepare-data` (mnist, cifar10)")),
+    ("--json", dict(type=Path, help="also write the report as JSON here")),
+    ("--confusion-matrix", dict(type=Path, help="PNG path (default: next to the model file)")),
+    ("--batch-size", dict(type=Bounded(int, 1), default=1024, help="test images per forward pass")),
+)
 
-    prepare = commands.add_parser("prepare-data", help="download and verify the official MNIST or CIFAR-10 files")
-    prepare.add_argument("--dataset", choices=tuple(SOURCES), required=True, help="the dataset to download")
-    prepare.add_argument("--data-dir", type=Path, required=True, help="where to put it: train's --data-dir")
-    prepare.add_argument("--source", help="mirror base URL, or the archive's own (e.g. presigned) URL for cifar10")
+PREPARE_DATA_FLAGS: tuple[Flag, ...] = (
+    ("--dataset", dict(choices=tuple(SOURCES), required=True, help="the dataset to download")),
+    ("--data-dir", dict(type=Path, required=True, help="where to put it: train's --data-dir")),
+    ("--source", dict(help="mirror base URL, or the archive's own (e.g. presigned) URL for cifar10")),
+)
+
+COMMANDS: tuple[tuple[str, str, tuple[Flag, ...]], ...] = (
+    ("train", "train a model with DDP (under torchrun) or in one process", TRAIN_FLAGS),
+    ("evaluate", "overall and per-class accuracy of a saved model, and a confusion matrix", EVALUATE_FLAGS),
+    ("prepare-data", "download and verify the official MNIST or CIFAR-10 files", PREPARE_DATA_FLAGS),
+)
+"""Each command, its one-line help and its flags, in the order --help and the reference list them."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="python -m eks_ddp.trainer", description="The eks-ddp PyTorch DDP trainer.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    for name, summary, flags in COMMANDS:
+        command = commands.add_parser(name, help=summary)
+        for flag, settings in flags:
+            command.add_argument(flag, **settings)
     return parser
 
 

@@ -1,6 +1,7 @@
 """The models the trainer knows, by name, and the default one for each dataset."""
 
 from collections.abc import Callable
+from typing import cast
 
 import torch
 from torch import nn
@@ -108,7 +109,14 @@ def build(name: str, input_shape: Shape, classes: int) -> nn.Module:
             f"--model {name} needs images of at least {MINIMUM_SIDE[name]}x{MINIMUM_SIDE[name]} pixels, got {height}x{width}"
         )
     module = MODELS[name](input_shape, classes)
-    return module.to(memory_format=memory_format(name))  # type: ignore[call-overload]  # missing from torch's stubs
+    return in_memory_format(module, memory_format(name))
+
+
+def in_memory_format(module: nn.Module, layout: torch.memory_format) -> nn.Module:
+    """`module.to(memory_format=layout)`: its 4-D weights and buffers in that layout, in place."""
+    # Module.to takes memory_format as Tensor.to does, but torch's stubs leave that keyword out of its overloads.
+    to = cast(Callable[..., nn.Module], module.to)
+    return to(memory_format=layout)
 
 
 def memory_format(name: str) -> torch.memory_format:

@@ -1,4 +1,5 @@
-"""The DDP training loop: resume (trainer.resume chooses where), train, checkpoint, evaluate, write the outputs.
+"""The DDP training loop: resume (trainer.resume chooses where), train (trainer.reporting tells how it goes),
+checkpoint, evaluate, write the outputs.
 
 Order matters for safety: inputs are validated and the dataset loaded before the
 process group starts; the checkpoint is chosen and checked on rank 0 and its
@@ -17,12 +18,12 @@ import datetime
 import logging
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
@@ -32,13 +33,12 @@ from eks_ddp.trainer.config import TrainConfig
 from eks_ddp.trainer.distributed import Topology
 from eks_ddp.trainer.errors import UsageError
 from eks_ddp.trainer.interrupt import StopSignals, TerminationRequested
+from eks_ddp.trainer.reporting import Reporter
 from eks_ddp.trainer.resume import Progress
 from eks_ddp.trainer.sampling import BatchPlan, GlobalBatchSampler
 
-if TYPE_CHECKING:  # imported where used: boto3, TensorBoard and prometheus_client cost a rank that never uses them
+if TYPE_CHECKING:  # imported where used: boto3 costs a rank that never uses it
     from eks_ddp.trainer.artifacts import ArtifactStore, Location
-    from eks_ddp.trainer.metrics_export import MetricsExport
-    from eks_ddp.trainer.run_log import RunLog
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,9 @@ EVAL_BATCH_SIZE = 1024
 # How long a run's end (or a SIGTERM) waits for its uploads: inside the pod's 105 s shutdown window
 # (workloads.training_pod.WORKER_SHUTDOWN_SECONDS), after the checkpoint write.
 UPLOAD_WAIT_SECONDS = 60
+
+Forward = Callable[[torch.Tensor], torch.Tensor]
+"""What the loop trains through: the model, its DDP wrapper, or either of them compiled (--compile)."""
 
 
 class Run:
@@ -94,8 +97,7 @@ class Run:
             from eks_ddp.trainer import artifacts
 
             self.artifacts = artifacts.ArtifactStore(*locations, config.keep_checkpoints)
-        self.run_log: RunLog | None = None
-        self.metrics: MetricsExport | None = None
+        self.reporter = Reporter(config, topology)
         self.ddp: DistributedDataParallel | None = None
         # Set by resume(): a resumed run keeps the global batch it started with.
         self.plan: BatchPlan
@@ -150,15 +152,15 @@ class Run:
                 self.artifacts.upload_checkpoint(*self.checkpoints.paths(self.progress.step))
         self.last_saved_step = self.progress.step
         distributed.barrier()
-        if self.metrics:
-            self.metrics.checkpoint(self.progress.step)
+        self.reporter.checkpoint(self.progress.step)
 
     def _upload_history(self) -> None:
         """What a user reads after a crash, in S3 as of each checkpoint (a SIGTERM's too): metrics.jsonl, the
         TensorBoard events and the curves."""
-        assert self.artifacts is not None and self.run_log is not None
+        run_log = self.reporter.run_log
+        assert self.artifacts is not None and run_log is not None
         self._draw_curves()
-        for path in [*self.run_log.files(), self.config.output_dir / outputs.CURVES_FILE]:
+        for path in [*run_log.files(), self.config.output_dir / outputs.CURVES_FILE]:
             self.artifacts.upload(path, *path.relative_to(self.config.output_dir).parts)
 
     def _draw_curves(self) -> None:
@@ -173,7 +175,7 @@ class Run:
 
     def execute(self) -> dict[str, Any]:
         resumed_from = self.resume()
-        model: nn.Module = self.model
+        model: Forward = self.model
         if self.topology.world_size > 1:
             # Gradients live in the communication buckets: no copy in and out on every step. No broadcast of the
             # batch-norm statistics before every forward: rank 0's are the only ones read (checkpoints, the model,
@@ -186,13 +188,8 @@ class Run:
             )
             model = self.ddp
         if self.config.compile:
-            model = torch.compile(model)  # type: ignore[assignment]
-        if self.topology.is_main:
-            from eks_ddp.trainer import run_log  # TensorBoard's writer: rank 0 writes the run's log
-
-            self.run_log = run_log.RunLog(self.config.output_dir, resumed_from)
-        if self.topology.is_node_main and self.config.metrics_port:  # every pod serves the port it declares
-            self.metrics = self._export_metrics(resumed_from)
+            model = torch.compile(model)
+        self.reporter.open(resumed_from, self.config.epochs * self.sampler.steps_per_epoch, self.plan.global_batch)
         vote = distributed.StopVote()
         with StopSignals() as stop:
             while self.progress.epoch < self.config.epochs:
@@ -203,7 +200,7 @@ class Run:
                     raise TerminationRequested(f"stopped by signal at step {self.progress.step}; checkpoint written")
         return self._finish(resumed_from)
 
-    def _train_epoch(self, model: nn.Module, stop: StopSignals, vote: distributed.StopVote) -> None:
+    def _train_epoch(self, model: Forward, stop: StopSignals, vote: distributed.StopVote) -> None:
         config, progress = self.config, self.progress
         steps = self.sampler.steps(progress.epoch, progress.position, self.device)
         show_bar = self.topology.is_main and sys.stderr.isatty()
@@ -238,7 +235,9 @@ class Run:
                 progress.epoch_loss_sum += window_loss
                 progress.epoch_steps += window_steps
                 mean_loss = distributed.all_sum_(torch.tensor([window_loss])).item() / self.topology.world_size
-                self._log_interval(bar, mean_loss / window_steps, window_samples / (now - window_start), window_steps)
+                learning_rate = float(self.scheduler.get_last_lr()[0])
+                rate = window_samples / (now - window_start)
+                self.reporter.interval(bar, progress, mean_loss / window_steps, learning_rate, rate, window_steps)
                 running_loss.zero_()
                 self.images_trained += window_samples
                 window_steps, window_samples, window_start = 0, 0, now
@@ -255,7 +254,7 @@ class Run:
         bar.close()
         self.training_seconds += time.perf_counter() - epoch_start
 
-    def _step_loss(self, model: nn.Module, batch: torch.Tensor, step_samples: int) -> torch.Tensor:
+    def _step_loss(self, model: Forward, batch: torch.Tensor, step_samples: int) -> torch.Tensor:
         """This micro-batch's share of the step's mean loss: DDP averages the ranks' gradients, so each rank's
         losses over the whole step sum to the mean over its own samples, or, on an epoch's short last step, where
         the ranks' shares differ, to world size x their sum / the step's samples."""
@@ -270,50 +269,6 @@ class Run:
             return contextlib.nullcontext()
         return self.ddp.no_sync()
 
-    def _export_metrics(self, resumed_from: int) -> "MetricsExport | None":
-        """This pod's metrics server (its local rank 0's); a port it cannot have is a warning, never a lost run."""
-        from eks_ddp.trainer import metrics_export  # prometheus_client: with --metrics-port only
-
-        config = self.config
-        try:
-            metrics = metrics_export.MetricsExport(
-                config.metrics_port,
-                config.metrics_address,
-                config.run_name,
-                self.topology.world_size,
-                self.topology.node_rank,
-                self.topology.restart_count,
-                config.epochs * self.sampler.steps_per_epoch,
-                self.plan.global_batch,
-            )
-        except OSError as error:
-            log.warning("metrics are not served: port %d: %s", config.metrics_port, error.strerror or error)
-            return None
-        if resumed_from:
-            metrics.checkpoint_step.set(resumed_from)
-        log.info("metrics: http://%s:%d/metrics", config.metrics_address, metrics.port)
-        return metrics
-
-    def _log_interval(self, bar: Any, loss: float, rate: float, steps: int) -> None:
-        """`loss`: the interval's mean over `steps` steps and the ranks."""
-        progress = self.progress
-        learning_rate = float(self.scheduler.get_last_lr()[0])
-        if self.run_log is not None:
-            self.run_log.interval(progress.step, progress.epoch + 1, loss, learning_rate, rate)
-        if self.metrics is not None:
-            self.metrics.interval(progress.step, progress.epoch + 1, loss, learning_rate, rate, steps)
-        if bar.disable:
-            log.info(
-                "epoch %d/%d step %d loss %.4f %.0f images/s",
-                progress.epoch + 1,
-                self.config.epochs,
-                progress.step,
-                loss,
-                rate,
-            )
-        else:
-            bar.set_postfix(loss=f"{loss:.4f}", rate=f"{rate:.0f} img/s")
-
     def _finish_epoch(self) -> None:
         """Average the epoch's loss over ranks, measure test accuracy, start the next epoch."""
         progress = self.progress
@@ -327,17 +282,7 @@ class Run:
             "elapsed_seconds": round(time.perf_counter() - self.started, 3),
         }
         progress.history.append(record)
-        if self.run_log is not None:
-            self.run_log.epoch(progress.step, record)
-        if self.metrics is not None:
-            self.metrics.epoch_end(accuracy)
-        log.info(
-            "epoch %d/%d: train loss %.4f, test accuracy %.2f %%",
-            record["epoch"],
-            self.config.epochs,
-            record["train_loss"],
-            100 * accuracy,
-        )
+        self.reporter.epoch(progress.step, record)
         progress.epoch += 1
         progress.position = 0
         progress.epoch_loss_sum, progress.epoch_steps = 0.0, 0
@@ -443,10 +388,7 @@ def train(config: TrainConfig, topology: Topology) -> dict[str, Any]:
         with distributed.peers_guarded():
             return run.execute()
     finally:
-        if run.run_log:
-            run.run_log.close()
-        if run.metrics:
-            run.metrics.close()
+        run.reporter.close()
         if run.artifacts:  # the final results, or the SIGTERM checkpoint: inside the pod's shutdown window
             run.artifacts.close(UPLOAD_WAIT_SECONDS)
         run.ddp = None  # DDP must not outlive the process group: see distributed.stop
