@@ -48,17 +48,23 @@ def validate(args: ExistingClusterArgs) -> None:
             COMPONENT,
             "existing_cluster",
             dict(args),
-            "give exactly one of kubeconfig (a path or its contents) and eks_cluster_name",
+            "give exactly one of {} (a path or its contents) and {}",
+            ["existing_cluster.kubeconfig", EKS_NAME],
         )
     if "context" in args and "kubeconfig" not in args:
         raise InvalidArgument(COMPONENT, "existing_cluster.context", args["context"], "it goes with kubeconfig")
 
 
+EKS_NAME = "existing_cluster.eks_cluster_name"
+"""The argument that names an EKS cluster: what AWS-side parts need (`aws_side_problem` refers to it as `{}`)."""
+
+
 def aws_side_problem(args: ExistingClusterArgs) -> str | None:
-    """Why AWS-side parts cannot be made for this target (None when they can: an EKS cluster given by name)."""
+    """Why AWS-side parts cannot be made for this target (None when they can: an EKS cluster given by name), with
+    `{}` for the argument that would allow them (EKS_NAME)."""
     if args.get("eks_cluster_name"):
         return None
-    return "the cluster is given by kubeconfig, so nothing is made in AWS; give existing_cluster.eks_cluster_name"
+    return "the cluster is given by kubeconfig, so nothing is made in AWS; give {}"
 
 
 Describe = Callable[[str], InstanceType]

@@ -21,6 +21,8 @@ from eks_ddp.infra.facts.instance_facts import ami_type
 
 # The checks were the managed node group's first, and their messages keep its name (as does its type token).
 COMPONENT = "EfaNodeGroup"
+SIZES = ("min_size", "max_size")
+"""The bounds a group's sizes are checked against, as its refusals name them."""
 EFA_LABEL = "vpc.amazonaws.com/efa.present"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # On GPU groups: the label the NVIDIA device plugin's chart selects on (one of its default affinity terms).
@@ -205,10 +207,10 @@ class NodeGroup:
         if maximum < 1:
             raise InvalidArgument(COMPONENT, "max_size", maximum, "use 1 or more")
         if not 0 <= minimum <= maximum:
-            raise InvalidArgument(COMPONENT, "min_size", minimum, f"need 0 <= min_size <= max_size ({maximum})")
+            raise InvalidArgument(COMPONENT, "min_size", minimum, f"need 0 <= {{}} <= {{}} ({maximum})", SIZES)
         if not minimum <= desired <= maximum:
             raise InvalidArgument(
-                COMPONENT, "desired_size", desired, f"must lie between min_size={minimum} and max_size={maximum}"
+                COMPONENT, "desired_size", desired, f"must lie between {{}}={minimum} and {{}}={maximum}", SIZES
             )
 
     def _validate_capacity(self) -> None:
@@ -272,11 +274,6 @@ class NodeGroup:
                 release,
                 f"EFA on {ami_type(instance)} needs the AMI release of {floor} or later (the first with EFA)",
             )
-
-
-def placement_facts(shape: NodeGroupShape, instance: InstanceType) -> tuple[int, dict[str, str], list[Taint]]:
-    """A shape's NodeGroup.placement: what a job component derives as the group itself does."""
-    return NodeGroup.of(shape).placement(instance)
 
 
 def unsupported_accelerator(instance: InstanceType) -> str | None:

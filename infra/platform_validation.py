@@ -14,7 +14,7 @@ from eks_ddp.infra.aws.iam import DEFAULT_ROLE_ACCESS, role_access
 from eks_ddp.infra.aws.model_bucket import validate as validate_bucket
 from eks_ddp.infra.aws.network import validate as validate_network
 from eks_ddp.infra.errors import InvalidArgument
-from eks_ddp.infra.existing_cluster import ExistingClusterArgs, aws_side_problem, facts_for
+from eks_ddp.infra.existing_cluster import EKS_NAME, ExistingClusterArgs, aws_side_problem, facts_for
 from eks_ddp.infra.existing_cluster import validate as validate_existing_cluster
 from eks_ddp.infra.facts import instance_facts
 from eks_ddp.infra.facts.catalogue import InstanceType
@@ -72,7 +72,7 @@ def validate(
         try:
             kueue.plan(reachable_groups(args), args["queueing"], provisioning, describe)
         except InvalidArgument as error:
-            raise InvalidArgument(COMPONENT, error.argument, error.value, error.allowed) from None
+            raise error.under(COMPONENT) from None
 
 
 def _validate_kinds(args: TrainingPlatformArgs) -> None:
@@ -141,7 +141,7 @@ def _validate_groups(args: TrainingPlatformArgs, describe: Callable[[str], Insta
             if karpenter:
                 validate_karpenter_group(group, instance)
         except InvalidArgument as error:
-            raise InvalidArgument(COMPONENT, f"{where}.{error.argument}", error.value, error.allowed) from None
+            raise error.under(COMPONENT, f"{where}.") from None
 
 
 def _validate_storage(args: TrainingPlatformArgs, zones: list[str]) -> None:
@@ -171,7 +171,9 @@ def _validate_existing(args: TrainingPlatformArgs, existing: ExistingClusterArgs
     validate_existing_cluster(existing)
     for key, value in args.items():
         if key in NEW_CLUSTER_ONLY:
-            raise InvalidArgument(COMPONENT, key, value, "it shapes a new cluster: leave it out with existing_cluster")
+            raise InvalidArgument(
+                COMPONENT, key, value, "it shapes a new cluster: leave it out with {}", ["existing_cluster"]
+            )
     for index, group in enumerate(args.get("node_groups", [])):
         for key, value in group.items():
             if key in NEW_GROUP_ONLY:
@@ -205,4 +207,4 @@ def _validate_existing(args: TrainingPlatformArgs, existing: ExistingClusterArgs
     )
     for argument, value, made in made_in_aws:
         if made:
-            raise InvalidArgument(COMPONENT, argument, value, f"it makes resources in AWS, and {problem}")
+            raise InvalidArgument(COMPONENT, argument, value, f"it makes resources in AWS, and {problem}", [EKS_NAME])

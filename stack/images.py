@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from eks_ddp.infra.facts.catalogue import Architecture, InstanceType
-from eks_ddp.stack.config import SYSTEM_GROUP, StackConfig, system_shape
+from eks_ddp.infra.platform import system_shape
+from eks_ddp.stack.settings import SYSTEM_GROUP, StackConfig
 from eks_ddp.workloads.image import BUILD_ARGS, DOCKERFILES, PLATFORMS, Accelerator, accelerator_of
 
 

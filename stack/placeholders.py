@@ -14,7 +14,7 @@ from typing import Any
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.settings import get_monitor
 
-from eks_ddp.stack.config import ConfigError
+from eks_ddp.stack.keys import ConfigError
 
 PLACEHOLDER_ACCOUNT = "123456789012"
 # The stack files' placeholder ids: every AWS id prefix the stack takes, with the bodies the files use.

@@ -11,7 +11,7 @@ from eks_ddp.infra.aws.iam import RoleAccess
 from eks_ddp.infra.facts import instance_facts
 from eks_ddp.infra.platform import TrainingPlatform
 from eks_ddp.stack import images
-from eks_ddp.stack.config import FabricCheck, StackConfig
+from eks_ddp.stack.settings import FabricCheck, StackConfig
 from eks_ddp.workloads import network_policy
 from eks_ddp.workloads.batch_jobs import OnFailure, default_fabric_image
 from eks_ddp.workloads.components import (

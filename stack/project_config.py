@@ -4,9 +4,9 @@ The CLI checks every explicitly typed project key a stack sets against its decla
 type before the program runs (pulumi/pulumi sdk/go/common/workspace/config.go
 `validateStackConfigValues`, project.go `ValidateConfigValue`, v3.2xx): a string must
 be a string; an integer an integer or a string that parses as one; a boolean a
-boolean or the string "true" or "false"; an array a list whose items have the
-declared item type. Untyped keys (objects) are not checked by the CLI; the stack
-config parser checks them. The CLI no longer refuses undeclared project keys (older
+boolean or the string "true" or "false"; an object a map; an array a list whose
+items have the declared item type. What is inside a map the stack config parser
+checks (stack.keys). The CLI no longer refuses undeclared project keys (older
 releases did); this module does, naming the closest declared key, because the
 program would otherwise never read a misspelled one.
 """
@@ -141,6 +141,8 @@ def _matches(spec: dict[str, Any], value: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and value.is_integer()
     if kind == "boolean":
         return isinstance(value, bool) or value in ("true", "false")
+    if kind == "object":
+        return isinstance(value, dict)
     items = spec.get("items")
     return isinstance(value, list) and items is not None and all(_matches(items, item) for item in value)
 

@@ -19,20 +19,10 @@ from eks_ddp.infra.errors import InvalidArgument
 from eks_ddp.infra.platform import TrainingPlatform
 from eks_ddp.infra.storage.fsx import FsxLustreStorage
 from eks_ddp.tools import stack_file
-from eks_ddp.stack.config import (
-    ADDONS,
-    EXISTING_CLUSTER,
-    JOB,
-    NODE_GROUP,
-    STORAGE,
-    SYSTEM,
-    TABLES,
-    TOP_LEVEL,
-    VPC,
-    ConfigError,
-    StackConfig,
-    parse,
-)
+from eks_ddp.stack import sections
+from eks_ddp.stack.config import ConfigError, StackConfig, parse
+from eks_ddp.stack.keys import Section
+from eks_ddp.stack.sections import ADDONS, EXISTING_CLUSTER, JOB, NODE_GROUP, STORAGE, SYSTEM, TAINT, VPC, top_level
 from eks_ddp.stack.project_config import StackFileError
 from eks_ddp.trainer import cli, flags
 from eks_ddp.workloads.components import PyTorchJob
@@ -105,15 +95,15 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     # Stack configuration (Pulumi.<stack>.yaml): errors name the config key.
     ("config: instance type without EFA", _config("nodeGroups.1.instanceType", "c7g.large"), "eks-ddp:nodeGroups[1].efa: True is not allowed; c7g.large does not support EFA; turn efa off"),
     ("config: not an instance type", _config("nodeGroups.1.instanceType", "c7g"), "eks-ddp:nodeGroups[1].instanceType: 'c7g' is not allowed; give an EC2 instance type such as"),
-    ("config: minSize > maxSize", _config("nodeGroups.1.minSize", 8), "eks-ddp:nodeGroups[1].minSize: 8 is not allowed; need 0 <= minSize <= maxSize"),
-    ("config: desiredSize outside the range", _config("nodeGroups.1.desiredSize", 0), "eks-ddp:nodeGroups[1].desiredSize: 0 is not allowed; must lie between minSize=1 and maxSize=6"),
+    ("config: minSize > maxSize", _config("nodeGroups.1.minSize", 8), "eks-ddp:nodeGroups[1].minSize: 8 is not allowed; need 0 <= nodeGroups[1].minSize <= nodeGroups[1].maxSize"),
+    ("config: desiredSize outside the range", _config("nodeGroups.1.desiredSize", 0), "eks-ddp:nodeGroups[1].desiredSize: 0 is not allowed; must lie between nodeGroups[1].minSize=1 and nodeGroups[1].maxSize=6"),
     ("config: zone outside the VPC's", _config("nodeGroups.1.availabilityZone", "us-west-2a"), "eks-ddp:nodeGroups[1].availabilityZone: 'us-west-2a' is not allowed; use one of eks-ddp:vpc.availabilityZones (us-east-1a, us-east-1b)"),
     ("config: CIDR too small", _config("vpc.cidr", "10.0.0.0/25"), "eks-ddp:vpc.cidr: '10.0.0.0/25' is not allowed; the prefix must be /16 to /24"),
     ("config: FSx capacity 1000 GiB", _config("storage.capacityGiB", 1000), "eks-ddp:storage.capacityGiB: 1000 is not allowed; use 1200, 2400 or a multiple of 2400 GiB"),
     ("config: unknown storage kind", _config("storage.kind", "ebs"), "eks-ddp:storage.kind: 'ebs' is not allowed; use fsx, existing-fsx, efs, none"),
     ("config: negative epochs", _config("job.epochs", -2), "eks-ddp:job.epochs: -2 is not allowed; use a whole number >= 1"),
     ("config: job on a missing node group", _config("job.nodeGroup", "gpu"), "eks-ddp:job.nodeGroup: 'gpu' is not allowed; use one of the node groups: system, workers"),
-    ("config: more replicas than maxSize", _config("job.replicas", 9), "eks-ddp:job.replicas: 9 is not allowed; node group workers holds at most maxSize=6 pods"),
+    ("config: more replicas than maxSize", _config("job.replicas", 9), "eks-ddp:job.replicas: 9 is not allowed; node group workers holds at most 6 pods"),
     ("config: more replicas than a fixed group's nodes", _config("autoscaler", "none", replicas=3), "eks-ddp:job.replicas: 3 is not allowed; node group workers keeps its desiredSize=2 nodes, one pod each (eks-ddp:autoscaler none adds none)"),
     ("config: job name not DNS-1035", _config("job.name", "Mnist.DDP"), "eks-ddp:job.name: 'Mnist.DDP' is not allowed; must be a DNS-1035 label"),
     ("config: job name too long for its services", _config("job.name", "j" * 50), "eks-ddp:job.name: '" + "j" * 50 + "' is not allowed; must be at most 48 characters"),
@@ -131,7 +121,7 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("config: unknown way to give roles", _config("serviceAccountRoles", "keys"), "eks-ddp:serviceAccountRoles: 'keys' is not allowed; use one of pod-identity, irsa"),
     ("config: negative checkpoint expiry", _config("checkpointExpiryDays", -3), "eks-ddp:checkpointExpiryDays: -3 is not allowed; use a positive number of days"),
     ("config: elastic minimum above replicas", _config("job.elasticMinReplicas", 5), "eks-ddp:job.elasticMinReplicas: 5 is not allowed; use 1 to replicas (2)"),
-    ("config: an elastic range that cannot keep the global batch", _config("job.elasticMinReplicas", 2, replicas=3, batchSize=5), "eks-ddp:job.elasticMinReplicas: 2 is not allowed; 2 pods cannot share the job's global batch (batchSize 5 x 3 replicas) evenly; use elasticMinReplicas 3 or more"),
+    ("config: an elastic range that cannot keep the global batch", _config("job.elasticMinReplicas", 2, replicas=3, batchSize=5), "eks-ddp:job.elasticMinReplicas: 2 is not allowed; 2 pods cannot share the job's global batch (5 per pod x 3 pods) evenly; use 3 or more"),
     ("config: data preparation for an offline dataset", _config("job.prepareData", True, dataset="digits"), "eks-ddp:job.prepareData: True is not allowed; only mnist, cifar10 are downloaded"),
     ("config: AMI pin before EFA", _config("nodeGroups.1.releaseVersion", "1.35.0-20260401"), "eks-ddp:nodeGroups[1].releaseVersion: '1.35.0-20260401' is not allowed; EFA on AL2023_ARM_64_STANDARD needs the AMI release of 20260505"),
     ("config: hugepages (retired)", _config("job.hugepagesMiB", 5120), "eks-ddp:job.hugepagesMiB: 5120 is not allowed; removed: a training pod asking for huge pages never gets a Karpenter node"),
@@ -190,8 +180,8 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
     ("component: admin that is not an IAM ARN", _component(lambda: Cluster("c", {"vpc_id": "v", "private_subnet_ids": [], "admin_principal_arns": ["alice"]})), "Cluster: admin_principal_arns='alice' is not allowed"),
     # Workload arguments.
     ("workload: job name not DNS-1035", _job(name="Train_1"), "PyTorchJob: job.name='Train_1' is not allowed; must be a DNS-1035 label"),
-    ("workload: more pods than the group's nodes", _job(replicas=3), "PyTorchJob: job.replicas=3 is not allowed; use 1 to the node group's max_size (2)"),
-    ("workload: zero epochs", _job(epochs=0), "PyTorchJob: job.epochs/batch_size=(0, 128) is not allowed; both must be >= 1"),
+    ("workload: more pods than the group's nodes", _job(replicas=3), "PyTorchJob: job.replicas=3 is not allowed; the node group holds at most 2 pods, one per node"),
+    ("workload: zero epochs", _job(epochs=0), "PyTorchJob: job.epochs=0 is not allowed; use a whole number >= 1"),
     ("workload: elastic minimum above the maximum", _job(elastic_min_replicas=5), "PyTorchJob: job.elastic_min_replicas=5 is not allowed"),
     # Trainer command line.
     ("trainer: batch size 0", _trainer("--batch-size", "0"), "argument --batch-size: 0 is not allowed (must be >= 1)"),
@@ -267,10 +257,12 @@ def test_a_zero_that_means_something_is_taken_as_written(
 
 def test_every_count_key_has_its_zero_tried() -> None:
     """Each whole-number key of the stack file is refused at zero in CASES or taken as written in ZERO_MEANS."""
-    where = {"": TOP_LEVEL, "nodeGroups[0].": SYSTEM, "nodeGroups[1].": NODE_GROUP, "storage.": STORAGE, "job.": JOB,
-             "vpc.": VPC, "existingCluster.": EXISTING_CLUSTER, "addons.": ADDONS}
-    assert sorted(map(id, where.values())) == sorted(map(id, TABLES))  # a new table says where its keys sit
-    counts = {f"eks-ddp:{at}{key}" for at, table in where.items() for key, (_, kind) in table.items() if kind is int}
+    where = {"nodeGroups[0].": SYSTEM, "nodeGroups[1].": NODE_GROUP, "nodeGroups[1].taints[0].": TAINT,
+             "storage.": STORAGE, "job.": JOB, "vpc.": VPC, "existingCluster.": EXISTING_CLUSTER, "addons.": ADDONS}
+    declared = [value for value in vars(sections).values() if isinstance(value, Section)]
+    assert sorted(map(id, where.values())) == sorted(map(id, declared))  # a new section says where its keys sit
+    tables = {"": top_level(), **{at: section.fields() for at, section in where.items()}}
+    counts = {f"eks-ddp:{at}{key}" for at, table in tables.items() for key, (_, kind) in table.items() if kind is int}
     refused = {message.partition(": 0 is not allowed")[0] for _, _, message in CASES if ": 0 is not allowed" in message}
     assert counts - refused - {key for key, _, _ in ZERO_MEANS} == set()
 

@@ -104,7 +104,7 @@ def local_job(stack: str, project_dir: Path = stack_file.ROOT, override: dict[st
     config = parse(values, region)
     if config.job is None:
         raise ConfigError("eks-ddp:job", None, f"Pulumi.{stack}.yaml defines no job to run")
-    job = config.job.job
+    job = config.job.resolved
     launched = job.code.launch() if job.code else []  # [script], or ["-m", module]
     if len(launched) == 1 and not Path(launched[0]).is_file():
         raise ConfigError(

@@ -22,7 +22,7 @@ from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.proto import source_pb2
 
 from eks_ddp.infra.facts import instance_facts
-from eks_ddp.stack.config import StackConfig
+from eks_ddp.stack.settings import StackConfig
 from eks_ddp.stack.program import build
 
 # How the Pulumi wire format marks a resource reference inside a struct.

@@ -4,7 +4,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from eks_ddp.infra.aws.efa_node_group import KUBERNETES_EFFECT, NodeGroupShape, TaintEffect, placement_facts
+from eks_ddp.infra.node_group import KUBERNETES_EFFECT, NodeGroup, NodeGroupShape, TaintEffect
 from eks_ddp.infra.facts.allocatable import NodeLauncher
 from eks_ddp.infra.facts.catalogue import InstanceType
 from eks_ddp.infra.facts.node_room import pod_room, room_mib
@@ -45,7 +45,7 @@ class NodeTarget:
 
 def target_of(shape: NodeGroupShape, instance: InstanceType) -> NodeTarget:
     """Where a group's pods land, from its shape and its type's facts, as the group itself derives them."""
-    efa_interfaces, labels, taints = placement_facts(shape, instance)
+    efa_interfaces, labels, taints = NodeGroup.of(shape).placement(instance)
     return NodeTarget(instance, efa_interfaces, labels, [dict(taint) for taint in taints], shape.get("launcher"))
 
 

@@ -1,6 +1,6 @@
-"""One description of a training job, and the pod every operator runs it in.
+"""The pod every operator runs a training job in.
 
-The job (TrainingJob), its run's identity and paths, the trainer's command and the pod template
+The job's run (its identity and paths), the trainer's command and the pod template
 (node selector, tolerations, EFA and GPU resources, /dev/shm, the claim, the service account, the
 environment, the grace period) live here once; workloads.pytorchjob, workloads.trainjob and
 workloads.indexed_job only wrap the pod in their engine's object. Pure functions returning plain
@@ -9,19 +9,16 @@ dicts: tests validate them against the schemas, the local runner executes their 
 
 import hashlib
 import json
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NotRequired, TypedDict
-
-import pulumi
+from typing import Any
 
 from eks_ddp.infra.storage.shared_claim import SHARED_UID
 from eks_ddp.workloads import preflight, security
 from eks_ddp.workloads.fabric_env import collective_env
+from eks_ddp.workloads.job import DOWNLOADABLE_DATASETS, SHARED_MOUNT, TrainingJob
+from eks_ddp.workloads.job import TrainingJobSpec as TrainingJobSpec  # stable here too (docs/api.md)
+from eks_ddp.workloads.job import UserCodeSpec as UserCodeSpec  # stable here too (docs/api.md)
 from eks_ddp.workloads.target import PROCESS_MIB, NodeTarget, pod_memory_mib, resources
 
-SHARED_MOUNT = "/shared"
 CHECKPOINT_GRACE_SECONDS = 120
 # torchrun forwards SIGTERM to its workers, then SIGKILLs them after TORCH_ELASTIC_SHUTDOWN_TIMEOUT
 # (30 s by default; torch/distributed/launcher/api.py): it must leave them the pod's grace period,
@@ -47,11 +44,8 @@ RENDEZVOUS_TIMEOUT_SECONDS = 1800
 # Every pod serves the trainer's Prometheus metrics here (`--metrics-port`, from its local rank 0), on the port it
 # declares under this name for the PodMonitor, which selects every pod of the job: every scrape target is up.
 METRICS_PORT, METRICS_PORT_NAME = 9300, "metrics"
-# The trainer's `train --dataset` and `prepare-data --dataset` choices (workloads know its command line, not its code).
 # The bundled trainer's module, run by `python -m` and `torchrun -m` in every pod that runs it.
 TRAINER_MODULE = "eks_ddp.trainer"
-DATASETS = ("digits", "mnist", "cifar10", "synthetic")
-DOWNLOADABLE_DATASETS = ("mnist", "cifar10")
 
 
 # What the pods tell the user's own code (UserCode): where its data, results and checkpoints live on the claim.
@@ -62,167 +56,10 @@ USER_CODE_ENV = (
     "EKS_DDP_RUN_NAME",
     "EKS_DDP_METRICS_PORT",
 )
-# Names the engines, torchrun or the pod template set: user code may not override them.
-RESERVED_ENV = re.compile(
-    r"(PET_|MASTER_|TORCHELASTIC_|TORCH_ELASTIC_|EKS_DDP_|FI_|NCCL_|WORLD_SIZE$|RANK$|LOCAL_RANK$)"
-)
 
 
-@dataclass(frozen=True)
-class UserCode:
-    """A UserCodeSpec resolved (the fields mean what the spec's say): what the pod template runs."""
-
-    script: str
-    args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
-
-    def launch(self) -> list[str]:
-        """What torchrun runs: the script, or `-m` and the module."""
-        module = self.script.removeprefix("-m").strip()
-        return ["-m", module] if self.script.startswith("-m") else [self.script]
-
-    def problems(self) -> dict[str, str]:
-        """Why the code cannot run as given, by field (`script`, `env`); empty when it can."""
-        found = {}
-        if not self.script.strip() or self.script.strip() == "-m":
-            found["script"] = "name a Python file in the image, or -m and a module"
-        env = self._env_problem()
-        if env:
-            found["env"] = env
-        return found
-
-    def _env_problem(self) -> str | None:
-        reserved = sorted(name for name, _ in self.env if RESERVED_ENV.match(name))
-        if reserved:
-            return f"{', '.join(reserved)} are set by the engines, torchrun or the pod: use other names"
-        invalid = sorted(name for name, _ in self.env if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name))
-        return f"{', '.join(invalid)} are not environment variable names" if invalid else None
 
 
-@dataclass(frozen=True)
-class TrainingJob:
-    """A TrainingJobSpec with its defaults filled in (`resolve`): what the renderers read. The fields mean what the
-    spec's say."""
-
-    name: str
-    namespace: str
-    image: pulumi.Input[str]
-    dataset: str = "mnist"
-    epochs: int = 10
-    batch_size: int = 128
-    replicas: int = 2
-    elastic_min_replicas: int | None = None
-    max_restarts: int = 3
-    claim_name: str | None = "shared"
-    service_account: str | None = "trainer"
-    checkpoint_every: int = 50
-    extra_args: tuple[str, ...] = field(default_factory=tuple)
-    node_losses: int = 1
-    code: UserCode | None = None
-    preflight: bool = True
-    artifact_bucket: pulumi.Input[str] | None = None
-    queue: str | None = None
-    queue_placement: str | None = None
-
-    @property
-    def elastic(self) -> bool:
-        return self.elastic_min_replicas is not None
-
-    def paths(self, run: str) -> dict[str, str]:
-        """Data (per dataset), and the run's checkpoints and model (per job and run: `run_id`) on the claim."""
-        return {
-            "data": f"{SHARED_MOUNT}/data/{self.dataset}",
-            "output": f"{SHARED_MOUNT}/runs/{self.name}/{run}",
-            "checkpoints": f"{SHARED_MOUNT}/checkpoints/{self.name}/{run}",
-        }
-
-
-def validate_name(name: str) -> str | None:
-    """Why `name` cannot name the job, or None.
-
-    Every name the operators derive stays a 63-character DNS label: the PyTorchJob's services
-    `<name>-worker-<i>`, JobSet's pods `<name>-node-0-<i>-<5 random>` (workloads.trainjob checks the
-    exact length for the job's node count), the Indexed Job's pods `<name>-<i>-<5 random>`.
-    """
-    if not re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name):
-        return "must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter)"
-    if len(name) > 48:
-        return "must be at most 48 characters so `<name>-worker-<index>` stays a 63-character service name"
-    return None
-
-
-class UserCodeSpec(TypedDict):
-    """The user's own training code in the job's image, run by torchrun instead of the bundled trainer.
-
-    Everything the node group implies (GPU and EFA requests, processes per pod, /dev/shm, the claim, tolerations,
-    the NCCL/EFA environment, the restart budget, the grace period) is derived as for the bundled trainer.
-    """
-
-    script: str
-    """A Python file in the image (relative to its working directory, or absolute), or `-m package.module`."""
-    args: NotRequired[Sequence[str]]
-    """Its arguments."""
-    env: NotRequired[Mapping[str, str]]
-    """Extra environment variables; the engines' and torchrun's own names (PET_*, NCCL_*, FI_*, RANK...) are refused."""
-
-
-class TrainingJobSpec(TypedDict):
-    """What to train and how many pods: a job component's `job` (every unset field takes the default it names)."""
-
-    name: str
-    """The job's name: a DNS label, unique in its namespace."""
-    namespace: str
-    """The namespace its objects go in (the platform's training namespace)."""
-    image: pulumi.Input[str]
-    """Container image with the bundled trainer, or with the user's code when `code` is set."""
-    dataset: NotRequired[str]
-    """The bundled trainer's dataset: digits, mnist (default), cifar10 or synthetic."""
-    epochs: NotRequired[int]
-    """Passes over the training set (default 10)."""
-    batch_size: NotRequired[int]
-    """Images per rank per step (default 128)."""
-    replicas: NotRequired[int]
-    """Pods in all, one per node (default 2; elastic: the most)."""
-    elastic_min_replicas: NotRequired[int]
-    """Makes the job elastic (training operator v1 only) with at least this many pods."""
-    max_restarts: NotRequired[int]
-    """torchrun's restarts of the workers in a pod (default 3)."""
-    claim_name: NotRequired[str | None]
-    """The ReadWriteMany claim mounted at /shared (default `shared`; null: scratch space, then set artifact_bucket)."""
-    service_account: NotRequired[str | None]
-    """The pods' ServiceAccount (default `trainer`, the bucket's IRSA role; null: the namespace's default)."""
-    checkpoint_every: NotRequired[int]
-    """Steps between checkpoints (default 50)."""
-    extra_args: NotRequired[Sequence[str]]
-    """More arguments for the bundled trainer's `train` command."""
-    node_losses: NotRequired[int]
-    """Node losses (spot interruptions, failed nodes) the job survives before its operator fails it (default 1)."""
-    code: NotRequired[UserCodeSpec]
-    """The user's own training code instead of the bundled trainer."""
-    preflight: NotRequired[bool]
-    """GPU pods check their GPUs (DCGM level 1) and EFA devices before training (default true)."""
-    artifact_bucket: NotRequired[pulumi.Input[str]]
-    """S3 bucket the run uploads its results and checkpoints to and resumes from (the platform's model bucket)."""
-    queue: NotRequired[str]
-    """The Kueue LocalQueue the job waits in until all its pods fit (TrainingPlatform.submission; default: none, the
-    job starts at once)."""
-    queue_placement: NotRequired[str]
-    """With `queue`: `required` or `preferred` to have all pods under one EC2 network node (TrainingPlatform.submission
-    says which applies to the group)."""
-
-
-def user_code(spec: UserCodeSpec) -> UserCode:
-    """The user's code resolved: what the pod template runs, and what says whether it can run (`problems`)."""
-    return UserCode(spec["script"], tuple(spec.get("args", ())), tuple(sorted(spec.get("env", {}).items())))
-
-
-def resolve(spec: TrainingJobSpec) -> TrainingJob:
-    """The job with every default filled in: what the renderers read."""
-    fields: dict[str, Any] = {key: value for key, value in spec.items() if key not in ("code", "extra_args")}
-    code = spec.get("code")
-    return TrainingJob(
-        **fields, extra_args=tuple(spec.get("extra_args", ())), code=user_code(code) if code is not None else None
-    )
 
 
 def global_batch(job: TrainingJob, target: NodeTarget) -> int:

@@ -46,7 +46,7 @@ def runtime_name(job: TrainingJob, spec: dict[str, Any]) -> str:
     place would change nothing that runs, and the CRD refuses in-place changes to some of its fields (CEL
     `self == oldSelf` on failurePolicy, network, ...). Named after its spec, a changed runtime is a new object
     (pulumi-kubernetes replaces an object whose name changes, the new one first), the TrainJob's `spec.runtimeRef`
-    changes, and the TrainJob is replaced (workloads.components.REPLACED_NOT_UPDATED): its pods stop with a SIGTERM
+    changes, and the TrainJob is replaced (workloads.applying.REPLACED_NOT_UPDATED): its pods stop with a SIGTERM
     checkpoint and the new ones resume the same run, whose id reads only the run's arguments (training_pod.run_id).
     The old runtime is deleted last, once no TrainJob uses it; v2.3.0 keeps no finalizer on runtimes in use
     (kubeflow/trainer #3716 removed `trainer.kubeflow.org/resource-in-use`; its controller only strips old ones).

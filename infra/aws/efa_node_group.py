@@ -37,7 +37,6 @@ from eks_ddp.infra.node_group import (
     NodeGroupShape,
     Taint,
     TaintEffect,
-    placement_facts,
     shape_of,
 )
 
@@ -59,7 +58,6 @@ __all__ = [
     "efa_interfaces",
     "efa_security_group",
     "node_security_groups",
-    "placement_facts",
     "shape_of",
     "validate",
 ]

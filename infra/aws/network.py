@@ -65,11 +65,12 @@ def validate(args: NetworkArgs) -> None:
                 COMPONENT,
                 "existing_private_subnet_ids",
                 args.get("existing_private_subnet_ids"),
-                "give the private subnet id of each zone with existing_vpc_id",
+                "give the private subnet id of each zone with {}",
+                refers=["existing_vpc_id"],
             )
         return
     if "existing_private_subnet_ids" in args or "existing_public_subnet_ids" in args:
-        raise InvalidArgument(COMPONENT, "existing_vpc_id", None, "existing subnet ids need existing_vpc_id")
+        raise InvalidArgument(COMPONENT, "existing_vpc_id", None, "existing subnet ids need {}", ["existing_vpc_id"])
     cidr = args.get("cidr", DEFAULT_CIDR)
     try:
         network = ipaddress.IPv4Network(cidr)

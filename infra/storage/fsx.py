@@ -73,8 +73,8 @@ def validate(args: FsxOptions) -> None:
                 COMPONENT,
                 key,
                 path,
-                "give an s3:// path, with deployment_type SCRATCH_2"
-                " (use a data repository association for PERSISTENT_2)",
+                "give an s3:// path, with {} SCRATCH_2 (use a data repository association for PERSISTENT_2)",
+                refers=["deployment_type"],
             )
 
 

@@ -274,7 +274,7 @@ QUEUE_CASES = [("dev", operator) for operator in TRAINING_KINDS]
 @pytest.mark.parametrize("deploy", QUEUE_CASES, indirect=True, ids=[f"{s}-{o}" for s, o in QUEUE_CASES])
 def test_queueing_turned_on_then_off_for_a_deployed_stack_replaces_its_jobs_and_training_goes_on(deploy) -> None:
     """`eks-ddp:queueing: kueue` set on a stack whose job trains, then unset: each `pulumi up` succeeds, the training
-    object is replaced (Kueue's webhook refuses a new queue label on a running job: components.QUEUE_CHANGE_REPLACES),
+    object is replaced (Kueue's webhook refuses a new queue label on a running job: applying.QUEUE_CHANGE_REPLACES),
     Kueue admits the queued one, the new pods resume the same run, and the destroy leaves the cluster as it was."""
     running, workspace, binaries, override = deploy
     plane, kubectl, said = running.control_plane, running.kubectl, []

@@ -1,5 +1,5 @@
 """A change to a running job's pods, on the engines themselves: why the stack replaces a training job instead of
-updating it (workloads.components.REPLACED_NOT_UPDATED). The training operator accepts a changed PyTorchJob and never
+updating it (workloads.applying.REPLACED_NOT_UPDATED). The training operator accepts a changed PyTorchJob and never
 applies it to the pods it made; the Trainer's CRD refuses a changed `spec.trainer` outright; a replacement (delete,
 then create under the same name, as `deleteBeforeReplace` does) runs pods of the new template."""
 

@@ -13,7 +13,7 @@ from eks_ddp.infra.addons.kueue import QueueTopology
 from eks_ddp.infra.addons.training_operator import OperatorKind
 from eks_ddp.infra.aws.iam import RoleAccess
 from eks_ddp.infra.platform import AutoscalerKind, MonitoringKind, StorageKind
-from eks_ddp.stack.config import BUILT_IMAGE, ConfigError, FabricCheck, JobConfig, parse
+from eks_ddp.stack.config import BUILT_IMAGE, ConfigError, FabricCheck, JobSettings, parse
 
 ARM_GROUP = {"name": "trainers", "instanceType": "c7gn.16xlarge", "availabilityZone": "us-west-2b"}
 
@@ -98,11 +98,10 @@ def test_every_key_reaches_its_argument() -> None:
         "queueing": {"quotas": {"vision": {"trainers": {"cpu": "64"}}}, "topology": QueueTopology.OFF,
                      "pods_ready_timeout": "5m"},
     }
-    assert config.job == JobConfig(
+    assert config.job == JobSettings(
         node_group="trainers",
-        spec={"name": "cifar", "namespace": "research", "image": "ecr/trainer:1", "claim_name": "shared",
-              "service_account": "trainer", "dataset": "cifar10", "epochs": 3, "batch_size": 60, "replicas": 4,
-              "elastic_min_replicas": 2, "node_losses": 2,
+        spec={"name": "cifar", "namespace": "research", "image": "ecr/trainer:1", "dataset": "cifar10", "epochs": 3,
+              "batch_size": 60, "replicas": 4, "elastic_min_replicas": 2, "node_losses": 2,
               "preflight": False},  # eks-ddp:nodeHealth false: no node-health check before training
         prepare_data=False,
         evaluate=False,
@@ -149,11 +148,9 @@ def test_an_existing_vpc_and_file_system_and_the_user_s_own_code() -> None:
     assert platform["service_account_roles"] == RoleAccess.IRSA
     assert (platform["autoscaler"], platform["training_operator"]) == (AutoscalerKind.NONE, OperatorKind.V2)
     assert platform["monitoring"] == MonitoringKind.PROMETHEUS, "a stack with a job is watched unless it says not"
-    assert config.job == JobConfig(
+    assert config.job == JobSettings(
         node_group="cpu",
-        spec={"name": "own", "namespace": "training", "image": "ecr/own:1", "claim_name": "shared",
-              "service_account": "trainer", "dataset": "mnist", "epochs": 10, "batch_size": 128, "replicas": 1,
-              "node_losses": 1,
+        spec={"name": "own", "namespace": "training", "image": "ecr/own:1", "replicas": 1,
               "code": {"script": "train.py", "args": ["--epochs", "3"], "env": {"LOG_LEVEL": "info"}}},
         prepare_data=False,  # its own script prepares what it needs
         evaluate=False,
@@ -183,9 +180,7 @@ def test_a_stack_that_sets_nothing_gets_the_documented_defaults() -> None:
         "network": {"cidr": "10.0.0.0/16", "availability_zones": ["us-west-2a", "us-west-2b"]},
         "node_groups": [{"name": "trainers", "instance_type": "c7gn.16xlarge", "availability_zone": "us-west-2b"}],
         "tags": {"project": "eks-ddp"},
-        "autoscaler": AutoscalerKind.CLUSTER_AUTOSCALER,
         "monitoring": MonitoringKind.NONE,
-        "node_health": True,
         "storage": StorageKind.FSX,
         "fsx": {},
         "training_operator": OperatorKind.V1,
@@ -208,14 +203,15 @@ def test_the_values_pulumi_yaml_gives_as_defaults_mean_unset() -> None:
 
 def test_a_job_gets_its_documented_defaults() -> None:
     config = parse({"nodeGroups": [ARM_GROUP | {"maxSize": 2}], "job": {"nodeGroup": "trainers"}}, "us-west-2")
-    assert config.job == JobConfig(
+    assert config.job == JobSettings(
         node_group="trainers",
-        spec={"name": "mnist-ddp", "namespace": "training", "image": BUILT_IMAGE, "claim_name": "shared",
-              "service_account": "trainer", "dataset": "mnist", "epochs": 10, "batch_size": 128, "replicas": 2,
-              "node_losses": 1},
+        spec={"name": "mnist-ddp", "namespace": "training", "image": BUILT_IMAGE},  # the rest: the job's defaults
         prepare_data=True,  # mnist is downloaded, onto the shared volume
         evaluate=True,
     )
+    job = config.job.resolved
+    assert (job.dataset, job.epochs, job.batch_size, job.replicas, job.node_losses) == ("mnist", 10, 128, 2, 1)
+    assert (job.claim_name, job.service_account) == ("shared", "trainer")
     assert config.platform.get("monitoring") == MonitoringKind.PROMETHEUS
 
 
@@ -224,7 +220,7 @@ def test_data_is_prepared_only_where_the_pods_share_a_volume(storage: dict[str, 
     values = {"nodeGroups": [ARM_GROUP | {"maxSize": 2}], "job": {"nodeGroup": "trainers"}, "storage": storage}
     job = parse(values, "us-west-2").job
     assert job is not None and job.prepare_data is prepare
-    assert job.spec.get("claim_name") == ("shared" if prepare else None)
+    assert job.resolved.claim_name == ("shared" if prepare else None)
 
 
 def _refusal(values: dict[str, Any], region: str | None = "us-west-2") -> str:
@@ -343,7 +339,7 @@ REFUSALS = {
     ),
     "more replicas than maxSize": (
         _stack(job_replicas=5),
-        "eks-ddp:job.replicas: 5 is not allowed; node group trainers holds at most maxSize=4 pods (one per node)",
+        "eks-ddp:job.replicas: 5 is not allowed; node group trainers holds at most 4 pods, one per node",
     ),
     "more replicas than a fixed group's nodes": (
         _stack(job_replicas=3, group_desiredSize=2, autoscaler="none"),
@@ -360,8 +356,8 @@ REFUSALS = {
                                           "eks-ddp:job.elasticMinReplicas: 3 is not allowed; use 1 to replicas (2)"),
     "an elastic range that cannot share the batch": (
         _stack(job_replicas=4, job_batchSize=10, job_elasticMinReplicas=2),
-        "eks-ddp:job.elasticMinReplicas: 2 is not allowed; 3 pods cannot share the job's global batch (batchSize 10 "
-        "x 4 replicas) evenly; use elasticMinReplicas 4 or more, or a batchSize that 3 pods can share",
+        "eks-ddp:job.elasticMinReplicas: 2 is not allowed; 3 pods cannot share the job's global batch (10 per pod "
+        "x 4 pods) evenly; use 4 or more, or a batch size that 3 pods can share",
     ),
     "an elastic job under v2": (
         _stack(job_elasticMinReplicas=1, trainingOperator="v2"),
@@ -380,8 +376,7 @@ REFUSALS = {
     "the bundled trainer on Neuron devices": (
         _stack(group_instanceType="trn1.32xlarge"),
         "eks-ddp:job.script: None is not allowed; node group trainers has 16 Neuron devices (trn1.32xlarge), which "
-        "the bundled trainer does not run on: set job.script to your Neuron training code, in an image with the "
-        "Neuron SDK (eks-ddp:image)",
+        "the bundled trainer does not run on: give your Neuron training code, in an image with the Neuron SDK",
     ),
     "a script in the image the stack builds": (
         _stack(job_script="t.py"),
@@ -446,7 +441,7 @@ REFUSALS = {
                         "aws:region us-east-1`"),
     "more replicas than the default maxSize": (
         _stack(nodeGroups=[{k: v for k, v in GROUP.items() if k != "maxSize"}], job_replicas=3),
-        "eks-ddp:job.replicas: 3 is not allowed; node group trainers holds at most maxSize=2 pods (one per node)",
+        "eks-ddp:job.replicas: 3 is not allowed; node group trainers holds at most 2 pods, one per node",
     ),
     "evaluation alone on system nodes of the other architecture": (
         _stack(nodeGroups=[X86_GROUP], job_nodeGroup="cpu", job_prepareData=False, job_evaluate=True),
@@ -499,7 +494,7 @@ COMPONENT_REFUSALS = {
     "both ways to name an existing cluster": (
         {**KUBECONFIG_CLUSTER, "existingCluster": {"kubeconfig": "~/.kube/c", "eksClusterName": "x"}},
         "eks-ddp:existingCluster: {'kubeconfig': '~/.kube/c', 'eks_cluster_name': 'x'} is not allowed; give exactly "
-        "one of kubeconfig (a path or its contents) and eksClusterName",
+        "one of existingCluster.kubeconfig (a path or its contents) and existingCluster.eksClusterName",
     ),
     "a VPC for an existing cluster": (
         {**KUBECONFIG_CLUSTER, "vpc": {"cidr": "10.0.0.0/16"}},

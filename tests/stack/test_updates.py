@@ -89,7 +89,7 @@ def test_an_operators_job_updated_in_place_keeps_its_old_pods(kind: str, source:
 
 def test_pulumi_kubernetes_replaces_a_job_whose_template_changed_by_itself() -> None:
     """diff.go (pulumi-kubernetes v4.32.0): `.spec.template` is a Job's force-new property; no option is needed for
-    it (the one a Job has is for its queue label, components.QUEUE_CHANGE_REPLACES)."""
+    it (the one a Job has is for its queue label, applying.QUEUE_CHANGE_REPLACES)."""
     before, after = _renderings("gpu", "none")
     jobs = [new for _, new in changed_pods(before, after) if new.inputs["kind"] == "Job"]
     assert {job.name for job in jobs} == {"eks-ddp-train-job", "eks-ddp-efa-check-job"}

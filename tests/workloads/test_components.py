@@ -81,9 +81,9 @@ def test_batch_jobs_apply_their_objects(pulumi_mocks: Recorded) -> None:
     ("job", "message"),
     [
         ({**JOB, "name": "MNIST"}, "job.name='MNIST' is not allowed; must be a DNS-1035 label"),
-        ({**JOB, "replicas": 5}, "job.replicas=5 is not allowed; use 1 to the node group's max_size (4)"),
+        ({**JOB, "replicas": 5}, "job.replicas=5 is not allowed; the node group holds at most 4 pods, one per node"),
         ({**JOB, "elastic_min_replicas": 3}, "job.elastic_min_replicas=3 is not allowed"),
-        ({**JOB, "epochs": 0}, "job.epochs/batch_size=(0, 128) is not allowed"),
+        ({**JOB, "epochs": 0}, "job.epochs=0 is not allowed; use a whole number >= 1"),
         ({**JOB, "dataset": "imagenet"}, "job.dataset='imagenet' is not allowed"),
     ],
 )

@@ -6,7 +6,8 @@ import pytest
 from eks_ddp.infra.facts.catalogue import EFA_INSTANCE_TYPES
 from eks_ddp.workloads.pytorchjob import admission_errors, pod_specs, render
 from eks_ddp.workloads.target import NodeTarget
-from eks_ddp.workloads.training_pod import TrainingJob, run_id, trainer_command, validate_name
+from eks_ddp.workloads.job import TrainingJob, validate_name
+from eks_ddp.workloads.training_pod import run_id, trainer_command
 from tests.workloads.schemas import validate_pytorchjob
 
 GRAVITON = NodeTarget(EFA_INSTANCE_TYPES["c7g.16xlarge"], efa_interfaces=1, labels={"vpc.amazonaws.com/efa.present": "true"},
@@ -106,6 +107,7 @@ def test_schema_rejects_an_integer_nproc_per_node() -> None:
         (lambda m: m["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].update(image=""), "Worker has a container without an image"),
         (lambda m: m["spec"]["pytorchReplicaSpecs"].pop("Master"), "a static job needs exactly one Master"),
         (lambda m: m["spec"].update(nprocPerNode=1), "nprocPerNode must be a string"),
+        (lambda m: m["spec"].pop("nprocPerNode"), "nprocPerNode is 'auto' (on CPU nodes torchrun then starts one process per host vCPU)"),
         (lambda m: m["spec"].update(elasticPolicy={"standalone": True}) or m["spec"]["pytorchReplicaSpecs"].pop("Worker"), "an elastic job needs Workers"),
     ],
 )
@@ -148,7 +150,7 @@ def test_a_deploy_that_redefines_the_run_starts_a_new_one_beside_the_old() -> No
 def test_dataset_choices_match_the_trainers_command_line() -> None:
     from eks_ddp.trainer.datasets import DATASETS as TRAINER_DATASETS
     from eks_ddp.trainer.sources import SOURCES
-    from eks_ddp.workloads.training_pod import DATASETS, DOWNLOADABLE_DATASETS
+    from eks_ddp.workloads.job import DATASETS, DOWNLOADABLE_DATASETS
 
     assert DATASETS == TRAINER_DATASETS and DOWNLOADABLE_DATASETS == tuple(SOURCES)
 
@@ -189,7 +191,7 @@ def test_a_training_pod_asks_for_the_memory_its_ranks_need_and_may_use_its_room(
     half as much again, requested; the room is the limit. CPUs and devices still keep the node to the pod."""
     from eks_ddp.infra.facts.catalogue import INSTANCE_TYPES
     from eks_ddp.infra.facts.node_room import pod_room
-    from eks_ddp.workloads.training_pod import UserCode
+    from eks_ddp.workloads.job import UserCode
 
     def memory(job: TrainingJob, target: NodeTarget) -> tuple[str, str]:
         container = render(job, target)["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
