@@ -178,6 +178,15 @@ def test_stack_files_are_read_with_the_clis_yaml_rules(tmp_path: Path) -> None:
         _scratch_stack(tmp_path, "  eks-ddp:ncclCheck: yes\n")
 
 
+def test_a_key_declared_as_an_object_takes_a_map_as_the_cli_does(tmp_path: Path) -> None:
+    """project.go ValidateConfigValue: a key of `type: object` takes a map (the offline check refused every map)."""
+    quotas = "  eks-ddp:queueQuotas:\n    vision:\n      workers:\n        cpu: '64'\n"
+    values, _ = _scratch_stack(tmp_path, quotas)
+    assert values["queueQuotas"] == {"vision": {"workers": {"cpu": "64"}}}
+    with pytest.raises(StackFileError, match="eks-ddp:queueQuotas' must be of type 'object'"):
+        _scratch_stack(tmp_path, "  eks-ddp:queueQuotas: vision\n")
+
+
 def test_a_local_zone_of_the_region_is_a_zone_of_it() -> None:
     values, _ = stack_file.load("dev")
     values = {**values, "vpc": {"cidr": "10.0.0.0/16", "availabilityZones": ["us-east-1a", "us-east-1-bos-1a"]}}
