@@ -209,6 +209,7 @@ def test_a_job_gets_its_documented_defaults() -> None:
         prepare_data=True,  # mnist is downloaded, onto the shared volume
         evaluate=True,
     )
+    assert config.job is not None
     job = config.job.resolved
     assert (job.dataset, job.epochs, job.batch_size, job.replicas, job.node_losses) == ("mnist", 10, 128, 2, 1)
     assert (job.claim_name, job.service_account) == ("shared", "trainer")
