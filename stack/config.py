@@ -27,6 +27,7 @@ from eks_ddp.infra.facts import instance_facts
 from eks_ddp.infra.facts.catalogue import Architecture
 from eks_ddp.infra.node_group import NodeGroup
 from eks_ddp.infra.platform import StorageKind, TrainingPlatformArgs, system_shape
+from eks_ddp.infra.platform_args import DEFAULT_NAMESPACE
 from eks_ddp.stack import placeholders, project_config
 from eks_ddp.stack.keys import ConfigError, choice, key, read, stack_word, string_values, strings
 from eks_ddp.stack.platform_keys import read_platform
@@ -73,7 +74,7 @@ def job_key(field: str) -> str:
 
 
 def _read_job(raw: Any, groups: Sequence[NodeGroupShape], describe: Describe, *, fixed: bool, namespace: str,
-             image: str, claim: str | None) -> JobSettings | None:
+             image: str, shared: bool) -> JobSettings | None:
     """The job's settings, checked against the groups as the nodes they can reach (`fixed`: at their desiredSize)."""
     if not raw:  # the project default, {}: no job
         return None
@@ -85,15 +86,15 @@ def _read_job(raw: Any, groups: Sequence[NodeGroupShape], describe: Describe, *,
     prepare, evaluate = fields.pop("prepare_data", None), fields.pop("evaluate", None)
     spec = cast(TrainingJobSpec, {"name": JOB_NAME, **fields, "namespace": namespace, "image": image})
     code = _user_code(spec, image)
-    if claim is None:
+    if not shared:  # scratch space: what must last goes to the model bucket
         spec["claim_name"] = None
     _refuse_problems(spec, target, by_name[target], describe, fixed)
     if code is not None:
         _no_bundled_steps(prepare, evaluate)
         return JobSettings(target, spec, prepare_data=False, evaluate=False)
     dataset = resolve(spec).dataset
-    prepare = dataset in DOWNLOADABLE_DATASETS and claim is not None if prepare is None else prepare
-    _check_preparation(prepare, dataset, claim)
+    prepare = dataset in DOWNLOADABLE_DATASETS and shared if prepare is None else prepare
+    _check_preparation(prepare, dataset, shared)
     return JobSettings(target, spec, prepare_data=prepare, evaluate=True if evaluate is None else evaluate)
 
 
@@ -102,11 +103,14 @@ def _refuse_problems(
 ) -> None:
     """The first rule of the job's model the settings break, named by its key."""
     size = NodeGroup.of(group).max_size
-    for problem in problems(resolve(spec), target, size, describe(group["instance_type"]))[:1]:
-        code = cast(dict[str, Any], spec.get("code", {}))
-        written = code.get(problem.field.removeprefix("code."), problem.value)  # the user's code as written
-        allowed = FIXED_GROUP.format(group=target, size=size) if problem.field == "replicas" and fixed else None
-        raise ConfigError(job_key(problem.field), written, allowed or problem.allowed)
+    found = problems(resolve(spec), target, size, describe(group["instance_type"]))
+    if not found:
+        return
+    field, value, allowed = found[0]
+    written: dict[str, Any] = {**spec.get("code", {})}  # the user's code as the stack file has it
+    if field == "replicas" and fixed:
+        allowed = FIXED_GROUP.format(group=target, size=size)
+    raise ConfigError(job_key(field), written.get(field.removeprefix("code."), value), allowed)
 
 
 def _user_code(spec: TrainingJobSpec, image: str) -> UserCodeSpec | None:
@@ -145,8 +149,8 @@ def _no_bundled_steps(prepare: bool | None, evaluate: bool | None) -> None:
             )
 
 
-def _check_preparation(prepare: bool, dataset: str, claim: str | None) -> None:
-    if prepare and claim is None:
+def _check_preparation(prepare: bool, dataset: str, shared: bool) -> None:
+    if prepare and not shared:
         raise ConfigError(
             job_key("prepare_data"),
             prepare,
@@ -195,11 +199,11 @@ def _image(top: Mapping[str, Any], platform_args: TrainingPlatformArgs) -> str |
 def _job(top: Mapping[str, Any], platform_args: TrainingPlatformArgs, image: str | None, describe: Describe,
          layout: Layout, operator: OperatorKind) -> JobSettings | None:
     """The job on the groups the platform reaches, its steps on the system nodes, and its operator's limits."""
-    claim = None if platform_args.get("storage") == StorageKind.NONE else "shared"
     job = _read_job(
         top.get("job"), platform.reachable_groups(platform_args), describe,
         fixed=platform.keeps_desired_size(platform_args),
-        namespace=platform_args.get("training_namespace", "training"), image=image or BUILT_IMAGE, claim=claim,
+        namespace=platform_args.get("training_namespace", DEFAULT_NAMESPACE), image=image or BUILT_IMAGE,
+        shared=platform_args.get("storage") != StorageKind.NONE,
     )
     if job is None:
         return None

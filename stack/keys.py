@@ -9,11 +9,10 @@ the component or the model that owns it to say, and their refusals name the key 
 
 import collections.abc
 import re
-import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints, is_typeddict
+from typing import Any, TypeVar, get_origin, get_type_hints
 
 import pulumi
 
@@ -27,8 +26,6 @@ RETIRED = {
 }
 """Keys that existed once, and why they went."""
 TYPE_WORDS = {str: "a string", int: "a whole number", bool: "true or false (unquoted)", list: "a list", dict: "a map"}
-DECLARED_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict}
-"""Pulumi.yaml's config types (pulumi/pulumi sdk/go/common/workspace project.json `simpleConfigType`)."""
 
 
 class ConfigError(ValueError):
@@ -76,14 +73,12 @@ def is_a(value: Any, kind: type) -> bool:
 
 
 def _kind(annotation: Any) -> type:
-    """The YAML type a field's annotation takes: `Sequence[str]` a list, a TypedDict or `Mapping` a map, an Enum its
-    value's type, `pulumi.Input[str]` or `str | None` a string."""
+    """The YAML type a field's annotation takes: `Sequence[...]` a list, `Mapping[...]` a map, an Enum its value's
+    type. A field of another type (an output, an optional value) is not a key until its section reads it so."""
     origin = get_origin(annotation)
-    if origin in (Union, types.UnionType):
-        return _kind(get_args(annotation)[0])
     if origin in (list, collections.abc.Sequence):
         return list
-    if origin in (dict, collections.abc.Mapping) or is_typeddict(annotation):
+    if origin in (dict, collections.abc.Mapping):
         return dict
     if isinstance(annotation, type) and issubclass(annotation, Enum):
         return str
@@ -128,14 +123,13 @@ class Section:
 
 
 def declared(declarations: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[str, type]]:
-    """The top-level keys as Pulumi.yaml declares them: each key's argument, and its declared type or, for a map or a
-    list of maps (which the CLI would refuse as a string set without `--path`), its default's."""
-    fields = {}
-    for full_key, declaration in declarations.items():
-        word = full_key.removeprefix(f"{PROJECT}:")
-        kind = DECLARED_TYPES.get(declaration.get("type", ""), type(declaration.get("default")))
-        fields[word] = (argument_of(word), kind)
-    return fields
+    """The top-level keys as Pulumi.yaml declares them: each key's argument, and the type of its default (every key
+    has one, or the CLI refuses a stack that leaves it out; a map or a list of maps is undeclared there, since the CLI
+    would refuse one set as a string without `--path`)."""
+    return {
+        word: (argument_of(word), type(declaration.get("default")))
+        for word, declaration in ((key.removeprefix(f"{PROJECT}:"), spec) for key, spec in declarations.items())
+    }
 
 
 def read(raw: Any, where: str, fields: Mapping[str, tuple[str, type]]) -> dict[str, Any]:

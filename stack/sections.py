@@ -116,7 +116,7 @@ class Layout:
         """The key of the argument a component refused."""
         return self.path_key(error.argument, error.component)
 
-    def path_key(self, path: str, component: str = "") -> str:
+    def path_key(self, path: str, component: str) -> str:
         """The key a platform argument's path (`node_groups[1].min_size`, `queueing.topology`) was set by; a path of
         one of the platform's children (`cidr` of the Network) is known by `component`."""
         group = re.fullmatch(r"node_groups\[(\d+)\]\.(\w+)", path)
@@ -128,10 +128,10 @@ class Layout:
         if head == "queueing":
             name = next(name for name in QUEUEING_KEYS if field.startswith(name))
             return key(QUEUEING_KEYS[name]) + field.removeprefix(name)
-        if head in ("fsx", "existing_fsx") or component in ("FsxLustreStorage", "ExistingFsxVolume"):
+        if head == "existing_fsx" or component in ("FsxLustreStorage", "ExistingFsxVolume"):
             return f"{key('storage')}.{stack_word(field or path)}"
         if path == "storage":
             return f"{key('storage')}.kind"
-        if component == "Network" and path != "network":
+        if component == "Network":
             return f"{key('vpc')}.{stack_word(path)}"
         return key(stack_word(head)) + (f".{stack_word(field)}" if field else "")

@@ -228,7 +228,7 @@ def _elastic_problems(job: TrainingJob) -> list[Problem]:
     """An elastic job's minimum, and the pod counts it may run on: each must share the full job's global batch evenly
     (the trainer keeps it on fewer pods, trainer/sampling.py), or a resize would be refused at run time."""
     minimum = job.elastic_min_replicas
-    if minimum is None or job.replicas < 1:
+    if minimum is None:
         return []
     if not 1 <= minimum <= job.replicas:
         return [Problem("elastic_min_replicas", minimum, f"use 1 to replicas ({job.replicas})")]

@@ -85,6 +85,7 @@ def test_batch_jobs_apply_their_objects(pulumi_mocks: Recorded) -> None:
         ({**JOB, "elastic_min_replicas": 3}, "job.elastic_min_replicas=3 is not allowed"),
         ({**JOB, "epochs": 0}, "job.epochs=0 is not allowed; use a whole number >= 1"),
         ({**JOB, "dataset": "imagenet"}, "job.dataset='imagenet' is not allowed"),
+        ({**JOB, "code": {"script": "-m"}}, "job.code.script='-m' is not allowed; name a Python file in the image"),
     ],
 )
 def test_bad_jobs_are_refused_before_anything_is_applied(pulumi_mocks: Recorded, job: TrainingJobSpec, message: str) -> None:
