@@ -4,9 +4,12 @@
 offline tools run `__main__.py`; the real CLI runs it in tests/cluster/test_every_stack_on_pulumi.py.
 """
 
+from pathlib import Path
 from typing import NotRequired, TypedDict
 
+import pulumi
 import pytest
+import yaml
 
 from eks_ddp.infra.addons.training_operator import OperatorKind
 from eks_ddp.infra.aws.iam import RoleAccess
@@ -78,3 +81,25 @@ def test_a_job_names_its_group() -> None:
     assert _refusal(values) == (
         "eks-ddp:job.nodeGroup: None is not allowed; use one of the node groups: system, trainers"
     )
+
+
+def test_the_program_reads_the_keys_its_own_pulumi_yaml_declares(tmp_path: Path) -> None:
+    """A copy of the program (as `make deploy-local` runs it) declares its keys in its own Pulumi.yaml."""
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    project["config"]["eks-ddp:privateEndpointOnly"] = {"type": "boolean", "default": False}
+    (tmp_path / "Pulumi.yaml").write_text(yaml.safe_dump(project))
+    program, seen = Program.at(ROOT), []
+    config = {**program.config("dev"), "eks-ddp:privateEndpointOnly": "true"}
+    run_offline(lambda: seen.append(from_pulumi(tmp_path)), program.region("dev"), "eks-ddp", "dev", config)
+    assert seen[0].platform.get("private_endpoint_only") is True
+
+
+def test_against_aws_a_placeholder_is_refused_naming_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside the mocks (as `pulumi up` runs the program) the gpu stack file's example VPC id is refused."""
+    program = Program.at(ROOT)
+    pulumi.runtime.settings.reset_options()  # no monitor: not under the mocks
+    pulumi.runtime.set_all_config({"aws:region": program.region("gpu"), **program.config("gpu")})
+    monkeypatch.setattr(pulumi.runtime.settings.SETTINGS, "stack", "gpu")
+    monkeypatch.setattr(pulumi.runtime.settings.SETTINGS, "project", "eks-ddp")
+    with pytest.raises(ConfigError, match=r"^eks-ddp:vpc\.existingVpcId: 'vpc-0123456789abcdef0' is not allowed"):
+        from_pulumi(ROOT)
