@@ -9,7 +9,6 @@ from typing import NotRequired, TypedDict
 
 import pulumi
 import pytest
-import yaml
 
 from eks_ddp.infra.addons.training_operator import OperatorKind
 from eks_ddp.infra.aws.iam import RoleAccess
@@ -21,6 +20,7 @@ from eks_ddp.tools import stack_file
 from eks_ddp.tools.mocking import run_offline
 from eks_ddp.tools.pulumi_program import Program
 from tests.stack.test_config_keys import EVERY_KEY, _refusal, _stack
+from tests.stack.test_new_key import _project_declaring
 
 
 def _read_by_the_program(stack: str, override: dict[str, str] | None = None) -> StackConfig:
@@ -85,12 +85,10 @@ def test_a_job_names_its_group() -> None:
 
 def test_the_program_reads_the_keys_its_own_pulumi_yaml_declares(tmp_path: Path) -> None:
     """A copy of the program (as `make deploy-local` runs it) declares its keys in its own Pulumi.yaml."""
-    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
-    project["config"]["eks-ddp:privateEndpointOnly"] = {"type": "boolean", "default": False}
-    (tmp_path / "Pulumi.yaml").write_text(yaml.safe_dump(project))
+    project = _project_declaring(tmp_path, "eks-ddp:privateEndpointOnly", {"type": "boolean", "default": False})
     program, seen = Program.at(ROOT), []
     config = {**program.config("dev"), "eks-ddp:privateEndpointOnly": "true"}
-    run_offline(lambda: seen.append(from_pulumi(tmp_path)), program.region("dev"), "eks-ddp", "dev", config)
+    run_offline(lambda: seen.append(from_pulumi(project)), program.region("dev"), "eks-ddp", "dev", config)
     assert seen[0].platform.get("private_endpoint_only") is True
 
 
